@@ -1,0 +1,231 @@
+"""The Bayesian neural network: network + prior + likelihood + temperature, as a NumPyro model.
+
+``BNN(...)`` is a callable NumPyro model ``model(x, y=None)``: every network parameter is a
+``numpyro.sample`` site with its prior, the likelihood's own latents (a Gaussian noise scale
+with a prior) are sites too, and the targets are observed at site ``"y"`` inside a
+``numpyro.plate("data", n)``. So the model works with everything in NumPyro (``NUTS(model)``,
+``Predictive``, ``initialize_model``, ``render_model``). For large data use the sharded,
+chunked potential of :func:`bnn_ppl.inference.full_batch_potential`, which computes the same
+density from the pieces this class exposes (:meth:`BNN.sites`, :meth:`BNN.log_prior`,
+:meth:`BNN.log_likelihood`).
+
+Temperature ``T`` (the "cold posterior" of Wenzel et al. 2020 and Izmailov et al. 2021):
+
+* ``temper="likelihood"``: ``log p(θ) + (1/T) log p(D | θ)``
+* ``temper="posterior"``: ``(1/T) [log p(θ) + log p(D | θ)]``
+
+(In both, the Jacobian of the transform to unconstrained space is *not* tempered: the tempered
+density is a density over the constrained parameters.)
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.models import MLP
+    >>> model = bp.BNN(MLP(hidden=(8,), out=3), prior=bp.priors.Normal(0.3),
+    ...                likelihood=bp.likelihoods.Categorical(), temperature=1.0)
+    >>> print(model.describe(jnp.zeros((1, 4))))
+    site            shape    prior
+    Dense_0.bias    (8,)     Normal(scale=0.3, loc=0.0)
+    Dense_0.kernel  (4, 8)   Normal(scale=0.3, loc=0.0)
+    Dense_1.bias    (3,)     Normal(scale=0.3, loc=0.0)
+    Dense_1.kernel  (8, 3)   Normal(scale=0.3, loc=0.0)
+    >>> from numpyro.infer import Predictive
+    >>> draws = Predictive(model, num_samples=2)(jax.random.key(0), jnp.zeros((5, 4)))
+    >>> draws["y"].shape
+    (2, 5)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro import handlers
+from numpyro.distributions.transforms import Transform, biject_to
+
+from bnn_ppl import priors as _priors
+from bnn_ppl import validation
+from bnn_ppl.likelihoods import Likelihood
+from bnn_ppl.network import Network, as_network
+from bnn_ppl.types import Array, Params, PRNGKey
+
+__all__ = ["BNN", "OBSERVED_SITE", "TEMPER_MODES"]
+
+OBSERVED_SITE = "y"
+TEMPER_MODES = ("likelihood", "posterior")
+
+
+class BNN:
+    """A Bayesian neural network as a NumPyro model.
+
+    Args:
+        network: a ``flax.linen.Module`` or ``flax.nnx.Module``.
+        prior: a prior for every parameter, a mapping ``path pattern -> prior`` or a callable
+            ``(path, shape) -> prior`` (see :mod:`bnn_ppl.priors`). Every parameter must get one.
+        likelihood: e.g. :class:`bnn_ppl.likelihoods.Categorical` or
+            :class:`bnn_ppl.likelihoods.Gaussian`.
+        temperature: ``T > 0``; ``T < 1`` is a cold posterior.
+        temper: ``"likelihood"`` tempers the log-likelihood only, ``"posterior"`` the whole
+            log joint.
+
+    Raises:
+        ValueError: ``temperature <= 0`` or an unknown ``temper``.
+        TypeError: a network, prior or likelihood of the wrong kind.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        prior: _priors.PriorSpec,
+        likelihood: Likelihood,
+        temperature: float = 1.0,
+        temper: str = "likelihood",
+    ):
+        self.network: Network = as_network(network)
+        self.module = network
+        if not (isinstance(prior, _priors.Prior | Mapping) or callable(prior)):
+            raise TypeError(
+                "prior must be a bnn_ppl prior (e.g. bp.priors.Normal(0.3)), a mapping from "
+                f"path patterns to priors, or a callable; got {type(prior).__name__}."
+            )
+        self.prior = prior
+        if not isinstance(likelihood, Likelihood):
+            raise TypeError(
+                "likelihood must be a bnn_ppl likelihood (e.g. bp.likelihoods.Categorical()), "
+                f"got {type(likelihood).__name__}."
+            )
+        self.likelihood = likelihood
+        self.temperature = validation.check_positive("temperature", temperature)
+        self.temper = validation.check_choice("temper", temper, TEMPER_MODES)
+        self._cache: dict[Any, tuple[dict[str, _priors.Prior], dict[str, dist.Distribution]]] = {}
+
+    # ----------------------------------------------------------------- structure
+    @property
+    def likelihood_scale(self) -> float:
+        """Multiplier of the log-likelihood: ``1/T``."""
+        return 1.0 / self.temperature
+
+    @property
+    def prior_scale(self) -> float:
+        """Multiplier of the log-prior: ``1/T`` if ``temper="posterior"`` else 1."""
+        return 1.0 / self.temperature if self.temper == "posterior" else 1.0
+
+    def _structure(self, x: Any) -> tuple[dict[str, _priors.Prior], dict[str, dist.Distribution]]:
+        key = (tuple(np.shape(x)[1:]), jnp.result_type(x))
+        if key not in self._cache:
+            example = jax.ShapeDtypeStruct((1, *key[0]), key[1])
+            shapes = {k: tuple(v.shape) for k, v in self.network.shapes(example).items()}
+            resolved = _priors.resolve(self.prior, shapes)
+            sites = {k: resolved[k].distribution(shapes[k]) for k in shapes}
+            for name, d in self.likelihood.latent_sites().items():
+                if name in sites or name == OBSERVED_SITE:
+                    raise ValueError(f"site name {name!r} is used twice; rename the parameter.")
+                sites[name] = d
+            self._cache[key] = (resolved, sites)
+        return self._cache[key]
+
+    def priors(self, x: Any) -> dict[str, _priors.Prior]:
+        """The prior each network parameter got, keyed by path, for inputs shaped like ``x``."""
+        return dict(self._structure(x)[0])
+
+    def sites(self, x: Any) -> dict[str, dist.Distribution]:
+        """Every latent site (network parameters, then likelihood latents) with its prior."""
+        return dict(self._structure(x)[1])
+
+    def transforms(self, x: Any) -> dict[str, Transform]:
+        """Bijections from unconstrained space to each site's support."""
+        return {k: biject_to(d.support) for k, d in self.sites(x).items()}
+
+    def output_shape(self, x: Any) -> tuple[int, ...]:
+        """Shape of the network output for inputs ``x`` (computed abstractly)."""
+        n = np.shape(x)[0]
+        example = jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.result_type(x))
+        params = {
+            k: jax.ShapeDtypeStruct(v.event_shape, jnp.float32)
+            for k, v in self.sites(x).items()
+            if k in self.priors(x)
+        }
+        out = jax.eval_shape(self.network.apply, params, example)
+        return (n, *out.shape[1:])
+
+    def describe(self, x: Any) -> str:
+        """A table of every site, its shape and its prior (the parameter tree a prior sees)."""
+        priors = self.priors(x)
+        rows = [("site", "shape", "prior")]
+        for name, d in self.sites(x).items():
+            rows.append((name, str(tuple(d.event_shape)), repr(priors.get(name, d))))
+        w0 = max(len(r[0]) for r in rows) + 2
+        w1 = max(len(r[1]) for r in rows) + 2
+        return "\n".join(f"{a:<{w0}}{b:<{w1}}{c}".rstrip() for a, b, c in rows)
+
+    def num_params(self, x: Any) -> int:
+        """Number of scalar latent values (weights and likelihood latents)."""
+        return int(sum(np.prod(d.event_shape, dtype=int) for d in self.sites(x).values()))
+
+    # ------------------------------------------------------------------ density
+    def split(self, params: Params) -> tuple[Params, dict[str, Array]]:
+        """Separate network weights from likelihood latents."""
+        latent_names = self.likelihood.latent_sites()
+        weights = {k: v for k, v in params.items() if k not in latent_names}
+        latent = {k: params[k] for k in latent_names}
+        return weights, latent
+
+    def apply(self, params: Params, x: Array) -> Array:
+        """Network output for constrained ``params`` (likelihood latents are ignored)."""
+        return self.network.apply(self.split(params)[0], x)
+
+    def log_prior(self, params: Params, x: Any) -> Array:
+        """Untempered log prior density of constrained ``params`` (x gives the input shape)."""
+        sites = self.sites(x)
+        return sum(jnp.sum(d.log_prob(params[k])) for k, d in sites.items())
+
+    def log_likelihood(self, params: Params, x: Array, y: Array) -> Array:
+        """Untempered per-example log-likelihood, shape ``(n,)``."""
+        weights, latent = self.split(params)
+        return self.likelihood.log_prob(self.network.apply(weights, x), y, latent)
+
+    def predict_one(self, params: Params, x: Array) -> Any:
+        """Predictive distribution for one parameter draw (probabilities or a Gaussian)."""
+        weights, latent = self.split(params)
+        return self.likelihood.predict(self.network.apply(weights, x), latent)
+
+    # ------------------------------------------------------------- initialising
+    def init(self, key: PRNGKey, x: Any, method: str = "prior") -> Params:
+        """Initial constrained parameter values.
+
+        Args:
+            key: random key.
+            x: inputs (only their shape is used).
+            method: ``"prior"`` draws every site from its prior; ``"network"`` uses the Flax
+                initialisers for the weights (an nnx module returns its current values) and the
+                prior for likelihood latents.
+        """
+        validation.check_choice("method", method, ("prior", "network"))
+        sites = self.sites(x)
+        keys = dict(zip(sites, jax.random.split(key, len(sites) + 1)[1:], strict=True))
+        out = {k: d.sample(keys[k]) for k, d in sites.items()}
+        if method == "network":
+            example = jnp.zeros((1, *np.shape(x)[1:]), jnp.result_type(x))
+            out.update(self.network.init(jax.random.split(key)[0], example))
+        return out
+
+    # ------------------------------------------------------------- NumPyro model
+    def __call__(self, x: Array, y: Array | None = None) -> None:
+        """The NumPyro model. ``y=None`` samples the targets (prior/posterior predictive)."""
+        if not isinstance(x, jax.core.Tracer):
+            x = validation.as_array("x", x)
+            if y is not None and not isinstance(y, jax.core.Tracer):
+                y = validation.as_array("y", y)
+                validation.check_same_length("x", x, "y", y)
+                y = self.likelihood.check_targets(y, self.output_shape(x))
+        with handlers.scale(scale=self.prior_scale):
+            params = {k: numpyro.sample(k, d) for k, d in self.sites(x).items()}
+        weights, latent = self.split(params)
+        out = self.network.apply(weights, x)
+        with numpyro.plate("data", x.shape[0]), handlers.scale(scale=self.likelihood_scale):
+            numpyro.sample(OBSERVED_SITE, self.likelihood.numpyro_dist(out, latent), obs=y)
