@@ -1,0 +1,141 @@
+"""Posterior predictive: per-sample predictions, streamed, and their Bayesian model average.
+
+:func:`predict` evaluates the network for every parameter draw in ``samples`` (as returned by
+``MCMC.get_samples()``, by the SVI guide or by an ensemble: a dict of site name -> array with a
+leading sample axis, or two leading axes ``(chains, samples)`` which are flattened). It maps over
+chunks of samples and of inputs, so no more than one chunk of activations is alive at a time;
+the result itself has one row per sample.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.models import MLP
+    >>> model = bp.BNN(MLP(hidden=(8,), out=3), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
+    >>> x = jnp.ones((10, 4))
+    >>> draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(jax.random.key(0), 5))
+    >>> probs = bp.predict(model, draws, x, chunk_size=4)
+    >>> probs.shape, bp.bma(probs).shape
+    ((5, 10, 3), (10, 3))
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bnn_ppl import validation
+from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.model import BNN
+from bnn_ppl.types import Array, Params
+
+__all__ = ["predict", "bma", "flatten_samples"]
+
+
+def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
+    """Check ``samples`` against the model's sites and return them with one leading axis.
+
+    Raises:
+        ValueError: a site is missing, or the shapes do not match the model's parameters.
+    """
+    sites = model.sites(x)
+    missing = [k for k in sites if k not in samples]
+    if missing:
+        raise ValueError(
+            f"samples lack sites {missing}; expected the keys {list(sites)} "
+            "(as returned by MCMC.get_samples())."
+        )
+    lead = None
+    out = {}
+    for k, d in sites.items():
+        a = jnp.asarray(samples[k])
+        event = tuple(d.event_shape)
+        if a.ndim < len(event) + 1 or tuple(a.shape[a.ndim - len(event) :]) != event:
+            raise ValueError(
+                f"samples[{k!r}] has shape {a.shape}; expected (num_samples, *{event}) or "
+                f"(num_chains, num_samples, *{event})."
+            )
+        batch = a.shape[: a.ndim - len(event)]
+        if len(batch) > 2:
+            raise ValueError(f"samples[{k!r}] has {len(batch)} leading axes; at most 2 allowed.")
+        if lead is not None and batch != lead:
+            raise ValueError(f"samples[{k!r}] has leading shape {batch}, others have {lead}.")
+        lead = batch
+        out[k] = a.reshape(-1, *event)
+    return out
+
+
+@partial(jax.jit, static_argnames=("model", "chunk_size", "sample_chunk_size", "num_chunks"))
+def _predict(
+    model: BNN,
+    samples: Params,
+    xc: Array,
+    *,
+    chunk_size: int,
+    sample_chunk_size: int,
+    num_chunks: int,
+) -> Any:
+    def one_draw(params: Params) -> Any:
+        per_chunk = jax.lax.map(lambda xi: model.predict_one(params, xi), xc)
+        return jax.tree.map(lambda a: a.reshape(num_chunks * chunk_size, *a.shape[2:]), per_chunk)
+
+    return jax.lax.map(one_draw, samples, batch_size=sample_chunk_size)
+
+
+def predict(
+    model: BNN,
+    samples: Params,
+    x: Any,
+    *,
+    chunk_size: int | None = None,
+    sample_chunk_size: int | None = None,
+) -> Array | GaussianPrediction:
+    """Per-sample predictive distributions at inputs ``x``.
+
+    Args:
+        model: the :class:`~bnn_ppl.BNN` the samples belong to.
+        samples: site name -> array with a leading sample axis (or ``(chains, samples)``).
+        x: inputs, shape ``(n, ...)``.
+        chunk_size: inputs per network call (default: all ``n`` at once).
+        sample_chunk_size: draws evaluated together with ``vmap`` (default 1, the lowest memory).
+
+    Returns:
+        Classification: probabilities of shape ``(num_samples, n, num_classes)``. Regression: a
+        :class:`~bnn_ppl.likelihoods.GaussianPrediction` whose ``mean`` and ``scale`` have shape
+        ``(num_samples, n)`` (or ``(num_samples, n, d)``).
+    """
+    x = validation.as_array("x", x)
+    n = x.shape[0]
+    chunk = n if chunk_size is None else int(validation.check_positive("chunk_size", chunk_size))
+    chunk = min(chunk, n)
+    sample_chunk = (
+        1
+        if sample_chunk_size is None
+        else int(validation.check_positive("sample_chunk_size", sample_chunk_size))
+    )
+    flat = flatten_samples(model, samples, x)
+    num_chunks = -(-n // chunk)
+    pad = num_chunks * chunk - n
+    xp = np.concatenate([x, np.zeros((pad, *x.shape[1:]), x.dtype)]) if pad else x
+    xc = jnp.asarray(xp).reshape(num_chunks, chunk, *x.shape[1:])
+    out = _predict(
+        model, flat, xc, chunk_size=chunk, sample_chunk_size=sample_chunk, num_chunks=num_chunks
+    )
+    return jax.tree.map(lambda a: a[:, :n], out)
+
+
+def bma(predictions: Array | GaussianPrediction) -> Array | GaussianPrediction:
+    """Bayesian model average over the leading sample axis.
+
+    Classification: the mean of the per-sample probabilities, shape ``(n, num_classes)``.
+    Regression: the mixture's mean and standard deviation (moment-matched; for the exact
+    mixture likelihood use :func:`bnn_ppl.metrics.mixture_nll` on the per-sample predictions).
+    """
+    if isinstance(predictions, GaussianPrediction):
+        mean = predictions.mean.mean(axis=0)
+        second = (predictions.scale**2 + predictions.mean**2).mean(axis=0)
+        return GaussianPrediction(mean, jnp.sqrt(jnp.maximum(second - mean**2, 0.0)))
+    return jnp.mean(jnp.asarray(predictions), axis=0)

@@ -1,0 +1,327 @@
+"""The full-batch potential: the tempered negative log joint, sharded over devices, chunked.
+
+:func:`full_batch_potential` puts the data on a 1-D ``jax.sharding.Mesh`` over the given devices
+(``NamedSharding`` on the batch axis) and returns a :class:`FullBatchPotential` whose
+``potential_fn(params) -> scalar`` is what NumPyro's ``HMC``/``NUTS`` take. Inside:
+
+* each device sums the log-likelihood of its shard in chunks of at most ``chunk_size`` rows
+  with ``lax.scan`` (activations never exceed one chunk), and the per-device sums meet in one
+  ``psum`` (``jax.shard_map``);
+* rows are padded so that every device holds the same whole number of chunks, and padded rows
+  are masked out (``jnp.where``, so a padded row cannot leak even a NaN): the value equals the
+  unpadded one; no row is ever dropped;
+* the log prior is computed once, outside the sharded part;
+* parameters live in unconstrained space (the likelihood's noise scale through a log
+  transform, with its Jacobian); ``postprocess_fn`` maps samples back.
+
+Data as arguments, not constants
+--------------------------------
+A jitted function that *closes over* an array embeds it in the compiled program as a constant.
+``potential_fn`` does close over the data (the signature NumPyro wants is ``potential_fn(z)``),
+which is fine for small data but copies large data into the program. For large data use
+``potential_fn_gen(data)``, which takes the data as an argument, through
+:class:`bnn_ppl.inference.HMC` / :class:`bnn_ppl.inference.NUTS` (or :func:`bnn_ppl.inference.hmc`),
+which pass ``pot.data`` as a jit argument of NumPyro's sampling loop.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.models import MLP
+    >>> from bnn_ppl.inference import full_batch_potential
+    >>> data = bp.data.load("digits")
+    >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
+    ...                bp.likelihoods.Categorical())
+    >>> pot = full_batch_potential(model, data.x_train, data.y_train, chunk_size=512)
+    >>> pot.num_params, pot.chunk_size, pot.num_chunks
+    (1210, 479, 3)
+    >>> params = pot.init_params(jax.random.key(0))
+    >>> bool(jnp.isfinite(pot.potential_fn(params)))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from numpyro.distributions import constraints
+from numpyro.distributions.transforms import Transform
+
+from bnn_ppl import validation
+from bnn_ppl.model import BNN
+from bnn_ppl.types import Array, Params, PRNGKey
+
+__all__ = ["ShardedData", "FullBatchPotential", "full_batch_potential", "DATA_AXIS"]
+
+DATA_AXIS = "data"
+DEFAULT_MAX_CHUNK = 1024
+
+
+class ShardedData(NamedTuple):
+    """Padded data, sharded on the batch axis over the mesh.
+
+    ``mask[i]`` is False for padding rows. All three arrays have ``num_devices * num_chunks *
+    chunk_size`` rows.
+    """
+
+    x: Array
+    y: Array
+    mask: Array
+
+
+def _is_real(support: Any) -> bool:
+    return support is constraints.real or (
+        isinstance(support, constraints.independent) and support.base_constraint is constraints.real
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class FullBatchPotential:
+    """A BNN's tempered potential on a fixed dataset. Build with :func:`full_batch_potential`.
+
+    Attributes:
+        model: the :class:`~bnn_ppl.BNN`.
+        data: the padded, sharded data (:class:`ShardedData`).
+        mesh: the 1-D device mesh, axis name ``"data"``.
+        num_data: number of real (unpadded) rows.
+        chunk_size: rows per chunk; ``num_chunks`` chunks per device.
+        dtype: dtype in which the log-likelihood is accumulated.
+    """
+
+    model: BNN
+    data: ShardedData
+    mesh: Mesh
+    num_data: int
+    chunk_size: int
+    num_chunks: int
+    dtype: Any
+    _x_spec: jax.ShapeDtypeStruct
+
+    # ------------------------------------------------------------------ structure
+    @cached_property
+    def transforms(self) -> dict[str, Transform | None]:
+        """Per site, the bijection to its support, or ``None`` where the support is all reals."""
+        return {
+            k: (None if _is_real(d.support) else t)
+            for (k, d), t in zip(
+                self.model.sites(self._x_spec).items(),
+                self.model.transforms(self._x_spec).values(),
+                strict=True,
+            )
+        }
+
+    @property
+    def num_params(self) -> int:
+        """Number of scalar parameters HMC moves (the flat dimension)."""
+        return self.model.num_params(self._x_spec)
+
+    @property
+    def num_devices(self) -> int:
+        return self.mesh.devices.size
+
+    # ------------------------------------------------------------- constraining
+    def constrain(self, unconstrained: Params) -> tuple[Params, Array]:
+        """Map unconstrained values to the sites' supports; also return the log |Jacobian|."""
+        params, log_det = {}, jnp.zeros(())
+        for k, t in self.transforms.items():
+            u = unconstrained[k]
+            if t is None:
+                params[k] = u
+            else:
+                params[k] = t(u)
+                log_det = log_det + jnp.sum(t.log_abs_det_jacobian(u, params[k]))
+        return params, log_det
+
+    def postprocess_fn(self, unconstrained: Params) -> Params:
+        """Unconstrained sample -> constrained values (for ``MCMC(postprocess_fn=...)``)."""
+        return self.constrain(unconstrained)[0]
+
+    def unconstrain(self, params: Params) -> Params:
+        """Constrained values -> unconstrained ones (the inverse of ``postprocess_fn``)."""
+        return {
+            k: (params[k] if t is None else t.inv(params[k])) for k, t in self.transforms.items()
+        }
+
+    def init_params(
+        self, key: PRNGKey, num_chains: int | None = None, method: str = "prior"
+    ) -> Params:
+        """Unconstrained initial values for HMC (leading axis ``num_chains`` if given).
+
+        ``method="prior"`` draws from the prior; ``"network"`` uses the network's initialisers
+        (see :meth:`bnn_ppl.BNN.init`).
+        """
+
+        def one(k: PRNGKey) -> Params:
+            return self.unconstrain(self.model.init(k, self._x_spec, method=method))
+
+        if num_chains is None:
+            return one(key)
+        num_chains = int(validation.check_positive("num_chains", num_chains))
+        return jax.vmap(one)(jax.random.split(key, num_chains))
+
+    # ------------------------------------------------------------------ density
+    @cached_property
+    def _sharded_log_likelihood(self) -> Callable[[Params, ShardedData], Array]:
+        model, chunk, num_chunks, acc = self.model, self.chunk_size, self.num_chunks, self.dtype
+
+        def local(params: Params, x: Array, y: Array, mask: Array) -> Array:
+            def body(total: Array, batch: tuple[Array, Array, Array]) -> tuple[Array, None]:
+                xb, yb, mb = batch
+                ll = model.log_likelihood(params, xb, yb).astype(acc)
+                return total + jnp.sum(jnp.where(mb, ll, jnp.zeros((), acc))), None
+
+            def chunks(a: Array) -> Array:
+                return a.reshape(num_chunks, chunk, *a.shape[1:])
+
+            zero = jax.lax.pcast(jnp.zeros((), acc), (DATA_AXIS,), to="varying")
+            total, _ = jax.lax.scan(body, zero, (chunks(x), chunks(y), chunks(mask)))
+            return jax.lax.psum(total, DATA_AXIS)
+
+        sharded = jax.shard_map(
+            local,
+            mesh=self.mesh,
+            in_specs=(P(), P(DATA_AXIS), P(DATA_AXIS), P(DATA_AXIS)),
+            out_specs=P(),
+        )
+        return lambda params, data: sharded(params, data.x, data.y, data.mask)
+
+    def log_likelihood(self, params: Params, data: ShardedData | None = None) -> Array:
+        """Untempered total log-likelihood of constrained ``params`` on the data."""
+        return self._sharded_log_likelihood(params, self.data if data is None else data)
+
+    @property
+    def args(self) -> tuple[ShardedData]:
+        """What ``mcmc.run(key, *pot.args, ...)`` passes to :meth:`potential_fn_gen`."""
+        return (self.data,)
+
+    def potential_fn_gen(self, data: ShardedData | None = None) -> Callable[[Params], Array]:
+        """``potential_fn`` with the data given as an argument (keeps them out of constants).
+
+        ``data=None`` uses :attr:`data` (closed over, like :attr:`potential_fn`).
+        """
+        model = self.model
+        data = self.data if data is None else data
+
+        def potential_fn(unconstrained: Params) -> Array:
+            params, log_det = self.constrain(unconstrained)
+            log_prior = model.log_prior(params, self._x_spec).astype(self.dtype)
+            log_lik = self._sharded_log_likelihood(params, data)
+            return -(
+                model.prior_scale * log_prior
+                + model.likelihood_scale * log_lik
+                + log_det.astype(self.dtype)
+            )
+
+        return potential_fn
+
+    @property
+    def potential_fn(self) -> Callable[[Params], Array]:
+        """``potential_fn(unconstrained_params) -> scalar``: the tempered negative log joint.
+
+        Closes over :attr:`data` (see the module docstring for large data).
+        """
+        return self.potential_fn_gen(self.data)
+
+    @cached_property
+    def value_and_grad(self) -> Callable[[Params], tuple[Array, Params]]:
+        """Jitted ``(potential, gradient)`` with the data passed as an argument."""
+        f = jax.jit(lambda u, data: jax.value_and_grad(self.potential_fn_gen(data))(u))
+        return lambda u: f(u, self.data)
+
+
+def _device_rows(n: int, num_devices: int, chunk_size: int | None) -> tuple[int, int]:
+    per_device = -(-n // num_devices)
+    max_chunk = DEFAULT_MAX_CHUNK if chunk_size is None else chunk_size
+    num_chunks = -(-per_device // max_chunk)
+    return -(-per_device // num_chunks), num_chunks
+
+
+def full_batch_potential(
+    model: BNN,
+    x: Any,
+    y: Any,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    chunk_size: int | None = None,
+    dtype: Any = None,
+) -> FullBatchPotential:
+    """Build the sharded, chunked full-batch potential of ``model`` on ``(x, y)``.
+
+    Args:
+        model: a :class:`~bnn_ppl.BNN`.
+        x: inputs, shape ``(n, ...)``; finite.
+        y: targets, ``(n,)`` class indices or ``(n,)``/``(n, d)`` regression targets.
+        devices: devices of the mesh (default ``jax.devices()``, i.e. all of them).
+        chunk_size: the most rows one network call sees on a device (default 1024). Chunks are
+            balanced (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350),
+            which keeps the padding below one row per chunk and device.
+        dtype: accumulation dtype of the log-likelihood (default float32; ``jnp.float64``
+            needs ``jax.config.update("jax_enable_x64", True)``).
+
+    Returns:
+        A :class:`FullBatchPotential`.
+
+    Raises:
+        ValueError, TypeError: bad data (empty, NaN/inf, mismatched lengths, labels out of
+            range, wrong target shape), bad ``chunk_size`` or ``dtype``; all before any
+            compilation.
+    """
+    if not isinstance(model, BNN):
+        raise TypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
+    x = validation.as_array("x", x)
+    y = validation.as_array("y", y)
+    validation.check_same_length("x", x, "y", y)
+    y = model.likelihood.check_targets(y, model.output_shape(x))
+    if chunk_size is not None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer):
+            raise TypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+        validation.check_positive("chunk_size", chunk_size)
+    acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
+    if not jnp.issubdtype(acc, jnp.floating):
+        raise TypeError(f"dtype must be a floating dtype, got {acc}.")
+    if acc == jnp.float64 and not jax.config.jax_enable_x64:
+        raise ValueError(
+            "dtype=float64 needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) "
+            "before creating arrays."
+        )
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("devices is empty; pass at least one device (default: jax.devices()).")
+
+    n = x.shape[0]
+    chunk, num_chunks = _device_rows(n, len(devices), chunk_size)
+    padded = len(devices) * num_chunks * chunk
+
+    def pad(a: np.ndarray) -> np.ndarray:
+        return (
+            np.concatenate([a, np.zeros((padded - n, *a.shape[1:]), a.dtype)]) if padded > n else a
+        )
+
+    x_dtype = jnp.dtype(
+        jnp.float64 if jax.config.jax_enable_x64 and x.dtype == np.float64 else jnp.float32
+    )
+    y_dtype = y.dtype if np.issubdtype(y.dtype, np.integer) else x_dtype
+    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
+    sharding = NamedSharding(mesh, P(DATA_AXIS))
+    data = ShardedData(
+        x=jax.device_put(pad(x.astype(x_dtype)), sharding),
+        y=jax.device_put(pad(y.astype(y_dtype)), sharding),
+        mask=jax.device_put(np.arange(padded) < n, sharding),
+    )
+    return FullBatchPotential(
+        model=model,
+        data=data,
+        mesh=mesh,
+        num_data=n,
+        chunk_size=chunk,
+        num_chunks=num_chunks,
+        dtype=acc,
+        _x_spec=jax.ShapeDtypeStruct((1, *x.shape[1:]), x_dtype),
+    )
