@@ -1,0 +1,46 @@
+"""Shared test set-up: CPU only, a persistent compilation cache, and small helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+UCI_DIR = ROOT.parent / "shared" / "data" / "uci"
+
+jax.config.update("jax_compilation_cache_dir", str(ROOT / ".jax_cache"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+@contextlib.contextmanager
+def count_compiles() -> Iterator[list[float]]:
+    """Record XLA backend compilations inside the block (one entry per compilation)."""
+    events: list[float] = []
+
+    def listener(event: str, duration: float, **kwargs: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+@pytest.fixture
+def x64() -> Iterator[None]:
+    """Run a test with 64-bit JAX, restoring the previous setting afterwards."""
+    prev = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", prev)

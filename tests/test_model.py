@@ -1,0 +1,137 @@
+"""The BNN as a NumPyro model: sites, tempering, validation, linen/nnx."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+import pytest
+from conftest import count_compiles
+from flax import nnx
+from numpyro import handlers
+from numpyro.infer import Predictive
+from numpyro.infer.util import log_density
+
+import bnn_ppl as bp
+from bnn_ppl.models import MLP, NnxMLP
+
+
+def _model(**kw):
+    return bp.BNN(
+        MLP(hidden=(4,), out=3), bp.priors.Normal(0.5), bp.likelihoods.Categorical(), **kw
+    )
+
+
+def _xy(n=12):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 5)).astype(np.float32), (np.arange(n) % 3).astype(np.int32)
+
+
+def test_every_parameter_is_a_sample_site_with_its_prior():
+    x, y = _xy()
+    model = _model()
+    tr = handlers.trace(handlers.seed(model, 0)).get_trace(x, y)
+    latent = {k: s for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"]}
+    assert set(latent) == {"Dense_0.kernel", "Dense_0.bias", "Dense_1.kernel", "Dense_1.bias"}
+    assert latent["Dense_0.kernel"]["value"].shape == (5, 4)
+    assert tr["y"]["is_observed"] and tr["y"]["fn"].batch_shape == (12,)
+
+
+@pytest.mark.parametrize("temper", ["likelihood", "posterior"])
+def test_temperature_scales_the_numpyro_log_joint(temper):
+    x, y = _xy()
+    params = _model().init(jax.random.key(0), x)
+    base = _model()
+    cold = _model(temperature=0.25, temper=temper)
+    log_prior = base.log_prior(params, x)
+    log_lik = base.log_likelihood(params, jnp.asarray(x), jnp.asarray(y)).sum()
+    want = (4.0 if temper == "posterior" else 1.0) * log_prior + 4.0 * log_lik
+    got, _ = log_density(cold, (x, y), {}, params)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(
+        log_density(base, (x, y), {}, params)[0], log_prior + log_lik, rtol=1e-5
+    )
+
+
+def test_predictive_draws_from_the_prior_predictive():
+    x, _ = _xy()
+    draws = Predictive(_model(), num_samples=3)(jax.random.key(0), x)
+    assert draws["y"].shape == (3, 12) and draws["Dense_0.kernel"].shape == (3, 5, 4)
+    assert jnp.all((draws["y"] >= 0) & (draws["y"] < 3))
+
+
+def test_constructor_validation():
+    net, prior, lik = MLP(hidden=(2,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(1.0)
+    for t in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+            bp.BNN(net, prior, lik, temperature=t)
+    with pytest.raises(ValueError, match=r"temper must be one of \['likelihood', 'posterior'\]"):
+        bp.BNN(net, prior, lik, temper="prior")
+    with pytest.raises(TypeError, match="network must be a flax"):
+        bp.BNN(lambda x: x, prior, lik)
+    with pytest.raises(TypeError, match="prior must be"):
+        bp.BNN(net, 0.3, lik)
+    with pytest.raises(TypeError, match="likelihood must be"):
+        bp.BNN(net, prior, "gaussian")
+    with pytest.raises(ValueError, match="scale must be"):
+        bp.likelihoods.Gaussian(scale=0.0)
+    with pytest.raises(ValueError, match="positive support"):
+        bp.likelihoods.Gaussian(scale=dist.Normal(0.0, 1.0))
+
+
+def test_model_call_validates_concrete_data_before_compiling():
+    model = _model()
+    x, y = _xy()
+    with count_compiles() as compiles:
+        with pytest.raises(ValueError, match="NaN"):
+            handlers.seed(model, 0)(np.where(x > 1, np.nan, x), y)
+        with pytest.raises(ValueError, match=r"y must lie in \[0, 3\)"):
+            handlers.seed(model, 0)(x, y + 1)
+        with pytest.raises(ValueError, match="same number of rows"):
+            handlers.seed(model, 0)(x, y[:-1])
+        with pytest.raises(ValueError, match="no prior for parameters"):
+            bp.BNN(
+                MLP(hidden=(4,), out=3),
+                {"Dense_0": bp.priors.Normal(1.0)},
+                bp.likelihoods.Categorical(),
+            ).sites(x)
+    assert compiles == []
+
+
+def test_batch_statistics_are_refused():
+    import flax.linen as nn
+
+    class WithBN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.BatchNorm(use_running_average=True)(nn.Dense(2)(x))
+
+    model = bp.BNN(WithBN(), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(1.0))
+    with pytest.raises(ValueError, match="batch_stats"):
+        model.sites(np.zeros((1, 3), np.float32))
+
+
+def test_nnx_model_runs_in_numpyro():
+    x, y = _xy()
+    model = bp.BNN(
+        NnxMLP(5, hidden=(4,), out=3, rngs=nnx.Rngs(0)),
+        bp.priors.Normal(0.5),
+        bp.likelihoods.Categorical(),
+    )
+    tr = handlers.trace(handlers.seed(model, 0)).get_trace(x, y)
+    assert tr["layers.0.kernel"]["value"].shape == (5, 4)
+    init = model.init(jax.random.key(0), x, method="network")
+    np.testing.assert_array_equal(init["layers.0.bias"], np.zeros(4))  # nnx's own initial values
+
+
+def test_init_methods():
+    x, _ = _xy()
+    model = _model()
+    prior_draw = model.init(jax.random.key(0), x)
+    net_draw = model.init(jax.random.key(0), x, method="network")
+    assert set(prior_draw) == set(net_draw)
+    np.testing.assert_array_equal(net_draw["Dense_0.bias"], np.zeros(4))  # flax zeros init
+    assert float(jnp.std(prior_draw["Dense_0.kernel"])) == pytest.approx(0.5, rel=0.4)
+    with pytest.raises(ValueError, match="method"):
+        model.init(jax.random.key(0), x, method="zeros")
