@@ -1,0 +1,50 @@
+"""bnn_ppl: Bayesian neural networks as NumPyro models.
+
+The data flow is the architecture, one module per stage::
+
+    data -> BNN (network + prior + likelihood + temperature) -> potential (sharded, chunked)
+         -> kernel (NumPyro HMC/NUTS) -> samples -> predict / bma -> metrics
+
+* :mod:`bnn_ppl.data` - embedded datasets (``bp.data.load("digits")``)
+* :mod:`bnn_ppl.priors`, :mod:`bnn_ppl.likelihoods`, :class:`bnn_ppl.BNN` - the model
+* :mod:`bnn_ppl.predictive` - ``bp.predict`` and ``bp.bma``
+* :mod:`bnn_ppl.metrics` - accuracy, NLL, calibration, agreement
+* ``bnn_ppl.models`` (architectures) and ``bnn_ppl.inference`` (potential, HMC) are
+  subpackages installed from the top-level ``models/`` and ``inference/`` folders.
+
+Example:
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.models import MLP
+    >>> data = bp.data.load("diabetes")
+    >>> model = bp.BNN(MLP(hidden=(16,), out=1), prior=bp.priors.Normal(1.0),
+    ...                likelihood=bp.likelihoods.Gaussian(scale=0.5))
+    >>> model.num_params(data.x_train)
+    193
+"""
+
+from importlib import import_module
+from typing import Any
+
+from bnn_ppl import data, likelihoods, metrics, priors, validation
+from bnn_ppl.model import BNN
+from bnn_ppl.predictive import bma, predict
+
+__all__ = [
+    "BNN",
+    "bma",
+    "data",
+    "likelihoods",
+    "metrics",
+    "predict",
+    "priors",
+    "validation",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # ``bp.inference`` and ``bp.models`` are subpackages; import them on first use so that
+    # importing the core never pulls in inference code.
+    if name in ("inference", "models"):
+        return import_module(f"bnn_ppl.{name}")
+    raise AttributeError(f"module 'bnn_ppl' has no attribute {name!r}")
