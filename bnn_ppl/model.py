@@ -214,18 +214,41 @@ class BNN:
             out.update(self.network.init(jax.random.split(key)[0], example))
         return out
 
+    # ---------------------------------------------------------------- checking
+    def check_data(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Validate inputs and targets for this model; return them as NumPy arrays.
+
+        Raises:
+            ValueError, TypeError: empty or non-finite data, different numbers of rows, targets
+                that do not fit the likelihood (labels out of range, wrong shape or dtype).
+        """
+        x = validation.as_array("x", x)
+        y = validation.as_array("y", y)
+        validation.check_same_length("x", x, "y", y)
+        return x, self.likelihood.check_targets(y, self.output_shape(x))
+
     # ------------------------------------------------------------- NumPyro model
-    def __call__(self, x: Array, y: Array | None = None) -> None:
-        """The NumPyro model. ``y=None`` samples the targets (prior/posterior predictive)."""
+    def __call__(self, x: Array, y: Array | None = None, *,
+                 subsample_size: int | None = None) -> None:
+        """The NumPyro model. ``y=None`` samples the targets (prior/posterior predictive).
+
+        ``subsample_size=b`` evaluates the likelihood on a random minibatch of ``b`` rows
+        (``numpyro.plate`` subsampling, which scales the log-likelihood by ``n / b``).
+        """
         if not isinstance(x, jax.core.Tracer):
-            x = validation.as_array("x", x)
             if y is not None and not isinstance(y, jax.core.Tracer):
-                y = validation.as_array("y", y)
-                validation.check_same_length("x", x, "y", y)
-                y = self.likelihood.check_targets(y, self.output_shape(x))
+                x, y = self.check_data(x, y)
+            else:
+                x = validation.as_array("x", x)
         with handlers.scale(scale=self.prior_scale):
             params = {k: numpyro.sample(k, d) for k, d in self.sites(x).items()}
         weights, latent = self.split(params)
-        out = self.network.apply(weights, x)
-        with numpyro.plate("data", x.shape[0]), handlers.scale(scale=self.likelihood_scale):
+        with (
+            numpyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx,
+            handlers.scale(scale=self.likelihood_scale),
+        ):
+            if subsample_size is not None:
+                x = jnp.asarray(x)[idx]
+                y = None if y is None else jnp.asarray(y)[idx]
+            out = self.network.apply(weights, x)
             numpyro.sample(OBSERVED_SITE, self.likelihood.numpyro_dist(out, latent), obs=y)

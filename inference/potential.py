@@ -221,6 +221,28 @@ class FullBatchPotential:
 
         return potential_fn
 
+    def minibatch_potential_fn_gen(
+        self, data: ShardedData | None = None
+    ) -> Callable[[Params, Array], Array]:
+        """Unbiased minibatch estimate of the potential: ``f(unconstrained, idx) -> scalar``.
+
+        ``idx`` holds ``b`` row indices in ``[0, num_data)`` (padding rows lie beyond
+        ``num_data`` and are never picked); the batch log-likelihood is scaled by
+        ``num_data / b``, the prior counted once, with the same tempering as the full potential.
+        """
+        model, n = self.model, self.num_data
+        data = self.data if data is None else data
+
+        def potential_fn(unconstrained: Params, idx: Array) -> Array:
+            params, log_det = self.constrain(unconstrained)
+            log_prior = model.log_prior(params, self._x_spec).astype(self.dtype)
+            ll = model.log_likelihood(params, data.x[idx], data.y[idx]).astype(self.dtype)
+            log_lik = jnp.sum(ll) * (n / idx.shape[0])
+            return -(model.prior_scale * log_prior + model.likelihood_scale * log_lik
+                     + log_det.astype(self.dtype))
+
+        return potential_fn
+
     @property
     def potential_fn(self) -> Callable[[Params], Array]:
         """``potential_fn(unconstrained_params) -> scalar``: the tempered negative log joint.
@@ -275,10 +297,7 @@ def full_batch_potential(
     """
     if not isinstance(model, BNN):
         raise TypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
-    x = validation.as_array("x", x)
-    y = validation.as_array("y", y)
-    validation.check_same_length("x", x, "y", y)
-    y = model.likelihood.check_targets(y, model.output_shape(x))
+    x, y = model.check_data(x, y)
     if chunk_size is not None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer):
             raise TypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
