@@ -27,7 +27,7 @@ from typing import Any
 
 from bnn_ppl import data, likelihoods, metrics, priors, validation
 from bnn_ppl.model import BNN
-from bnn_ppl.predictive import bma, predict
+from bnn_ppl.predictive import bma, predict, prior_predictive
 
 __all__ = [
     "BNN",
@@ -36,6 +36,7 @@ __all__ = [
     "likelihoods",
     "metrics",
     "predict",
+    "prior_predictive",
     "priors",
     "validation",
 ]

@@ -25,10 +25,10 @@ Example:
     ...                likelihood=bp.likelihoods.Categorical(), temperature=1.0)
     >>> print(model.describe(jnp.zeros((1, 4))))
     site            shape    prior
-    Dense_0.bias    (8,)     Normal(scale=0.3, loc=0.0)
-    Dense_0.kernel  (4, 8)   Normal(scale=0.3, loc=0.0)
-    Dense_1.bias    (3,)     Normal(scale=0.3, loc=0.0)
-    Dense_1.kernel  (8, 3)   Normal(scale=0.3, loc=0.0)
+    Dense_0.bias    (8,)     Normal(scale=0.3)
+    Dense_0.kernel  (4, 8)   Normal(scale=0.3)
+    Dense_1.bias    (3,)     Normal(scale=0.3)
+    Dense_1.kernel  (8, 3)   Normal(scale=0.3)
     >>> from numpyro.infer import Predictive
     >>> draws = Predictive(model, num_samples=2)(jax.random.key(0), jnp.zeros((5, 4)))
     >>> draws["y"].shape
@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -58,6 +58,16 @@ __all__ = ["BNN", "OBSERVED_SITE", "TEMPER_MODES"]
 
 OBSERVED_SITE = "y"
 TEMPER_MODES = ("likelihood", "posterior")
+
+
+class _Structure(NamedTuple):
+    """A model's sites for one input shape: the network parameters' priors, the hyper-parameter
+    sites of hierarchical priors, which hyper sites each parameter uses, and every site."""
+
+    priors: dict[str, _priors.Prior]
+    hyper: dict[str, dist.Distribution]
+    hyper_of: dict[str, dict[str, str]]
+    sites: dict[str, dist.Distribution]
 
 
 class BNN:
@@ -102,7 +112,8 @@ class BNN:
         self.likelihood = likelihood
         self.temperature = validation.check_positive("temperature", temperature)
         self.temper = validation.check_choice("temper", temper, TEMPER_MODES)
-        self._cache: dict[Any, tuple[dict[str, _priors.Prior], dict[str, dist.Distribution]]] = {}
+        self._cache: dict[Any, _Structure] = {}
+        self._weight_names: frozenset[str] = frozenset()
 
     # ----------------------------------------------------------------- structure
     @property
@@ -115,27 +126,60 @@ class BNN:
         """Multiplier of the log-prior: ``1/T`` if ``temper="posterior"`` else 1."""
         return 1.0 / self.temperature if self.temper == "posterior" else 1.0
 
-    def _structure(self, x: Any) -> tuple[dict[str, _priors.Prior], dict[str, dist.Distribution]]:
+    def _structure(self, x: Any) -> _Structure:
         key = (tuple(np.shape(x)[1:]), jnp.result_type(x))
         if key not in self._cache:
             example = jax.ShapeDtypeStruct((1, *key[0]), key[1])
             shapes = {k: tuple(v.shape) for k, v in self.network.shapes(example).items()}
             resolved = _priors.resolve(self.prior, shapes)
-            sites = {k: resolved[k].distribution(shapes[k]) for k in shapes}
+            hyper: dict[str, dist.Distribution] = {}
+            hyper_of: dict[str, dict[str, str]] = {}
+            owner: dict[str, _priors.Prior] = {}
+            for path, prior in resolved.items():
+                group = path.rsplit(".", 1)[0] if getattr(prior, "per", "") == "layer" else path
+                hyper_of[path] = {}
+                for local, d in prior.hyper_sites().items():
+                    name = f"{group}.prior_{local}"
+                    if name in owner and owner[name] is not prior:
+                        raise ValueError(
+                            f"two different hierarchical priors claim the hyper-parameter "
+                            f"{name!r}; use one prior object per layer or per='parameter'."
+                        )
+                    owner[name] = prior
+                    hyper[name] = d
+                    hyper_of[path][local] = name
+            sites = dict(hyper)
+            sites.update({k: resolved[k].distribution(shapes[k]) for k in shapes})
             for name, d in self.likelihood.latent_sites().items():
-                if name in sites or name == OBSERVED_SITE:
-                    raise ValueError(f"site name {name!r} is used twice; rename the parameter.")
                 sites[name] = d
-            self._cache[key] = (resolved, sites)
+            clash = (set(hyper) & set(shapes)) | ({OBSERVED_SITE} & set(sites))
+            clash |= set(self.likelihood.latent_sites()) & (set(hyper) | set(shapes))
+            if clash:
+                raise ValueError(f"site names {sorted(clash)} are used twice; rename them.")
+            self._weight_names = frozenset(shapes)
+            self._cache[key] = _Structure(resolved, hyper, hyper_of, sites)
         return self._cache[key]
 
     def priors(self, x: Any) -> dict[str, _priors.Prior]:
         """The prior each network parameter got, keyed by path, for inputs shaped like ``x``."""
-        return dict(self._structure(x)[0])
+        return dict(self._structure(x).priors)
 
     def sites(self, x: Any) -> dict[str, dist.Distribution]:
-        """Every latent site (network parameters, then likelihood latents) with its prior."""
-        return dict(self._structure(x)[1])
+        """Every latent site with a distribution of its shape and support, in sampling order:
+        prior hyper-parameters, network parameters, likelihood latents. (A hierarchical
+        parameter's entry stands in for its conditional prior; use :meth:`conditional_sites`
+        for densities.)"""
+        return dict(self._structure(x).sites)
+
+    def conditional_sites(self, x: Any, values: Params) -> dict[str, dist.Distribution]:
+        """Every site's prior given the hyper-parameter ``values`` (the densities to evaluate)."""
+        st = self._structure(x)
+        out = dict(st.sites)
+        for path, names in st.hyper_of.items():
+            if names:
+                hyper = {local: values[name] for local, name in names.items()}
+                out[path] = st.priors[path].distribution(st.sites[path].event_shape, hyper)
+        return out
 
     def transforms(self, x: Any) -> dict[str, Transform]:
         """Bijections from unconstrained space to each site's support."""
@@ -145,10 +189,9 @@ class BNN:
         """Shape of the network output for inputs ``x`` (computed abstractly)."""
         n = np.shape(x)[0]
         example = jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.result_type(x))
+        sites = self.sites(x)
         params = {
-            k: jax.ShapeDtypeStruct(v.event_shape, jnp.float32)
-            for k, v in self.sites(x).items()
-            if k in self.priors(x)
+            k: jax.ShapeDtypeStruct(sites[k].event_shape, jnp.float32) for k in self.priors(x)
         }
         out = jax.eval_shape(self.network.apply, params, example)
         return (n, *out.shape[1:])
@@ -169,10 +212,9 @@ class BNN:
 
     # ------------------------------------------------------------------ density
     def split(self, params: Params) -> tuple[Params, dict[str, Array]]:
-        """Separate network weights from likelihood latents."""
-        latent_names = self.likelihood.latent_sites()
-        weights = {k: v for k, v in params.items() if k not in latent_names}
-        latent = {k: params[k] for k in latent_names}
+        """Separate network weights from likelihood latents (prior hyper-parameters dropped)."""
+        weights = {k: v for k, v in params.items() if k in self._weight_names}
+        latent = {k: params[k] for k in self.likelihood.latent_sites()}
         return weights, latent
 
     def apply(self, params: Params, x: Array) -> Array:
@@ -181,7 +223,7 @@ class BNN:
 
     def log_prior(self, params: Params, x: Any) -> Array:
         """Untempered log prior density of constrained ``params`` (x gives the input shape)."""
-        sites = self.sites(x)
+        sites = self.conditional_sites(x, params)
         return sum(jnp.sum(d.log_prob(params[k])) for k, d in sites.items())
 
     def log_likelihood(self, params: Params, x: Array, y: Array) -> Array:
@@ -195,6 +237,20 @@ class BNN:
         return self.likelihood.predict(self.network.apply(weights, x), latent)
 
     # ------------------------------------------------------------- initialising
+    def _sample_sites(self, x: Any, draw: Any) -> Params:
+        """Visit the sites in order, drawing each with ``draw(name, dist)`` given the earlier."""
+        st = self._structure(x)
+        values: Params = {}
+        for name in st.sites:
+            hyper = st.hyper_of.get(name)
+            if hyper:
+                local = {k: values[v] for k, v in hyper.items()}
+                d = st.priors[name].distribution(st.sites[name].event_shape, local)
+            else:
+                d = st.sites[name]
+            values[name] = draw(name, d)
+        return values
+
     def init(self, key: PRNGKey, x: Any, method: str = "prior") -> Params:
         """Initial constrained parameter values.
 
@@ -206,9 +262,9 @@ class BNN:
                 prior for likelihood latents.
         """
         validation.check_choice("method", method, ("prior", "network"))
-        sites = self.sites(x)
-        keys = dict(zip(sites, jax.random.split(key, len(sites) + 1)[1:], strict=True))
-        out = {k: d.sample(keys[k]) for k, d in sites.items()}
+        names = list(self.sites(x))
+        keys = dict(zip(names, jax.random.split(key, len(names) + 1)[1:], strict=True))
+        out = self._sample_sites(x, lambda name, d: d.sample(keys[name]))
         if method == "network":
             example = jnp.zeros((1, *np.shape(x)[1:]), jnp.result_type(x))
             out.update(self.network.init(jax.random.split(key)[0], example))
@@ -228,8 +284,9 @@ class BNN:
         return x, self.likelihood.check_targets(y, self.output_shape(x))
 
     # ------------------------------------------------------------- NumPyro model
-    def __call__(self, x: Array, y: Array | None = None, *,
-                 subsample_size: int | None = None) -> None:
+    def __call__(
+        self, x: Array, y: Array | None = None, *, subsample_size: int | None = None
+    ) -> None:
         """The NumPyro model. ``y=None`` samples the targets (prior/posterior predictive).
 
         ``subsample_size=b`` evaluates the likelihood on a random minibatch of ``b`` rows
@@ -241,7 +298,7 @@ class BNN:
             else:
                 x = validation.as_array("x", x)
         with handlers.scale(scale=self.prior_scale):
-            params = {k: numpyro.sample(k, d) for k, d in self.sites(x).items()}
+            params = self._sample_sites(x, numpyro.sample)
         weights, latent = self.split(params)
         with (
             numpyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx,

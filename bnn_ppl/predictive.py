@@ -30,9 +30,9 @@ import numpy as np
 from bnn_ppl import validation
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.model import BNN
-from bnn_ppl.types import Array, Params
+from bnn_ppl.types import Array, Params, PRNGKey
 
-__all__ = ["predict", "bma", "flatten_samples"]
+__all__ = ["predict", "prior_predictive", "bma", "flatten_samples"]
 
 
 def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
@@ -125,6 +125,36 @@ def predict(
         model, flat, xc, chunk_size=chunk, sample_chunk_size=sample_chunk, num_chunks=num_chunks
     )
     return jax.tree.map(lambda a: a[:, :n], out)
+
+
+def prior_predictive(
+    model: BNN,
+    x: Any,
+    num_samples: int,
+    *,
+    rng_key: PRNGKey | None = None,
+    chunk_size: int | None = None,
+) -> Array | GaussianPrediction:
+    """Functions drawn from the prior: :func:`predict` at ``num_samples`` prior draws.
+
+    Wilson (2020): the prior that matters is the prior over functions. Hierarchical priors are
+    drawn hyper-parameters first.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> model = bp.BNN(MLP(hidden=(16,), out=1), bp.priors.Normal(1.0),
+        ...                bp.likelihoods.Gaussian(0.1))
+        >>> f = bp.prior_predictive(model, jnp.linspace(-2, 2, 50)[:, None], 8)
+        >>> f.mean.shape
+        (8, 50)
+    """
+    x = validation.as_array("x", x)
+    num_samples = int(validation.check_positive("num_samples", num_samples))
+    key = jax.random.key(0) if rng_key is None else rng_key
+    draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(key, num_samples))
+    return predict(model, draws, x, chunk_size=chunk_size)
 
 
 def bma(predictions: Array | GaussianPrediction) -> Array | GaussianPrediction:

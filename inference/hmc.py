@@ -109,11 +109,13 @@ def default_trajectory_length(model: BNN, x: Any) -> float:
     """Izmailov et al.'s fixed trajectory length: ``(π/2) · σ_prior · √T``.
 
     A quarter period of the harmonic oscillator whose width is the prior's: σ_prior is the
-    largest marginal prior standard deviation over the weights. The √T factor applies when the
+    largest marginal prior standard deviation over the weights (for a fan-in scaled
+    prior, of the layer with the widest prior). The √T factor applies when the
     whole posterior is tempered (``temper="posterior"``), which shrinks the prior's scale too;
     with ``temper="likelihood"`` the prior's width is untouched.
     """
-    sigma = max(p.stddev for p in model.priors(x).values())
+    sites = model.sites(x)
+    sigma = max(p.stddev(tuple(sites[k].event_shape)) for k, p in model.priors(x).items())
     t = model.temperature if model.temper == "posterior" else 1.0
     return 0.5 * math.pi * sigma * math.sqrt(t)
 

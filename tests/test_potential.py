@@ -94,12 +94,16 @@ def test_padding_is_masked_even_when_padded_rows_would_be_nan(x64):
     np.testing.assert_allclose(pot.log_likelihood(params), ll, rtol=1e-12)
 
 
-def test_potential_matches_numpyro_potential_energy(x64):
-    """Our sharded potential and NumPyro's own (from the same model) agree, with a noise prior."""
+@pytest.mark.parametrize("hierarchical", [False, True])
+def test_potential_matches_numpyro_potential_energy(x64, hierarchical):
+    """Our sharded potential and NumPyro's own (from the same model) agree, with a noise prior
+    and, optionally, a hierarchical per-layer prior scale (both positive, log-transformed)."""
     x, y = _regression_data()
+    first = (bp.priors.Hierarchical(dist.HalfNormal(1.0)) if hierarchical
+             else bp.priors.Laplace(0.5))
     model = bp.BNN(
         MLP(hidden=(4,), out=1),
-        prior={"Dense_0": bp.priors.Laplace(0.5), "*": bp.priors.StudentT(4.0, 0.8)},
+        prior={"Dense_0": first, "*": bp.priors.StudentT(4.0, 0.8)},
         likelihood=bp.likelihoods.Gaussian(scale=dist.LogNormal(-1.0, 0.5)),
         temperature=0.5,
         temper="likelihood",

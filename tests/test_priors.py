@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def test_families_have_the_right_density_and_stddev(prior, ref):
     d = prior.distribution((2, 3))
     assert d.event_shape == (2, 3) and d.batch_shape == ()
     np.testing.assert_allclose(d.log_prob(jnp.asarray(w)), ref.logpdf(w).sum(), rtol=1e-5)
-    assert prior.stddev == pytest.approx(ref.std())
+    assert prior.stddev((2, 3)) == pytest.approx(ref.std())
 
 
 def test_single_prior_applies_everywhere():
@@ -120,5 +121,129 @@ def test_model_describe_shows_each_leaf_and_its_prior():
         bp.likelihoods.Categorical(),
     )
     table = model.describe(np.zeros((1, 4)))
-    assert "Dense_0.kernel  (4, 3)  Laplace(scale=1.0, loc=0.0)" in table
-    assert "Dense_1.bias    (2,)    Normal(scale=0.5, loc=0.0)" in table
+    assert "Dense_0.kernel  (4, 3)  Laplace(scale=1.0)" in table
+    assert "Dense_1.bias    (2,)    Normal(scale=0.5)" in table
+
+
+# ---------------------------------------------------------------- issue 4: more families
+
+
+def test_logistic_scale_mixture_and_group_laplace_densities():
+    from bnn_ppl.priors import GroupLaplace, Logistic, ScaleMixtureNormal
+
+    w = np.random.default_rng(0).normal(size=(3, 4)) * 2
+    cases = [
+        (Logistic(0.4), st.logistic(0, 0.4).logpdf(w).sum(), st.logistic(0, 0.4).std()),
+        (GroupLaplace(), st.laplace(0, 5.0).logpdf(w).sum(), st.laplace(0, 5.0).std()),
+        (
+            ScaleMixtureNormal(0.3, 1.0, 0.01),
+            np.log(0.3 * st.norm(0, 1.0).pdf(w) + 0.7 * st.norm(0, 0.01).pdf(w)).sum(),
+            np.sqrt(0.3 * 1.0 + 0.7 * 1e-4),
+        ),
+    ]
+    for prior, want, sd in cases:
+        d = prior.distribution((3, 4))
+        assert d.event_shape == (3, 4)
+        np.testing.assert_allclose(d.log_prob(jnp.asarray(w)), want, rtol=1e-5)
+        assert prior.stddev((3, 4)) == pytest.approx(sd, rel=1e-6)
+    with pytest.raises(ValueError, match="pi must be in"):
+        ScaleMixtureNormal(1.5, 1.0, 0.1)
+
+
+def test_fan_in_scaling_gives_he_scales_per_layer():
+    from bnn_ppl.models import MLP
+
+    model = bp.BNN(MLP(hidden=(9,), out=2), Normal(2.0, fan_in=True), bp.likelihoods.Categorical())
+    x = np.zeros((1, 4), np.float32)
+    sites = model.sites(x)
+    scales = {k: float(d.base_dist.base_dist.scale) for k, d in sites.items()}
+    assert scales == pytest.approx(
+        {"Dense_0.kernel": 1.0, "Dense_0.bias": 2.0, "Dense_1.kernel": 2.0 / 3.0,
+         "Dense_1.bias": 2.0}
+    )
+    assert bp.priors.fan_in((3, 3, 8, 16)) == 72  # conv kernel: kh * kw * cin
+    assert from_string("normal:2,fan_in") == Normal(2.0, fan_in=True)
+    assert from_string("logistic:0.5") == bp.priors.Logistic(0.5)
+
+
+def test_weight_norm_direction_density_and_exact_samples():
+    from bnn_ppl.priors import WeightNormDirection
+
+    prior = WeightNormDirection()
+    d = prior.distribution((5, 3))  # 3 features of dimension 5
+    v = np.random.default_rng(1).normal(size=(5, 3))
+    want = sum(-0.5 * 5 * (np.sum(v[:, f] ** 2) - 1.0) ** 2 for f in range(3))
+    np.testing.assert_allclose(d.log_prob(jnp.asarray(v)), want, rtol=1e-5)
+    # samples: the radius r = |v_f| has density r^(d-1) exp(-(d/2)(r^2-1)^2); compare E[r^2]
+    draws = np.asarray(d.sample(jax.random.key(0), (4000,)), np.float64)
+    assert draws.shape == (4000, 5, 3)
+    r2 = (draws**2).sum(axis=1).ravel()
+    grid = np.linspace(1e-4, 3, 200_001)
+    dens = grid**4 * np.exp(-2.5 * (grid**2 - 1) ** 2)
+    want_r2 = np.trapezoid(grid**2 * dens, grid) / np.trapezoid(dens, grid)
+    assert abs(r2.mean() - want_r2) < 4 * r2.std() / np.sqrt(r2.size)
+    # directions are uniform: the mean of the unit vectors is ~0
+    u = draws / np.sqrt((draws**2).sum(axis=1, keepdims=True))
+    assert np.abs(u.mean(axis=0)).max() < 4 / np.sqrt(4000)
+
+
+def test_atmc_priors_target_directions_scales_and_the_rest():
+    from bnn_ppl.priors import GroupLaplace, WeightNormDirection, atmc
+
+    shapes = {"WNConv_0.direction": (3, 3, 2, 4), "WNConv_0.scale": (4,), "WNConv_0.bias": (4,)}
+    got = resolve(atmc(b=5.0), shapes)
+    assert got["WNConv_0.direction"] == WeightNormDirection()
+    assert got["WNConv_0.scale"] == GroupLaplace(5.0)
+    assert got["WNConv_0.bias"] == Normal(1.0)
+    # a catch-all "*" with nothing left to match is not an error
+    assert resolve(atmc(), {"a.direction": (2, 2), "a.scale": (2,)})
+
+
+def test_hierarchical_prior_adds_a_sampled_per_layer_scale():
+    import numpyro.distributions as dist
+    from numpyro import handlers
+
+    from bnn_ppl.models import MLP
+    from bnn_ppl.priors import Hierarchical
+
+    prior = Hierarchical(scale_prior=dist.HalfNormal(0.5))
+    model = bp.BNN(MLP(hidden=(3,), out=2), prior, bp.likelihoods.Categorical())
+    x = np.zeros((2, 4), np.float32)
+    sites = list(model.sites(x))
+    assert sites[:2] == ["Dense_0.prior_scale", "Dense_1.prior_scale"]  # hyper sites first
+    params = model.init(jax.random.key(0), x)
+    assert float(params["Dense_0.prior_scale"]) > 0
+    # log prior = hyper densities + conditional densities given the sampled scales
+    want = sum(
+        st.halfnorm(0, 0.5).logpdf(float(params[f"Dense_{i}.prior_scale"]))
+        + st.norm(0, float(params[f"Dense_{i}.prior_scale"])).logpdf(
+            np.asarray(params[f"Dense_{i}.{w}"])).sum()
+        for i in range(2) for w in ("kernel",)
+    ) + sum(
+        st.norm(0, float(params[f"Dense_{i}.prior_scale"])).logpdf(
+            np.asarray(params[f"Dense_{i}.bias"])).sum() for i in range(2)
+    )
+    np.testing.assert_allclose(model.log_prior(params, x), want, rtol=1e-4)
+    tr = handlers.trace(handlers.seed(model, 1)).get_trace(x)
+    assert tr["Dense_0.prior_scale"]["type"] == "sample"
+    per_param = bp.BNN(MLP(hidden=(3,), out=2), Hierarchical(per="parameter"),
+                       bp.likelihoods.Categorical())
+    assert "Dense_0.kernel.prior_scale" in per_param.sites(x)
+    with pytest.raises(ValueError, match="positive support"):
+        Hierarchical(scale_prior=dist.Normal(0, 1))
+    with pytest.raises(ValueError, match="family"):
+        Hierarchical(family="cauchy")
+
+
+def test_prior_predictive_draws_functions():
+    from bnn_ppl.models import MLP
+
+    model = bp.BNN(MLP(hidden=(32,), out=1, activation=jnp.tanh), Normal(1.0),
+                   bp.likelihoods.Gaussian(0.1))
+    x = np.linspace(-2, 2, 41)[:, None].astype(np.float32)
+    f = bp.prior_predictive(model, x, 64, rng_key=jax.random.key(0))
+    g = bp.prior_predictive(model, x, 64, rng_key=jax.random.key(0))
+    np.testing.assert_array_equal(f.mean, g.mean)
+    assert f.mean.shape == (64, 41)
+    # prior functions vary: the spread across draws is of the order of the prior's output scale
+    assert 0.3 < float(jnp.std(f.mean[:, 20])) < 10.0
