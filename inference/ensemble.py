@@ -69,6 +69,7 @@ def _fitter(
     def fit(key: PRNGKey, u0: Params, data: ShardedData) -> MAPResult:
         full = pot.potential_fn_gen(data)
         if minibatch_size is None:
+
             def loss_and_grad(u: Params, stream: Any) -> tuple[Array, Params, Any]:
                 value, grad = jax.value_and_grad(full)(u)
                 return value, grad, stream
@@ -90,16 +91,25 @@ def _fitter(
             updates, opt_state = optimizer.update(grad, opt_state, u)
             return (optax.apply_updates(u, updates), opt_state, stream), value
 
-        (u, _, _), losses = jax.lax.scan(step, (u0, optimizer.init(u0), stream0), None,
-                                         length=num_steps)
+        (u, _, _), losses = jax.lax.scan(
+            step, (u0, optimizer.init(u0), stream0), None, length=num_steps
+        )
         return MAPResult(pot.postprocess_fn(u), losses, full(u))
 
     return fit
 
 
-def _setup(model: BNN, x: Any, y: Any, num_steps: int, minibatch_size: int | None,
-           optimizer: optax.GradientTransformation | None, learning_rate: float,
-           devices: Sequence[jax.Device] | None, chunk_size: int | None) -> tuple:
+def _setup(
+    model: BNN,
+    x: Any,
+    y: Any,
+    num_steps: int,
+    minibatch_size: int | None,
+    optimizer: optax.GradientTransformation | None,
+    learning_rate: float,
+    devices: Sequence[jax.Device] | None,
+    chunk_size: int | None,
+) -> tuple:
     if not isinstance(model, BNN):
         raise TypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     num_steps = int(validation.check_positive("num_steps", num_steps))
@@ -112,8 +122,9 @@ def _setup(model: BNN, x: Any, y: Any, num_steps: int, minibatch_size: int | Non
                 "use minibatch_size=None for full batch."
             )
     if optimizer is None:
-        optimizer = default_optimizer(validation.check_positive("learning_rate", learning_rate),
-                                      num_steps)
+        optimizer = default_optimizer(
+            validation.check_positive("learning_rate", learning_rate), num_steps
+        )
     return pot, _fitter(pot, optimizer, num_steps, minibatch_size)
 
 
@@ -146,12 +157,16 @@ def map_estimate(
         rng_key: random key (default ``jax.random.key(0)``).
         devices, chunk_size: as in :func:`~bnn_ppl.inference.full_batch_potential`.
     """
-    pot, fit = _setup(model, x, y, num_steps, minibatch_size, optimizer, learning_rate, devices,
-                      chunk_size)
+    pot, fit = _setup(
+        model, x, y, num_steps, minibatch_size, optimizer, learning_rate, devices, chunk_size
+    )
     key = jax.random.key(0) if rng_key is None else rng_key
     init_key, fit_key = jax.random.split(key)
-    u0 = (pot.init_params(init_key, method=init_method) if init_params is None
-          else pot.unconstrain({k: jnp.asarray(v) for k, v in init_params.items()}))
+    u0 = (
+        pot.init_params(init_key, method=init_method)
+        if init_params is None
+        else pot.unconstrain({k: jnp.asarray(v) for k, v in init_params.items()})
+    )
     return jax.jit(fit)(fit_key, u0, pot.data)
 
 
@@ -186,8 +201,9 @@ def deep_ensemble(
             "init_method='network' gives every member the same start for an nnx network; "
             "use init_method='prior' for a deep ensemble."
         )
-    pot, fit = _setup(model, x, y, num_steps, minibatch_size, optimizer, learning_rate, devices,
-                      chunk_size)
+    pot, fit = _setup(
+        model, x, y, num_steps, minibatch_size, optimizer, learning_rate, devices, chunk_size
+    )
     key = jax.random.key(0) if rng_key is None else rng_key
     keys = jax.random.split(key, num_members)
     split = jax.vmap(jax.random.split)(keys)

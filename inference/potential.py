@@ -238,8 +238,11 @@ class FullBatchPotential:
             log_prior = model.log_prior(params, self._x_spec).astype(self.dtype)
             ll = model.log_likelihood(params, data.x[idx], data.y[idx]).astype(self.dtype)
             log_lik = jnp.sum(ll) * (n / idx.shape[0])
-            return -(model.prior_scale * log_prior + model.likelihood_scale * log_lik
-                     + log_det.astype(self.dtype))
+            return -(
+                model.prior_scale * log_prior
+                + model.likelihood_scale * log_lik
+                + log_det.astype(self.dtype)
+            )
 
         return potential_fn
 

@@ -71,8 +71,9 @@ class SVIResult(NamedTuple):
 
     def scales(self) -> dict[str, Array]:
         """The guide's standard deviations, in unconstrained space."""
-        return {k[: -len("_auto_scale")]: v for k, v in self.params.items()
-                if k.endswith("_auto_scale")}
+        return {
+            k[: -len("_auto_scale")]: v for k, v in self.params.items() if k.endswith("_auto_scale")
+        }
 
 
 def default_optimizer(learning_rate: float, num_steps: int) -> optax.GradientTransformation:
@@ -137,13 +138,15 @@ def svi_mean_field(
     else:
         init_loc_fn = init_to_sample
     if optimizer is None:
-        optimizer = default_optimizer(validation.check_positive("learning_rate", learning_rate),
-                                      num_steps)
+        optimizer = default_optimizer(
+            validation.check_positive("learning_rate", learning_rate), num_steps
+        )
     guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=init_scale)
     elbo_cls = TraceMeanField_ELBO if model.prior_scale == 1.0 else Trace_ELBO
     kwargs = {} if minibatch_size is None else {"subsample_size": minibatch_size}
-    svi = SVI(model, guide, optax_to_numpyro(optimizer), elbo_cls(num_particles=num_particles),
-              **kwargs)
+    svi = SVI(
+        model, guide, optax_to_numpyro(optimizer), elbo_cls(num_particles=num_particles), **kwargs
+    )
     key = jax.random.key(0) if rng_key is None else rng_key
     result = svi.run(key, num_steps, x, y, progress_bar=progress_bar)
     return SVIResult(guide=guide, params=result.params, losses=result.losses)
