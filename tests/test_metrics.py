@@ -102,6 +102,54 @@ def test_brier_perfect_uniform_and_hand_value():
     assert float(metrics.brier(probs, np.array([0, 0]))) == pytest.approx((2 + 0.18) / 2)
 
 
+# scikit-learn is not a dependency of bnn_ppl; these comparisons run where it is installed.
+@pytest.fixture
+def skm():
+    return pytest.importorskip("sklearn.metrics")
+
+
+def test_nll_matches_sklearn_log_loss(skm):
+    rng = np.random.default_rng(20)
+    probs = _random_probs(rng, 300, 4)
+    # class 3 never occurs in the labels: `labels=` tells sklearn that K = 4
+    labels = rng.integers(0, 3, size=300)
+    want = skm.log_loss(labels, probs, labels=np.arange(4))
+    assert float(metrics.nll(probs, labels)) == pytest.approx(want, rel=1e-5)
+
+
+def test_brier_binary_is_twice_sklearn_brier_score_loss(skm):
+    # For K = 2, sum_k (p_k - onehot_k)^2 = (p_0 - (1 - y))^2 + (p_1 - y)^2
+    # = 2 (p_1 - y)^2 since p_0 = 1 - p_1: twice sklearn's binary Brier score.
+    rng = np.random.default_rng(21)
+    probs = _random_probs(rng, 300, 2)
+    labels = rng.integers(0, 2, size=300)
+    sq = (probs - np.eye(2)[labels]) ** 2
+    np.testing.assert_allclose(sq[:, 0], sq[:, 1], rtol=1e-12, atol=1e-15)  # exact in float64
+    binary = skm.brier_score_loss(labels, probs[:, 1])
+    assert sq.sum(axis=1).mean() == pytest.approx(2 * binary, rel=1e-12)
+    assert float(metrics.brier(probs, labels)) == pytest.approx(2 * binary, rel=1e-5)
+
+
+def test_brier_multiclass_matches_sklearn_unscaled(skm):
+    import inspect
+
+    if "scale_by_half" not in inspect.signature(skm.brier_score_loss).parameters:
+        pytest.skip("this scikit-learn has no multiclass brier_score_loss (needs >= 1.7)")
+    rng = np.random.default_rng(22)
+    probs = _random_probs(rng, 300, 4)
+    labels = rng.integers(0, 4, size=300)
+    want = skm.brier_score_loss(labels, probs, labels=np.arange(4), scale_by_half=False)
+    assert float(metrics.brier(probs, labels)) == pytest.approx(want, rel=1e-5)
+
+
+def test_accuracy_matches_sklearn_accuracy_score(skm):
+    rng = np.random.default_rng(23)
+    probs = _random_probs(rng, 500, 5)
+    labels = rng.integers(0, 5, size=500)
+    want = skm.accuracy_score(labels, probs.argmax(axis=1))
+    assert float(metrics.accuracy(probs, labels)) == pytest.approx(want, abs=1e-7)
+
+
 # --------------------------------------------------------------------------- #
 # ECE / reliability curve
 # --------------------------------------------------------------------------- #
@@ -125,14 +173,21 @@ def test_reliability_curve_width_hand_computed():
 
 def test_width_binning_edges_are_right_closed():
     # Confidences exactly on the edges k/10 belong to the bin below, (lo, hi];
-    # 1.0 goes into the last bin and 0.0 (all-zero row) into the first.
-    confs = np.array([0.1, 0.3, 0.5, 1.0])
-    probs = np.stack([confs, np.zeros_like(confs)], axis=1)
+    # 1.0 goes into the last bin. Rows are valid probability vectors (K = 10).
+    probs = np.zeros((4, 10))
+    probs[0] = 0.1  # confidence 0.1 (all tied)
+    probs[1, :4] = [0.3, 0.3, 0.3, 0.1]  # confidence 0.3
+    probs[2, :2] = 0.5  # confidence 0.5
+    probs[3, 0] = 1.0  # confidence 1.0
     curve = metrics.reliability_curve(probs, np.zeros(4, dtype=int), num_bins=10)
     expected = np.zeros(10, dtype=int)
     expected[[0, 2, 4, 9]] = 1
     np.testing.assert_array_equal(curve.count, expected)
-    zero = metrics.reliability_curve(np.zeros((1, 2)), np.array([0]), num_bins=10)
+    # A confidence of 0.0 goes into the (closed) first bin. Only an all-zero row
+    # has it, which is not a probability vector: reachable only under jit, where
+    # values are not checked.
+    f = jax.jit(functools.partial(metrics.reliability_curve, num_bins=10))
+    zero = f(jnp.zeros((1, 2)), jnp.array([0]))
     assert int(zero.count[0]) == 1
 
 
@@ -188,6 +243,70 @@ def test_ece_single_bin_is_global_gap_for_both_binnings():
     for binning in ("width", "mass"):
         out = metrics.ece(probs, labels, num_bins=1, binning=binning)
         assert float(out) == pytest.approx(gap, abs=1e-6)
+
+
+def _binary_predictions(
+    rng: np.random.Generator, conf: np.ndarray, p_correct: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Binary probs with top-1 confidence ``conf`` on a random class, correct w.p. p_correct."""
+    n = conf.shape[0]
+    pred = rng.integers(0, 2, size=n)
+    probs = np.empty((n, 2))
+    probs[np.arange(n), pred] = conf
+    probs[np.arange(n), 1 - pred] = 1.0 - conf
+    correct = rng.uniform(size=n) < p_correct
+    return probs, np.where(correct, pred, 1 - pred)
+
+
+@pytest.mark.parametrize("binning", ["width", "mass"])
+def test_ece_of_calibrated_predictor_is_within_sampling_noise(binning):
+    n, num_bins = 200_000, 15
+    rng = np.random.default_rng(24)
+    conf = rng.uniform(0.5, 1.0, size=n)
+    probs, labels = _binary_predictions(rng, conf, p_correct=conf)  # calibrated
+
+    # Sampling noise: in bin b, acc_b - conf_b is a mean of n_b independent
+    # (correct_i - c_i) with mean 0 and variance c_i (1 - c_i), so it is about
+    # N(0, s_b^2) with s_b^2 = mean_b[c (1 - c)] / n_b and E|.| = s_b sqrt(2 / pi).
+    # Bins computed independently of the library, in float64.
+    if binning == "width":
+        idx = np.clip(np.ceil(conf * num_bins).astype(int) - 1, 0, num_bins - 1)
+        groups = [np.flatnonzero(idx == b) for b in range(num_bins)]
+    else:
+        groups = np.array_split(np.argsort(conf, kind="stable"), num_bins)
+    noise = sum(
+        len(g) / n * math.sqrt(2 / math.pi * np.mean(conf[g] * (1 - conf[g])) / len(g))
+        for g in groups
+        if len(g)
+    )
+    bound = 4 * noise
+    assert bound < 0.02  # the bound is informative, not vacuous
+
+    assert float(metrics.ece(probs, labels, num_bins=num_bins, binning=binning)) < bound
+    # ... and it has power: 5 points of over-confidence break it by a wide margin
+    probs, labels = _binary_predictions(rng, conf, p_correct=conf - 0.05)
+    assert float(metrics.ece(probs, labels, num_bins=num_bins, binning=binning)) > 3 * bound
+
+
+@pytest.mark.parametrize("binning", ["width", "mass"])
+def test_ece_of_constantly_overconfident_predictor_is_the_gap(binning):
+    # Confidence 0.9 always, accuracy exactly 0.7: ECE = |0.7 - 0.9| = 0.2.
+    # Correct predictions are interleaved (7 in every 10 consecutive examples),
+    # so that every equal-mass bin (contiguous in the stable sort of the tied
+    # confidences, i.e. in index order) also has accuracy below 0.9; then all
+    # per-bin gaps share their sign and the weighted sum is the global gap.
+    # n is large so that the float32 per-bin sums are tested too (a sequential
+    # float32 sum of 1e5 confidences is off by ~1e-4 relative).
+    n, k = 100_000, 3
+    pred = np.arange(n) % k
+    probs = np.full((n, k), 0.05)
+    probs[np.arange(n), pred] = 0.9
+    correct = np.arange(n) % 10 < 7
+    labels = np.where(correct, pred, (pred + 1) % k)
+    assert correct.sum() == 70_000
+    assert float(metrics.accuracy(probs, labels)) == pytest.approx(0.7, abs=1e-7)
+    out = metrics.ece(probs, labels, binning=binning)
+    assert float(out) == pytest.approx(0.2, abs=2e-6)  # float32 rounding
 
 
 def test_ece_perfectly_calibrated_is_zero():
@@ -389,6 +508,25 @@ def test_num_bins_must_be_static_under_jit():
         jax.jit(metrics.ece)(jnp.ones((3, 2)) / 2, jnp.zeros(3, dtype=jnp.int32), 5)
 
 
+def test_value_checks_are_skipped_under_jit_but_shape_checks_are_not():
+    logits = jnp.array([[2.0, -1.0, 0.5], [0.5, 3.0, 1.0]])
+    labels = jnp.array([0, 1])
+    with pytest.raises(ValueError, match="non-negative"):
+        metrics.accuracy(logits, labels)  # eager: values are checked
+    # traced: the values are unknown, so not checked (argmax of logits is fine)
+    assert float(jax.jit(metrics.accuracy)(logits, labels)) == pytest.approx(1.0)
+    assert float(jax.jit(metrics.agreement)(logits, 2 * logits)) == pytest.approx(1.0)
+    assert np.isnan(float(jax.jit(metrics.nll)(jnp.full((2, 3), jnp.nan), labels)))
+    y = jnp.zeros(3)
+    assert np.isnan(float(jax.jit(metrics.gaussian_nll)(y, -jnp.ones(3), y)))
+    assert np.isnan(float(jax.jit(metrics.rmse)(y.at[0].set(jnp.nan), y)))
+    # shapes are static: still checked under jit
+    with pytest.raises(ValueError, match=r"probs_a and probs_b .* same shape"):
+        jax.jit(metrics.total_variation)(logits, logits[:, :2])
+    with pytest.raises(ValueError, match=r"scale must be broadcastable"):
+        jax.jit(metrics.gaussian_nll)(y, jnp.ones(2), y)
+
+
 def test_label_range_not_checked_on_tracers():
     # value checks are skipped for traced labels (no error, no host sync)
     out = jax.jit(metrics.accuracy)(jnp.ones((2, 2)) / 2, jnp.array([0, 5]))
@@ -431,6 +569,80 @@ def test_classification_value_errors(fn, args, match):
         fn(*args)
 
 
+def _bad_rows() -> np.ndarray:
+    p = np.full((4, 2), 0.5)
+    p[1] = [0.7, 0.5]  # off by 0.2
+    p[2] = [1.0, 0.5]  # the worst row, off by 0.5
+    return p
+
+
+LOGITS = np.array([[2.0, -1.0], [0.3, 1.1], [-0.5, 0.2]])
+SOFTMAX_HINT = r"Did you pass logits .* jax\.nn\.softmax"
+
+
+@pytest.mark.parametrize(
+    ("fn", "args", "match"),
+    [
+        # logits: negative entries, and positive scores whose rows do not sum to 1
+        (metrics.nll, (LOGITS, L), r"probs must be non-negative .* " + SOFTMAX_HINT),
+        (
+            metrics.accuracy,
+            (np.abs(LOGITS), L),
+            r"each row of probs must sum to 1 .* " + SOFTMAX_HINT,
+        ),
+        (
+            metrics.brier,
+            (_bad_rows(), np.array([0, 1, 0, 1])),
+            r"sum to 1 \(atol=0\.001 for float32\); 2 of 4 rows do not, the worst is row 2, "
+            r"which sums to 1\.5 \(off by 0\.5\)",
+        ),
+        (
+            metrics.ece,
+            (np.array([[1.2, -0.2], [0.5, 0.5], [0.5, 0.5]]), L),
+            r"the most negative entry is -0\.2 at index \(0, 1\) \(1 of 6 entries are negative\)",
+        ),
+        (
+            metrics.reliability_curve,
+            (np.array([[0.5, 0.5], [np.nan, 0.5], [0.5, 0.5]]), L),
+            r"probs must be finite \(no NaN or inf\); found nan at index \(1, 0\)",
+        ),
+        (metrics.nll, (np.array([[0.5, 0.5], [0.5, 0.5], [np.inf, 0.0]]), L), r"found inf"),
+        (metrics.agreement, (P, np.full((3, 2), 0.6)), r"each row of probs_b must sum to 1"),
+        (metrics.total_variation, (np.abs(LOGITS), P), r"each row of probs_a must sum to 1"),
+        (metrics.agreement, (P.T, P.T), r"columns of probs_a sum to 1: .* transposed"),
+        # shape problems are reported as such, before any value check
+        (metrics.nll, (LOGITS.T, L), r"labels must be 1-D with shape \(n,\) = \(2,\)"),
+        (metrics.total_variation, (LOGITS, P[:2]), r"probs_a and probs_b must have the same"),
+    ],
+)
+def test_invalid_probabilities_raise_clearly(fn, args, match):
+    with pytest.raises(ValueError, match=match):
+        fn(*args)
+
+
+def test_probability_tolerance_accepts_float32_softmax_and_bma():
+    # float32 softmax outputs and their model average deviate from 1 by ~1e-7 * K
+    rng = np.random.default_rng(25)
+    logits = jnp.asarray(5 * rng.normal(size=(10, 300, 100)), dtype=jnp.float32)
+    per_sample = jax.nn.softmax(logits, axis=-1)
+    bma = jnp.mean(per_sample, axis=0)
+    labels = rng.integers(0, 100, size=300)
+    assert np.max(np.abs(np.asarray(bma).sum(axis=1) - 1)) > 0  # genuinely not exact
+    for probs in (per_sample[0], bma, np.asarray(bma, dtype=np.float64)):
+        assert np.isfinite(float(metrics.nll(probs, labels)))
+    assert np.isfinite(float(metrics.total_variation(per_sample[0], bma)))
+    # bfloat16 probabilities (8-bit mantissa) have rows off by several 1e-3:
+    # 16-bit floats get atol = sqrt(eps) instead
+    half = per_sample[0].astype(jnp.bfloat16)
+    assert np.max(np.abs(np.asarray(half, dtype=np.float32).sum(axis=1) - 1)) > 1e-3
+    assert float(metrics.accuracy(half, labels)) >= 0.0
+    # the tolerance is atol = 1e-3 on each row sum
+    ok = np.array([[0.5004, 0.5], [0.4996, 0.5]], dtype=np.float32)
+    assert float(metrics.accuracy(ok, np.array([0, 1]))) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match=r"row 0, which sums to 1\.002"):
+        metrics.accuracy(np.array([[0.502, 0.5]], dtype=np.float32), np.array([0]))
+
+
 Y = np.zeros(4)
 
 
@@ -457,6 +669,30 @@ Y = np.zeros(4)
         (metrics.mixture_nll, (np.zeros((0, 4)), 1.0, Y), r"at least one sample \(S >= 1\)"),
         (metrics.mixture_nll, (np.zeros((2, 4)), np.ones(2), Y), r"scales must be broadcastable"),
         (metrics.mixture_nll, (np.zeros((2, 4)), 1.0, Y, -2.0), r"y_scale must be positive"),
+        # values
+        (
+            metrics.rmse,
+            (np.array([0.0, np.nan, 0.0, np.nan]), Y),
+            r"mean must be finite \(no NaN or inf\); found nan at index \(1,\) \(2 of 4",
+        ),
+        (
+            metrics.rmse,
+            (Y, np.array([0.0, 0.0, np.inf, 0.0])),
+            r"y must be finite \(no NaN or inf\); found inf at index \(2,\)",
+        ),
+        (metrics.rmse, (Y, Y, np.nan), r"y_scale must be finite"),
+        (metrics.gaussian_nll, (Y, 1.0, Y, np.inf), r"y_scale must be finite"),
+        (
+            metrics.gaussian_nll,
+            (Y, np.array([1.0, 1.0, 0.0, -1.0]), Y),
+            r"scale must be positive \(> 0\); found 0\.0 at index \(2,\) \(2 of 4 entries",
+        ),
+        (metrics.gaussian_nll, (Y, -1.0, Y), r"scale must be positive \(> 0\); found -1\.0 \("),
+        (metrics.gaussian_nll, (Y, np.full(4, np.nan), Y), r"scale must be finite"),
+        (metrics.gaussian_nll, (Y, 1.0, np.full(4, -np.inf)), r"y must be finite"),
+        (metrics.mixture_nll, (np.full((2, 4), np.inf), 1.0, Y), r"means must be finite"),
+        (metrics.mixture_nll, (np.zeros((2, 4)), np.zeros((2, 4)), Y), r"scales must be positive"),
+        (metrics.mixture_nll, (np.zeros((2, 4)), 1.0, Y, np.array(0.0)), r"y_scale must be pos"),
     ],
 )
 def test_regression_value_errors(fn, args, match):
