@@ -25,7 +25,7 @@ Example:
 from importlib import import_module
 from typing import Any
 
-from bnn_ppl import data, likelihoods, metrics, priors, validation
+from bnn_ppl import data, diagnostics, likelihoods, metrics, priors, validation
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import bma, predict, prior_predictive
 
@@ -33,6 +33,7 @@ __all__ = [
     "BNN",
     "bma",
     "data",
+    "diagnostics",
     "likelihoods",
     "metrics",
     "predict",

@@ -1,0 +1,275 @@
+"""Convergence diagnostics in weight space and in function space, side by side.
+
+Izmailov et al. (2021) judged HMC's convergence with R-hat ≤ 1.1 on the *predictions*; Vehtari
+et al. (2021) recommend rank-normalised split R-hat ≤ 1.01; and in *weight* space R-hat of a
+neural network is poor almost by construction (permutation symmetry: chains that settle in
+equivalent modes disagree on every weight while agreeing on every prediction). This module
+computes both, through ArviZ (rank-normalised split R-hat, bulk and tail ESS), so users can see
+the two side by side:
+
+* :func:`weight_space` - every parameter of every site,
+* :func:`function_space` - the predictive probabilities (classification) or predictive means
+  (regression) at given inputs, computed over chunks of inputs,
+* :func:`sampler_summary` - acceptance, divergences, step size and trajectory length per chain,
+* :func:`to_inference_data` - ArviZ's ``from_numpyro`` plus a ``function_space`` group.
+
+Samples must keep their chains apart: ``mcmc.get_samples(group_by_chain=True)``, i.e. every
+array is ``(chains, draws, *shape)``.
+
+Example:
+    >>> import numpy as np
+    >>> import bnn_ppl as bp
+    >>> rng = np.random.default_rng(0)
+    >>> draws = {"w": rng.normal(size=(4, 500, 3))}
+    >>> s = bp.diagnostics.weight_space(draws)
+    >>> bool(s.rhat["w"].max() < 1.01), s.fraction_above(1.1)
+    (True, 0.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import arviz as az
+import numpy as np
+
+from bnn_ppl import validation
+from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.model import BNN
+from bnn_ppl.predictive import predict
+from bnn_ppl.types import Array
+
+__all__ = [
+    "THRESHOLDS",
+    "Convergence",
+    "GroupSummary",
+    "weight_space",
+    "function_space",
+    "sampler_summary",
+    "to_inference_data",
+]
+
+THRESHOLDS = (1.01, 1.05, 1.1)
+"""R-hat thresholds reported: Vehtari et al.'s 1.01, a middle one, and Izmailov et al.'s 1.1."""
+
+TAIL_PROB = (0.05, 0.95)
+"""Quantiles whose ESS define the tail ESS."""
+
+
+class GroupSummary(NamedTuple):
+    """R-hat and ESS of one group of quantities (a layer, or the predictions).
+
+    ``rhat_quantiles`` are the 50/90/99% quantiles and the maximum; ``frac_above`` maps each
+    threshold of :data:`THRESHOLDS` to the fraction of quantities whose R-hat exceeds it.
+    """
+
+    name: str
+    size: int
+    rhat_quantiles: tuple[float, float, float, float]
+    frac_above: dict[float, float]
+    ess_bulk_min: float
+    ess_bulk_median: float
+    ess_tail_min: float
+
+
+class Convergence(NamedTuple):
+    """Per-quantity rank-normalised split R-hat and bulk/tail ESS, keyed by site (or by
+    ``"predictive"`` in function space); each array has the quantity's shape."""
+
+    rhat: dict[str, np.ndarray]
+    ess_bulk: dict[str, np.ndarray]
+    ess_tail: dict[str, np.ndarray]
+
+    def all_rhat(self) -> np.ndarray:
+        """Every R-hat value, flattened."""
+        return np.concatenate([np.ravel(v) for v in self.rhat.values()])
+
+    def fraction_above(self, threshold: float) -> float:
+        """Fraction of all quantities with R-hat above ``threshold``."""
+        return float(np.mean(self.all_rhat() > threshold))
+
+    def summary(self, by: str = "layer") -> list[GroupSummary]:
+        """Summaries per layer (the site name up to its last dot), per site, or overall."""
+        validation.check_choice("by", by, ("layer", "site", "all"))
+        groups: dict[str, list[str]] = {}
+        for k in self.rhat:
+            g = {"layer": k.rsplit(".", 1)[0], "site": k, "all": "all"}[by]
+            groups.setdefault(g, []).append(k)
+        out = []
+        for g, keys in groups.items():
+            r = np.concatenate([np.ravel(self.rhat[k]) for k in keys])
+            eb = np.concatenate([np.ravel(self.ess_bulk[k]) for k in keys])
+            et = np.concatenate([np.ravel(self.ess_tail[k]) for k in keys])
+            q = np.nanquantile(r, [0.5, 0.9, 0.99]) if r.size else [np.nan] * 3
+            out.append(
+                GroupSummary(
+                    name=g,
+                    size=int(r.size),
+                    rhat_quantiles=(float(q[0]), float(q[1]), float(q[2]), float(np.nanmax(r))),
+                    frac_above={t: float(np.mean(r > t)) for t in THRESHOLDS},
+                    ess_bulk_min=float(np.nanmin(eb)),
+                    ess_bulk_median=float(np.nanmedian(eb)),
+                    ess_tail_min=float(np.nanmin(et)),
+                )
+            )
+        return out
+
+    def table(self, by: str = "layer") -> str:
+        """A plain-text table of :meth:`summary`."""
+        head = (
+            f"{'group':<24}{'size':>8}{'R-hat p50':>11}{'p90':>8}{'max':>8}"
+            + "".join(f"{'>' + str(t):>8}" for t in THRESHOLDS)
+            + f"{'ESS bulk min':>14}{'ESS tail min':>14}"
+        )
+        rows = [head]
+        for s in self.summary(by):
+            rows.append(
+                f"{s.name:<24}{s.size:>8}{s.rhat_quantiles[0]:>11.3f}{s.rhat_quantiles[1]:>8.3f}"
+                f"{s.rhat_quantiles[3]:>8.3f}"
+                + "".join(f"{s.frac_above[t]:>8.1%}" for t in THRESHOLDS)
+                + f"{s.ess_bulk_min:>14.1f}{s.ess_tail_min:>14.1f}"
+            )
+        return "\n".join(rows)
+
+
+def _chains_draws(name: str, a: Any) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim < 2:
+        raise ValueError(
+            f"{name} has shape {arr.shape}; diagnostics need (chains, draws, ...): use "
+            "mcmc.get_samples(group_by_chain=True)."
+        )
+    if arr.shape[1] < 4:
+        raise ValueError(f"{name} has {arr.shape[1]} draws per chain; split R-hat needs >= 4.")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN/inf draws; diagnostics are undefined.")
+    return arr
+
+
+def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
+    rhat, bulk, tail = {}, {}, {}
+    for k, a in arrays.items():
+        flat = a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
+        shape = a.shape[2:]
+        rhat[k] = np.asarray(az.rhat(flat, method="rank")).reshape(shape)
+        bulk[k] = np.asarray(az.ess(flat, method="bulk")).reshape(shape)
+        # tail ESS: the smaller of the 5% and 95% quantile ESS (Vehtari et al. 2021); ArviZ 1.3
+        # needs ``prob`` spelled out for plain arrays
+        tail[k] = np.asarray(az.ess(flat, method="tail", prob=TAIL_PROB)).reshape(shape)
+    return Convergence(rhat, bulk, tail)
+
+
+def weight_space(samples: Mapping[str, Array]) -> Convergence:
+    """R-hat and ESS of every parameter (every entry of every site).
+
+    Args:
+        samples: site -> ``(chains, draws, *shape)``, as from
+            ``mcmc.get_samples(group_by_chain=True)``.
+
+    Raises:
+        ValueError: arrays without a chain axis, fewer than 4 draws, or non-finite draws.
+    """
+    if not samples:
+        raise ValueError("samples is empty; pass mcmc.get_samples(group_by_chain=True).")
+    arrays = {k: _chains_draws(f"samples[{k!r}]", v) for k, v in samples.items()}
+    lead = {v.shape[:2] for v in arrays.values()}
+    if len(lead) != 1:
+        raise ValueError(f"sites disagree on (chains, draws): {sorted(lead)}.")
+    return _diagnose(arrays)
+
+
+def function_space(
+    model: BNN,
+    samples: Mapping[str, Array],
+    x: Any,
+    *,
+    chunk_size: int | None = 256,
+) -> Convergence:
+    """R-hat and ESS of the predictions at inputs ``x``: class probabilities ``(n, K)`` for
+    classification, predictive means ``(n,)`` for regression (key ``"predictive"``).
+
+    Predictions are computed and diagnosed ``chunk_size`` inputs at a time, so only one chunk
+    of per-sample predictions is in memory.
+    """
+    x = validation.as_array("x", x)
+    arrays = {k: _chains_draws(f"samples[{k!r}]", v) for k, v in samples.items()}
+    chains, draws = next(iter(arrays.values())).shape[:2]
+    chunk = (
+        x.shape[0]
+        if chunk_size is None
+        else int(validation.check_positive("chunk_size", chunk_size))
+    )
+    parts = []
+    for start in range(0, x.shape[0], chunk):
+        pred = predict(model, arrays, x[start : start + chunk])
+        values = pred.mean if isinstance(pred, GaussianPrediction) else pred
+        values = np.asarray(values).reshape(chains, draws, *values.shape[1:])
+        parts.append(_diagnose({"predictive": values}))
+
+    def joined(field: str) -> dict[str, np.ndarray]:
+        return {"predictive": np.concatenate([getattr(p, field)["predictive"] for p in parts])}
+
+    return Convergence(joined("rhat"), joined("ess_bulk"), joined("ess_tail"))
+
+
+def sampler_summary(mcmc: Any) -> list[dict[str, float]]:
+    """Per chain: mean acceptance probability, divergences, final step size, mean leapfrog steps.
+
+    Reads ``mcmc.get_extra_fields(group_by_chain=True)`` (collect ``accept_prob``,
+    ``diverging`` and ``num_steps`` through ``extra_fields``; :func:`bnn_ppl.inference.hmc`
+    does) and the adapted step size from ``mcmc.last_state``.
+    """
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    needed = {"accept_prob", "diverging"} - set(extra)
+    if needed:
+        raise ValueError(
+            f"the MCMC run did not collect {sorted(needed)}; run it with "
+            "extra_fields=('accept_prob', 'diverging', 'num_steps')."
+        )
+    step = np.atleast_1d(np.asarray(mcmc.last_state.adapt_state.step_size))
+    chains = np.asarray(extra["accept_prob"]).shape[0]
+    step = np.broadcast_to(step, (chains,))
+    out = []
+    for c in range(chains):
+        row = {
+            "chain": c,
+            "accept_prob": float(np.mean(extra["accept_prob"][c])),
+            "divergences": int(np.sum(extra["diverging"][c])),
+            "step_size": float(step[c]),
+        }
+        if "num_steps" in extra:
+            row["num_steps"] = float(np.mean(extra["num_steps"][c]))
+        out.append(row)
+    return out
+
+
+def to_inference_data(
+    mcmc: Any, model: BNN | None = None, x: Any = None, *, chunk_size: int | None = None
+) -> Any:
+    """``arviz.from_numpyro(mcmc)`` plus, given ``model`` and ``x``, a ``function_space`` group
+    holding the per-draw predictions at ``x`` (``probs`` with dims chain/draw/obs/class, or
+    ``mean`` and ``scale`` with dims chain/draw/obs)."""
+    import xarray as xr
+
+    idata = az.from_numpyro(mcmc)
+    if model is None:
+        return idata
+    if x is None:
+        raise ValueError("x is required with model: the inputs to predict at.")
+    samples = mcmc.get_samples(group_by_chain=True)
+    chains, draws = next(iter(samples.values())).shape[:2]
+    pred = predict(model, samples, x, chunk_size=chunk_size)
+
+    def dims(a: Array, *tail: str) -> tuple[tuple[str, ...], np.ndarray]:
+        a = np.asarray(a).reshape(chains, draws, *np.shape(a)[1:])
+        return ("chain", "draw", *tail[: a.ndim - 2]), a
+
+    if isinstance(pred, GaussianPrediction):
+        ds = xr.Dataset(
+            {"mean": dims(pred.mean, "obs", "output"), "scale": dims(pred.scale, "obs", "output")}
+        )
+    else:
+        ds = xr.Dataset({"probs": dims(pred, "obs", "class")})
+    idata["function_space"] = ds
+    return idata
