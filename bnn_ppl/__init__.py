@@ -46,7 +46,8 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     # ``bp.inference`` and ``bp.models`` are subpackages; import them on first use so that
-    # importing the core never pulls in inference code.
-    if name in ("inference", "models"):
+    # importing the core never pulls in inference code (and ``bp.plots`` never loads matplotlib
+    # unless asked for).
+    if name in ("inference", "models", "plots"):
         return import_module(f"bnn_ppl.{name}")
     raise AttributeError(f"module 'bnn_ppl' has no attribute {name!r}")

@@ -1,0 +1,193 @@
+"""Figures: reliability diagrams of predictive distributions, saved atomically as PNG.
+
+Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented API
+(``Figure(...)``, not :mod:`matplotlib.pyplot`): nothing here selects a backend, opens a window,
+calls ``plt.show`` or registers the figure with pyplot's global state, so the module is safe in
+scripts, tests, notebooks and worker processes alike. :func:`save_figure` renders a figure to
+PNG through :func:`bnn_ppl.io.atomic_write`, so a reader never sees a half-written image.
+
+Example:
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.plots import reliability_diagram, save_figure
+    >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.4, 0.6], [0.55, 0.45]])
+    >>> labels = np.array([0, 1, 1, 1])
+    >>> curve = bp.metrics.reliability_curve(probs, labels, num_bins=5)
+    >>> fig = reliability_diagram({"model": curve})
+    >>> path = os.path.join(tempfile.mkdtemp(), "reliability.png")
+    >>> save_figure(fig, path)
+    >>> open(path, "rb").read(8) == b"\\x89PNG\\r\\n\\x1a\\n"
+    True
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bnn_ppl.io import atomic_write
+from bnn_ppl.metrics import ReliabilityCurve
+
+__all__ = ["reliability_diagram", "save_figure"]
+
+_CURVE_FIELDS = ReliabilityCurve._fields
+PERFECT_LABEL = "perfect calibration"
+
+
+def _as_numpy(curve: object, name: str) -> dict[str, np.ndarray]:
+    """The fields of a ReliabilityCurve-like record as 1-D NumPy arrays of equal length."""
+    missing = [f for f in _CURVE_FIELDS if not hasattr(curve, f)]
+    if missing:
+        raise TypeError(
+            f"curves[{name!r}] must be a bnn_ppl.metrics.ReliabilityCurve (from "
+            f"bnn_ppl.metrics.reliability_curve); got {type(curve).__name__} lacking {missing}."
+        )
+    out = {f: np.asarray(getattr(curve, f), dtype=float) for f in _CURVE_FIELDS}
+    shapes = {f: a.shape for f, a in out.items()}
+    if len(set(shapes.values())) != 1 or out["count"].ndim != 1:
+        raise ValueError(
+            f"curves[{name!r}] must have 1-D fields of one length (num_bins,); got {shapes}."
+        )
+    return out
+
+
+def _root_figure(ax: Axes) -> Figure:
+    fig = ax.figure
+    while not isinstance(fig, Figure):  # a SubFigure: walk up to the Figure that owns it
+        fig = fig.figure
+    return fig
+
+
+def reliability_diagram(
+    curves: Mapping[str, ReliabilityCurve],
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Reliability diagram: accuracy against top-1 confidence per bin, one line per method.
+
+    As in the calibration plots of Heek & Kalchbrenner (2019, ATMC): confidence on the x axis,
+    accuracy on the y axis, the diagonal for perfect calibration; points below the diagonal are
+    over-confident. Each method's non-empty bins are drawn as markers joined by a line at
+    (mean confidence, accuracy); empty bins (NaN, count 0) are skipped. Below it, a panel shows
+    how many examples fell into each bin (grouped bars, one colour per method, log scale), so
+    that bins holding a handful of examples are not over-read.
+
+    Args:
+        curves: method name -> :class:`~bnn_ppl.metrics.ReliabilityCurve` (from
+            :func:`bnn_ppl.metrics.reliability_curve`), drawn in the mapping's order.
+        ax: draw into these axes instead of a new figure; the counts then go on a twin y axis
+            (right) as a light bar overlay, and the figure containing ``ax`` is returned.
+        title: title of the reliability panel (default none).
+
+    Returns:
+        The :class:`~matplotlib.figure.Figure` (new unless ``ax`` was given). The reliability
+        axes hold one line per method (label = method name) followed by the diagonal (label
+        ``"perfect calibration"``).
+
+    Raises:
+        ValueError: ``curves`` is empty, or a curve's fields differ in length.
+        TypeError: a value is not a ReliabilityCurve.
+
+    Example:
+        >>> import numpy as np
+        >>> import bnn_ppl as bp
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.4, 0.6]])
+        >>> curve = bp.metrics.reliability_curve(probs, np.array([0, 1, 1]), num_bins=4)
+        >>> fig = reliability_diagram({"A": curve})
+        >>> top = fig.axes[0]
+        >>> [line.get_label() for line in top.get_lines()]
+        ['A', 'perfect calibration']
+        >>> top.get_lines()[0].get_xdata().size   # 2 of the 4 bins hold examples
+        2
+    """
+    if not isinstance(curves, Mapping):
+        raise TypeError(
+            f"curves must be a mapping of method name -> ReliabilityCurve; got "
+            f"{type(curves).__name__}."
+        )
+    if not curves:
+        raise ValueError("curves is empty; pass at least one method name -> ReliabilityCurve.")
+    data = {str(name): _as_numpy(c, str(name)) for name, c in curves.items()}
+
+    if ax is None:
+        fig = Figure(figsize=(5.0, 6.0), layout="constrained")
+        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 1))
+        overlay = False
+    else:
+        fig = _root_figure(ax)
+        top, bottom = ax, ax.twinx()
+        overlay = True
+
+    num_methods = len(data)
+    for i, (name, c) in enumerate(data.items()):
+        keep = (c["count"] > 0) & np.isfinite(c["confidence"]) & np.isfinite(c["accuracy"])
+        (line,) = top.plot(
+            c["confidence"][keep],
+            c["accuracy"][keep],
+            marker="o",
+            markersize=4,
+            label=name,
+            clip_on=False,
+        )
+        # Bars: the bin's extent split into one slot per method (bins of equal-mass curves
+        # without finite bounds, i.e. empty ones, are skipped with the rest).
+        lo, hi = c["bin_lower"], c["bin_upper"]
+        bars = keep & np.isfinite(lo) & np.isfinite(hi)
+        width = (hi[bars] - lo[bars]) / num_methods
+        bottom.bar(
+            lo[bars] + i * width,
+            c["count"][bars],
+            width=width,
+            align="edge",
+            color=line.get_color(),
+            alpha=0.25 if overlay else 0.8,
+            label=name,
+        )
+    top.plot([0.0, 1.0], [0.0, 1.0], linestyle="--", color="0.5", label=PERFECT_LABEL)
+
+    top.set_xlim(0.0, 1.0)
+    top.set_ylim(0.0, 1.0)
+    top.set_ylabel("accuracy")
+    top.legend(loc="best")
+    if title is not None:
+        top.set_title(title)
+    if overlay:
+        top.set_xlabel("confidence")
+        bottom.set_ylabel("examples per bin")
+        bottom.set_zorder(top.get_zorder() - 1)  # bars behind the curves
+        top.patch.set_visible(False)
+    else:
+        top.grid(alpha=0.3)
+        bottom.set_xlabel("confidence (top-1 probability)")
+        bottom.set_ylabel("count")
+        if any(np.any(c["count"] > 0) for c in data.values()):
+            bottom.set_yscale("log")
+        bottom.grid(alpha=0.3)
+    return fig
+
+
+def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: float = 150) -> None:
+    """Write ``fig`` to ``path`` as PNG, atomically (missing parent folders are created).
+
+    The image is rendered into a temporary file in the target folder, which is then renamed over
+    ``path`` (:func:`bnn_ppl.io.atomic_write`): a reader sees the old file or the new one, and no
+    temporary file is left behind, also on error.
+
+    Example:
+        >>> import os, tempfile
+        >>> from matplotlib.figure import Figure
+        >>> fig = Figure(figsize=(1, 1))
+        >>> path = os.path.join(tempfile.mkdtemp(), "plots", "empty.png")
+        >>> save_figure(fig, path)
+        >>> os.listdir(os.path.dirname(path))
+        ['empty.png']
+    """
+    if not isinstance(fig, Figure):
+        raise TypeError(f"fig must be a matplotlib.figure.Figure; got {type(fig).__name__}.")
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi))

@@ -1,0 +1,188 @@
+"""Every script in ``examples/`` runs end to end with tiny settings.
+
+A new example must register its tiny flags in ``TINY_FLAGS`` (an unregistered script fails the
+registration test). Optionally it registers
+
+* ``VARIANTS``: named extra flags, one run per variant (default: one run, ``"default"``);
+* ``EXPECTED_ROWS``: strings its stdout must contain;
+* ``CHECKS``: a function ``check(stdout, out_dir, variant)`` run after a successful run.
+
+Every run gets a fresh temporary working directory; ``{out}`` in the flags stands for a folder
+inside it, so nothing is written into the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+_TINY_COMPARE = [
+    "--num-warmup", "20", "--num-samples", "10", "--width", "8", "--max-train", "200",
+    "--map-steps", "50", "--svi-steps", "50", "--svi-samples", "10",
+    "--ensemble-size", "2", "--ensemble-steps", "50",
+    "--out-dir", "{out}",
+]  # fmt: skip
+
+# script name -> flags that make it finish in seconds
+TINY_FLAGS: dict[str, list[str]] = {
+    "compare_hmc_svi.py": _TINY_COMPARE,
+}
+
+# script name -> variant name -> extra flags (one run per variant)
+VARIANTS: dict[str, dict[str, list[str]]] = {
+    "compare_hmc_svi.py": {"digits": [], "diabetes": ["--dataset", "diabetes"]},
+}
+
+# script name -> strings its stdout must contain
+EXPECTED_ROWS: dict[str, list[str]] = {
+    "compare_hmc_svi.py": [
+        "single sample",
+        "BMA",
+        "accept prob",
+        "divergences",
+        "leapfrog steps",
+        "wall time",
+        "-ELBO",
+        "members",
+        "metrics.json",
+    ],
+}
+
+TIMEOUT_S = 300
+
+
+def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
+    """The comparison prints one row per (method, predictive) and writes its files."""
+    rows = [line.split() for line in stdout.splitlines()]
+    for method, label in (
+        ("HMC", "single sample"),
+        ("HMC", "BMA"),
+        ("SVI", "BMA"),
+        ("ensemble", "BMA"),
+    ):
+        row = [r for r in rows if r[: len(label.split()) + 1] == [method, *label.split()]]
+        assert len(row) == 1, f"no single {method} {label} row in:\n{stdout}"
+    payload = json.loads((out_dir / "metrics.json").read_text())
+    assert set(payload) == {"args", "dataset", "results", "diagnostics"}
+    assert payload["args"]["width"] == 8 and payload["args"]["max_train"] == 200
+    assert payload["args"]["dataset"] == variant == payload["dataset"]["name"]
+    results = payload["results"]
+    assert {m: set(r) for m, r in results.items()} == {
+        "HMC": {"single_sample", "bma"},
+        "SVI": {"bma"},
+        "ensemble": {"bma"},
+    }
+    assert set(payload["diagnostics"]) == {"HMC", "SVI", "ensemble"}
+    for diag in payload["diagnostics"].values():
+        assert diag["wall_time_s"] > 0
+    assert 0.0 <= payload["diagnostics"]["HMC"]["accept_prob"] <= 1.0
+    rows_ = [r for m in results.values() for r in m.values()]
+
+    if variant == "digits":
+        assert "agree w/ HMC" in stdout and "TV w/ HMC" in stdout
+        for r in rows_:
+            assert set(r) == {"accuracy", "nll", "ece", "brier", "agreement", "tv"}
+            for key in ("accuracy", "ece", "agreement", "tv"):
+                assert 0.0 <= r[key] <= 1.0, (key, r)
+            assert r["nll"] > 0.0 and 0.0 <= r["brier"] <= 2.0
+        hmc = results["HMC"]["bma"]
+        assert hmc["agreement"] == 1.0 and hmc["tv"] == 0.0  # the reference itself
+        # A tiny run (200 rows, 10 samples) reaches about 0.65-0.75 BMA accuracy over seeds;
+        # chance level on digits is 0.1.
+        assert hmc["accuracy"] > 0.5
+        png = out_dir / "reliability.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert str(png) in stdout
+        assert sorted(p.name for p in out_dir.iterdir()) == ["metrics.json", "reliability.png"]
+    else:
+        assert "RMSE vs HMC mean" in stdout and "original units" in stdout
+        assert payload["dataset"]["task"] == "regression"
+        y_std = payload["dataset"]["y_std"]
+        assert y_std > 10  # diabetes targets: std about 77, so original units are not unit-free
+        for r in rows_:
+            assert set(r) == {"rmse", "nll", "rmse_vs_hmc"}
+            # a constant prediction of the mean has RMSE ~ y_std; a fit model beats 1.5 x that
+            assert 0.0 < r["rmse"] < 1.5 * y_std
+            assert r["rmse_vs_hmc"] >= 0.0
+            assert r["nll"] > 0.0 and r["nll"] < 10.0  # original units: log(77) ~ 4.3 scale
+        assert results["HMC"]["bma"]["rmse_vs_hmc"] == 0.0
+        assert sorted(p.name for p in out_dir.iterdir()) == ["metrics.json"]
+
+
+# script name -> check(stdout, out_dir, variant) after a successful run
+CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "compare_hmc_svi.py": _check_compare,
+}
+
+
+def _scripts() -> list[str]:
+    return sorted(p.name for p in EXAMPLES.glob("*.py"))
+
+
+def _runs() -> list[tuple[str, str]]:
+    return [
+        (script, variant)
+        for script in _scripts()
+        if script in TINY_FLAGS
+        for variant in VARIANTS.get(script, {"default": []})
+    ]
+
+
+def _run(script: str, flags: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    # share the tests' persistent compilation cache (conftest.py) with the subprocess: most of a
+    # tiny run is XLA compilation
+    cache_dir = jax.config.jax_compilation_cache_dir
+    if cache_dir:
+        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache_dir))
+        env.setdefault(
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+            str(jax.config.jax_persistent_cache_min_compile_time_secs),
+        )
+    return subprocess.run(
+        [sys.executable, str(EXAMPLES / script), *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+
+
+def _check_ok(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+    )
+
+
+def test_every_example_is_registered() -> None:
+    scripts = _scripts()
+    assert scripts, f"no example scripts found in {EXAMPLES}"
+    missing = [s for s in scripts if s not in TINY_FLAGS]
+    assert not missing, f"examples without tiny flags in TINY_FLAGS: {missing}"
+    for registry in (TINY_FLAGS, VARIANTS, EXPECTED_ROWS, CHECKS):
+        stale = sorted(set(registry) - set(scripts))
+        assert not stale, f"registry entries without a script: {stale}"
+
+
+@pytest.mark.parametrize(("script", "variant"), _runs())
+def test_example_runs(script: str, variant: str, tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    extra = VARIANTS.get(script, {"default": []})[variant]
+    flags = [f.replace("{out}", str(out_dir)) for f in [*TINY_FLAGS[script], *extra]]
+    proc = _run(script, flags, cwd=tmp_path)
+    _check_ok(proc)
+    for row in EXPECTED_ROWS.get(script, []):
+        assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"
+    if script in CHECKS:
+        CHECKS[script](proc.stdout, out_dir, variant)
