@@ -1,0 +1,41 @@
+"""Packaging: every subpackage in the tree is installed, under bnn_ppl.* only."""
+
+from __future__ import annotations
+
+import tomllib
+
+from conftest import ROOT
+
+
+def test_every_package_directory_is_listed_in_pyproject():
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(cfg["packages"])
+    mapping = cfg["package-dir"]
+    found = set()
+    for pkg, folder in mapping.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder)
+            if "__pycache__" in rel.parts:
+                continue
+            found.add(".".join([pkg, *rel.parts]) if rel.parts else pkg)
+    # subpackages of a mapped folder that are themselves mapped appear twice; dedupe by name
+    assert found <= listed, f"not installed: {sorted(found - listed)}"
+    assert all(p.startswith("bnn_ppl") for p in listed)
+
+
+def test_models_and_inference_are_not_top_level_names(tmp_path):
+    """From outside the checkout, only bnn_ppl.* names exist (no bare models/inference)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.util, pathlib, bnn_ppl.models, bnn_ppl.inference\n"
+        "assert importlib.util.find_spec('models') is None, 'bare models importable'\n"
+        "assert importlib.util.find_spec('inference') is None, 'bare inference importable'\n"
+        "print(pathlib.Path(bnn_ppl.models.__file__).parent.name,"
+        " pathlib.Path(bnn_ppl.inference.__file__).parent.name)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["models", "inference"]
