@@ -1,0 +1,143 @@
+"""The :class:`Dataset` record, standardisation with training statistics, a missing-data error.
+
+Every loader in :mod:`bnn_ppl.data` returns a :class:`Dataset`: NumPy arrays, inputs (and
+regression targets) standardised with statistics of the *training* split only, and the
+statistics themselves so that predictions can be reported in original units.
+
+Example:
+    >>> import numpy as np
+    >>> from bnn_ppl.data import standardise
+    >>> train, test = np.array([[1.0, 5.0], [3.0, 5.0]]), np.array([[2.0, 6.0]])
+    >>> tr, te, mean, std = standardise(train, test)
+    >>> tr.tolist(), te.tolist(), mean.tolist(), std.tolist()
+    ([[-1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0]], [2.0, 5.0], [1.0, 1.0])
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["DataNotFoundError", "Dataset", "standardise", "standardise_images"]
+
+
+class Dataset(NamedTuple):
+    """A train/test split as NumPy arrays.
+
+    Inputs are standardised with the training mean and standard deviation (``x_mean``,
+    ``x_std``), so ``x * x_std + x_mean`` gives back the original inputs; regression targets
+    likewise (``y_mean``, ``y_std``; for classification they are 0 and 1, labels are ``int32``
+    in ``[0, num_classes)``). ``num_classes`` is 0 for regression.
+
+    Layouts:
+
+    * tabular sets: ``x`` is ``(n, features)`` float32; ``x_mean``/``x_std`` are ``(features,)``.
+    * images: ``x`` is ``(n, height, width, channels)`` float32, standardised per channel;
+      ``x_mean``/``x_std`` are ``(channels,)`` in the original pixel units (0-255).
+    * token sequences (``imdb_reviews``): ``x`` is ``(n, max_len)`` int32 token ids, not
+      standardised (``x_mean`` 0, ``x_std`` 1).
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    x_mean: np.ndarray
+    x_std: np.ndarray
+    y_mean: float
+    y_std: float
+
+    @property
+    def task(self) -> str:
+        """``"classification"`` or ``"regression"``."""
+        return "classification" if self.num_classes > 0 else "regression"
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A data set is not on this machine.
+
+    bnn_ppl never downloads: the message names the data set, every place that was searched,
+    and the command that fetches or prepares it on a machine with network access.
+    """
+
+
+def standardise(
+    train: np.ndarray, test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Standardise both arrays with the training columns' mean and std.
+
+    Columns that are constant in the training set (e.g. always-blank pixels) are centred
+    exactly and left unscaled (std reported as 1), rather than divided by zero. "Constant" means
+    all training values are equal, not merely ``std == 0``: the float std of a constant column
+    such as 0.998 comes out as about 1e-13, and dividing by it would turn rounding error into
+    values of order 1 (UCI naval has such a column).
+    """
+    mean = train.mean(axis=0)
+    std = train.std(axis=0)
+    constant = np.ptp(train, axis=0) == 0
+    mean = np.where(constant, train[0], mean)
+    std = np.where(constant | ~(std > 0), 1.0, std)
+    return (train - mean) / std, (test - mean) / std, mean, std
+
+
+def standardise_images(
+    train: np.ndarray, test: np.ndarray, *, chunk_size: int = 4096
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Standardise ``(n, H, W, C)`` images per channel with the training mean and std.
+
+    The statistics are accumulated in float64 over chunks of images (no float64 copy of the
+    whole set is made); the returned images are float32. A constant channel is centred only
+    (std reported as 1), as in :func:`standardise`.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.data import standardise_images
+        >>> x = np.arange(2 * 2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 2, 3)
+        >>> tr, te, mean, std = standardise_images(x, x[:1])
+        >>> tr.shape, tr.dtype, mean.shape
+        ((2, 2, 2, 3), dtype('float32'), (3,))
+    """
+    if train.ndim != 4 or test.ndim != 4 or train.shape[1:] != test.shape[1:]:
+        raise ValueError(
+            f"images must be (n, height, width, channels) with matching shapes, got "
+            f"train {train.shape} and test {test.shape}."
+        )
+    channels = train.shape[-1]
+    count = train.shape[0] * train.shape[1] * train.shape[2]
+    total = np.zeros(channels)
+    for start in range(0, len(train), chunk_size):
+        total += train[start : start + chunk_size].sum(axis=(0, 1, 2), dtype=np.float64)
+    mean = total / count
+    squares = np.zeros(channels)
+    for start in range(0, len(train), chunk_size):
+        dev = train[start : start + chunk_size].astype(np.float64) - mean
+        squares += np.einsum("nhwc,nhwc->c", dev, dev)
+    std = np.sqrt(squares / count)
+    constant = np.array([_is_constant(train[..., c], chunk_size) for c in range(channels)])
+    mean = np.where(constant, train[0, 0, 0].astype(np.float64), mean)
+    std = np.where(constant | ~(std > 0), 1.0, std)
+    return (
+        _apply(train, mean, std, chunk_size),
+        _apply(test, mean, std, chunk_size),
+        mean,
+        std,
+    )
+
+
+def _is_constant(channel: np.ndarray, chunk_size: int) -> bool:
+    first = channel.flat[0]
+    return all(
+        bool((channel[start : start + chunk_size] == first).all())
+        for start in range(0, len(channel), chunk_size)
+    )
+
+
+def _apply(x: np.ndarray, mean: np.ndarray, std: np.ndarray, chunk_size: int) -> np.ndarray:
+    out = np.empty(x.shape, np.float32)
+    for start in range(0, len(x), chunk_size):
+        chunk = x[start : start + chunk_size].astype(np.float64)
+        out[start : start + chunk_size] = (chunk - mean) / std
+    return out

@@ -1,0 +1,99 @@
+"""A seeded 1-D regression set with a gap in the inputs: the picture of epistemic uncertainty.
+
+Training inputs are drawn uniformly from ``[-1, -0.3]`` and ``[0.3, 1]`` (nothing in between);
+targets are ``sin(3 x)`` plus Gaussian noise. The test set is a dense, evenly spaced grid over
+``[-1.5, 1.5]`` with targets from the same law, so a good posterior predictive is confident
+near the data and grows uncertain in the gap and beyond the edges.
+
+As with every :class:`~bnn_ppl.data.Dataset`, ``x`` and ``y`` are standardised with training
+statistics; ``x * x_std + x_mean`` gives back the original inputs (for plotting).
+
+Example:
+    >>> from bnn_ppl.data import synthetic
+    >>> d = synthetic.gap1d(seed=0)
+    >>> d.x_train.shape, d.x_test.shape, d.task
+    ((100, 1), (301, 1), 'regression')
+    >>> x = d.x_train[:, 0] * d.x_std[0] + d.x_mean[0]
+    >>> bool(((x >= -1) & (x <= -0.3) | (x >= 0.3) & (x <= 1)).all())
+    True
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from bnn_ppl.data.dataset import Dataset, standardise
+
+__all__ = ["GAP", "TEST_RANGE", "TRAIN_RANGE", "gap1d", "gap1d_mean"]
+
+TRAIN_RANGE = (-1.0, 1.0)
+"""Inputs of the training set lie in this interval ..."""
+GAP = (-0.3, 0.3)
+"""... except in this gap."""
+TEST_RANGE = (-1.5, 1.5)
+"""The test grid spans this interval."""
+
+
+def gap1d_mean(x: np.ndarray) -> np.ndarray:
+    """The noise-free regression function ``sin(3 x)`` (in original units)."""
+    return np.sin(3.0 * np.asarray(x))
+
+
+def _count(name: str, value: Any, minimum: int) -> int:
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}.") from None
+    if v < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {v}.")
+    return v
+
+
+def gap1d(
+    *,
+    seed: int = 0,
+    num_train: int = 100,
+    num_test: int = 301,
+    noise_scale: float = 0.1,
+) -> Dataset:
+    """The 1-D regression set with a gap (see the module docstring).
+
+    Args:
+        seed: seed of the inputs and the noise (the same seed gives the same data).
+        num_train: training examples, half on each side of the gap.
+        num_test: points of the evenly spaced test grid over ``TEST_RANGE``.
+        noise_scale: standard deviation of the Gaussian noise on the targets, >= 0.
+    """
+    seed = _count("seed", seed, 0)
+    num_train = _count("num_train", num_train, 2)
+    num_test = _count("num_test", num_test, 1)
+    if isinstance(noise_scale, bool) or not isinstance(
+        noise_scale, int | float | np.integer | np.floating
+    ):
+        raise TypeError(f"noise_scale must be a number, got {type(noise_scale).__name__}.")
+    if not (np.isfinite(noise_scale) and noise_scale >= 0):
+        raise ValueError(f"noise_scale must be a finite number >= 0, got {noise_scale!r}.")
+    rng = np.random.default_rng(seed)
+    left = rng.uniform(TRAIN_RANGE[0], GAP[0], size=num_train - num_train // 2)
+    right = rng.uniform(GAP[1], TRAIN_RANGE[1], size=num_train // 2)
+    x_train = np.sort(np.concatenate([left, right]))[:, None]
+    y_train = gap1d_mean(x_train[:, 0]) + noise_scale * rng.normal(size=num_train)
+    x_test = np.linspace(*TEST_RANGE, num_test)[:, None]
+    y_test = gap1d_mean(x_test[:, 0]) + noise_scale * rng.normal(size=num_test)
+    xtr, xte, x_mean, x_std = standardise(x_train, x_test)
+    ytr, yte, y_mean, y_std = standardise(y_train, y_test)
+    return Dataset(
+        "gap1d",
+        xtr.astype(np.float32),
+        ytr.astype(np.float32),
+        xte.astype(np.float32),
+        yte.astype(np.float32),
+        0,
+        x_mean,
+        x_std,
+        float(y_mean),
+        float(y_std),
+    )
