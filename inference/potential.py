@@ -5,8 +5,10 @@
 ``potential_fn(params) -> scalar`` is what NumPyro's ``HMC``/``NUTS`` take. Inside:
 
 * each device sums the log-likelihood of its shard in chunks of at most ``chunk_size`` rows
-  with ``lax.scan`` (activations never exceed one chunk), and the per-device sums meet in one
-  ``psum`` (``jax.shard_map``);
+  with ``lax.scan``, and the per-device sums meet in one ``psum`` (``jax.shard_map``); with
+  more than one chunk the chunk body is rematerialised (``jax.checkpoint``), so that the
+  *gradient* too holds one chunk of activations at a time (at the cost of a second forward
+  pass per chunk) and memory does not grow with the data;
 * rows are padded so that every device holds the same whole number of chunks, and padded rows
   are masked out (``jnp.where``, so a padded row cannot leak even a NaN): the value equals the
   unpadded one; no row is ever dropped;
@@ -180,6 +182,10 @@ class FullBatchPotential:
             def chunks(a: Array) -> Array:
                 return a.reshape(num_chunks, chunk, *a.shape[1:])
 
+            if num_chunks > 1:
+                # recompute each chunk's forward pass in the backward pass: otherwise reverse
+                # mode keeps every chunk's activations alive and gradient memory grows with n
+                body = jax.checkpoint(body)
             zero = jax.lax.pcast(jnp.zeros((), acc), (DATA_AXIS,), to="varying")
             total, _ = jax.lax.scan(body, zero, (chunks(x), chunks(y), chunks(mask)))
             return jax.lax.psum(total, DATA_AXIS)
