@@ -86,11 +86,17 @@ class HMC(_OnPotential, numpyro.infer.HMC):
 
     Takes every keyword of ``numpyro.infer.HMC`` except ``model``/``potential_fn``. Run it with
     ``MCMC(kernel, ..., jit_model_args=True).run(key, *pot.args, init_params=...)``.
+
+    One difference: ``HMC(pot, num_steps=k)`` without ``trajectory_length`` means "k steps of
+    ``step_size``" here. (NumPyro's default ``trajectory_length=2π`` would silently override
+    ``step_size`` with 2π/k.)
     """
 
     def __init__(self, potential: FullBatchPotential, **kwargs: Any):
         if not isinstance(potential, FullBatchPotential):
             raise TypeError(f"potential must be a FullBatchPotential, got {type(potential)}.")
+        if kwargs.get("num_steps") is not None and "trajectory_length" not in kwargs:
+            kwargs["trajectory_length"] = None
         self.potential = potential
         super().__init__(potential_fn=potential.potential_fn, **kwargs)
 
