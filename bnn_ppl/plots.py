@@ -1,4 +1,4 @@
-"""Figures: reliability diagrams of predictive distributions, saved atomically as PNG.
+"""Figures: reliability diagrams, R-hat in weight vs function space, 1-D regression bands.
 
 Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented API
 (``Figure(...)``, not :mod:`matplotlib.pyplot`): nothing here selects a backend, opens a window,
@@ -33,7 +33,14 @@ from matplotlib.figure import Figure
 from bnn_ppl.io import atomic_write
 from bnn_ppl.metrics import ReliabilityCurve
 
-__all__ = ["reliability_diagram", "save_figure"]
+__all__ = [
+    "reliability_diagram",
+    "rhat_histograms",
+    "regression_band",
+    "trace_plot",
+    "rank_plot",
+    "save_figure",
+]
 
 _CURVE_FIELDS = ReliabilityCurve._fields
 PERFECT_LABEL = "perfect calibration"
@@ -170,6 +177,121 @@ def reliability_diagram(
             bottom.set_yscale("log")
         bottom.grid(alpha=0.3)
     return fig
+
+
+def rhat_histograms(
+    spaces: Mapping[str, np.ndarray | object],
+    *,
+    thresholds: tuple[float, ...] = (1.01, 1.1),
+    bins: int = 40,
+) -> Figure:
+    """Histograms of R-hat per space on a log axis, with vertical lines at ``thresholds``.
+
+    The figure of Izmailov et al. (2021) and the Stan-forum discussion: weight-space R-hat is
+    poor (permutation symmetry) while function-space R-hat is mostly fine.
+
+    Args:
+        spaces: name -> R-hat values (any shape) or a :class:`bnn_ppl.diagnostics.Convergence`,
+            e.g. ``{"weight space": weight_space(s), "function space": function_space(...)}``.
+        thresholds: R-hat values marked with dashed lines (Vehtari's 1.01, Izmailov's 1.1).
+        bins: histogram bins (log-spaced over the range of all values).
+    """
+    if not spaces:
+        raise ValueError("spaces is empty; pass e.g. {'weight space': rhat_values}.")
+    values = {}
+    for name, v in spaces.items():
+        arr = np.ravel(v.all_rhat() if hasattr(v, "all_rhat") else np.asarray(v, dtype=float))
+        arr = arr[np.isfinite(arr)]
+        if arr.size == 0:
+            raise ValueError(f"spaces[{name!r}] has no finite R-hat values.")
+        values[name] = arr
+    lo = min(min(a.min() for a in values.values()), min(thresholds)) * 0.999
+    hi = max(max(a.max() for a in values.values()), max(thresholds)) * 1.001
+    # R-hat - 1 spans decades near 1, so bin log(R-hat) on a log-scaled axis
+    edges = np.geomspace(max(lo, 0.9), hi, bins + 1)
+    fig = Figure(figsize=(6.4, 2.6 * len(values)), layout="constrained")
+    axes = fig.subplots(len(values), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, (name, arr) in zip(axes, values.items(), strict=True):
+        ax.hist(arr, bins=edges, color="C0", alpha=0.8)
+        for t in thresholds:
+            ax.axvline(t, color="k", ls="--", lw=1)
+            ax.text(t, ax.get_ylim()[1] * 0.95, f" {t:g}: {np.mean(arr > t):.0%} above",
+                    va="top", fontsize=8)
+        ax.set_xscale("log")
+        ax.set_ylabel("count")
+        ax.set_title(f"{name} (n = {arr.size})")
+    axes[-1].set_xlabel("R-hat (rank-normalised split)")
+    return fig
+
+
+def regression_band(
+    x_grid: np.ndarray,
+    mean: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    x_train: np.ndarray | None = None,
+    y_train: np.ndarray | None = None,
+    draws: np.ndarray | None = None,
+    label: str = "predictive mean",
+    ax: Axes | None = None,
+) -> Figure:
+    """A 1-D regression: predictive mean, a credible band, optional function draws and the
+    training points.
+
+    Args:
+        x_grid: ``(m,)`` or ``(m, 1)`` inputs, sorted.
+        mean, lower, upper: ``(m,)`` predictive mean and band limits (e.g. the 2.5% and 97.5%
+            quantiles of the BMA).
+        x_train, y_train: training points to overlay.
+        draws: ``(S, m)`` individual functions (prior or posterior draws) drawn thinly.
+    """
+    xg = np.ravel(np.asarray(x_grid, dtype=float))
+    arrays = {"mean": mean, "lower": lower, "upper": upper}
+    arrays = {k: np.ravel(np.asarray(v, dtype=float)) for k, v in arrays.items()}
+    for k, v in arrays.items():
+        if v.shape != xg.shape:
+            raise ValueError(f"{k} must have the shape of x_grid {xg.shape}; got {v.shape}.")
+    fig, ax = (Figure(figsize=(6.4, 4.0), layout="constrained"), None) if ax is None \
+        else (_root_figure(ax), ax)
+    if ax is None:
+        ax = fig.add_subplot()
+    ax.fill_between(xg, arrays["lower"], arrays["upper"], color="C0", alpha=0.25,
+                    label="credible band")
+    if draws is not None:
+        for d in np.asarray(draws, dtype=float).reshape(-1, xg.size):
+            ax.plot(xg, d, color="C0", lw=0.5, alpha=0.3)
+    ax.plot(xg, arrays["mean"], color="C0", lw=2, label=label)
+    if x_train is not None and y_train is not None:
+        ax.scatter(np.ravel(x_train), np.ravel(y_train), s=10, color="k", zorder=3,
+                   label="training data")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.legend(loc="best", fontsize=8)
+    return fig
+
+
+def _arviz_figure(plot: object) -> Figure:
+    viz = getattr(plot, "viz", None)
+    fig = viz["figure"].item() if viz is not None and "figure" in viz.data_vars else None
+    if not isinstance(fig, Figure):
+        raise RuntimeError("ArviZ did not return a matplotlib figure; is arviz-plots installed "
+                           "with its matplotlib backend?")
+    return fig
+
+
+def trace_plot(idata: object, var_names: list[str] | None = None) -> Figure:
+    """ArviZ's trace plot (``arviz.plot_trace_dist``) as a matplotlib figure."""
+    import arviz as az
+
+    return _arviz_figure(az.plot_trace_dist(idata, var_names=var_names, backend="matplotlib"))
+
+
+def rank_plot(idata: object, var_names: list[str] | None = None) -> Figure:
+    """ArviZ's rank plot (``arviz.plot_rank``) as a matplotlib figure."""
+    import arviz as az
+
+    return _arviz_figure(az.plot_rank(idata, var_names=var_names, backend="matplotlib"))
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: float = 150) -> None:

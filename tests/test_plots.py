@@ -147,3 +147,43 @@ def test_no_pyplot_state() -> None:
     assert fig.canvas is not None
     if not before:  # the module itself never imports pyplot
         assert "matplotlib.pyplot" not in sys.modules
+
+
+def test_rhat_histograms_and_regression_band_write_pngs(tmp_path):
+    from matplotlib.image import imread
+
+    from bnn_ppl.diagnostics import weight_space
+    from bnn_ppl.plots import regression_band, rhat_histograms, save_figure
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(3, 50, 20))
+    draws[0, :, :5] += 2.0
+    fig = rhat_histograms({"weight space": weight_space({"w": draws}),
+                           "function space": np.full(30, 1.001)})
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_xscale() == "log"
+    assert {round(line.get_xdata()[0], 3) for line in fig.axes[0].lines} == {1.01, 1.1}
+    path = tmp_path / "rhat.png"
+    save_figure(fig, path)
+    assert imread(path).size > 0
+    xg = np.linspace(-1, 1, 30)
+    fig = regression_band(xg, np.sin(xg), np.sin(xg) - 0.2, np.sin(xg) + 0.2,
+                          x_train=xg[::3], y_train=np.sin(xg[::3]), draws=np.zeros((4, 30)))
+    save_figure(fig, tmp_path / "band.png")
+    assert (tmp_path / "band.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="shape of x_grid"):
+        regression_band(xg, xg[:5], xg, xg)
+    with pytest.raises(ValueError, match="empty"):
+        rhat_histograms({})
+
+
+def test_trace_and_rank_plots_delegate_to_arviz(tmp_path):
+    import arviz as az
+
+    from bnn_ppl.plots import rank_plot, save_figure, trace_plot
+
+    idata = az.from_dict({"posterior": {"w": np.random.default_rng(0).normal(size=(2, 40, 2))}})
+    for fn in (trace_plot, rank_plot):
+        fig = fn(idata)
+        save_figure(fig, tmp_path / f"{fn.__name__}.png")
+        assert (tmp_path / f"{fn.__name__}.png").stat().st_size > 1000
