@@ -35,6 +35,10 @@ _TINY_COMPARE = [
 # script name -> flags that make it finish in seconds
 TINY_FLAGS: dict[str, list[str]] = {
     "compare_hmc_svi.py": _TINY_COMPARE,
+    "prior_functions.py": [
+        "--width", "8", "--num-train", "30", "--num-prior-draws", "10", "--num-plotted", "3",
+        "--num-warmup", "20", "--num-samples", "10", "--out-dir", "{out}",
+    ],
 }
 
 # script name -> variant name -> extra flags (one run per variant)
@@ -44,6 +48,7 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
 
 # script name -> strings its stdout must contain
 EXPECTED_ROWS: dict[str, list[str]] = {
+    "prior_functions.py": ["sd in gap", "sd near data", "prior", "posterior"],
     "compare_hmc_svi.py": [
         "single sample",
         "BMA",
@@ -119,8 +124,18 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
 
 
 # script name -> check(stdout, out_dir, variant) after a successful run
+def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
+    """Both figures are written, and prior functions are wider than the posterior's near data."""
+    for name in ("prior_functions.png", "posterior_functions.png"):
+        assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = {r.split()[0]: [float(v) for v in r.split()[1:]] for r in stdout.splitlines()
+            if r.split() and r.split()[0] in ("prior", "posterior") and len(r.split()) == 3}
+    assert rows["prior"][1] > rows["posterior"][1]
+
+
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "compare_hmc_svi.py": _check_compare,
+    "prior_functions.py": _check_prior_functions,
 }
 
 
