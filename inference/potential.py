@@ -186,7 +186,7 @@ class FullBatchPotential:
                 # recompute each chunk's forward pass in the backward pass: otherwise reverse
                 # mode keeps every chunk's activations alive and gradient memory grows with n
                 body = jax.checkpoint(body)
-            zero = jax.lax.pcast(jnp.zeros((), acc), (DATA_AXIS,), to="varying")
+            zero = jnp.zeros((), acc)
             total, _ = jax.lax.scan(body, zero, (chunks(x), chunks(y), chunks(mask)))
             return jax.lax.psum(total, DATA_AXIS)
 
@@ -195,6 +195,9 @@ class FullBatchPotential:
             mesh=self.mesh,
             in_specs=(P(), P(DATA_AXIS), P(DATA_AXIS), P(DATA_AXIS)),
             out_specs=P(),
+            # the network is user code: a scan inside it (an RNN, say) whose carry starts as a
+            # constant would fail shard_map's varying-axes type check; the psum above is explicit
+            check_vma=False,
         )
         return lambda params, data: sharded(params, data.x, data.y, data.mask)
 
@@ -332,9 +335,12 @@ def full_batch_potential(
             np.concatenate([a, np.zeros((padded - n, *a.shape[1:]), a.dtype)]) if padded > n else a
         )
 
-    x_dtype = jnp.dtype(
-        jnp.float64 if jax.config.jax_enable_x64 and x.dtype == np.float64 else jnp.float32
-    )
+    if np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.bool_):
+        x_dtype = jnp.dtype(jnp.int32 if x.dtype != np.bool_ else jnp.bool_)  # token ids stay ints
+    else:
+        x_dtype = jnp.dtype(
+            jnp.float64 if jax.config.jax_enable_x64 and x.dtype == np.float64 else jnp.float32
+        )
     y_dtype = y.dtype if np.issubdtype(y.dtype, np.integer) else x_dtype
     mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
     sharding = NamedSharding(mesh, P(DATA_AXIS))

@@ -291,3 +291,33 @@ def test_gradient_memory_does_not_grow_with_the_data():
         f = jax.jit(lambda u, d, pot=pot: jax.value_and_grad(pot.potential_fn_gen(d))(u))
         temps.append(f.lower(u, pot.data).compile().memory_analysis().temp_size_in_bytes)
     assert temps[1] <= temps[0] * 1.05, temps
+
+
+def test_networks_with_inner_scans_and_integer_inputs_work():
+    """User networks may scan with a constant initial carry (RNNs) and take integer tokens."""
+    import flax.linen as nn
+
+    class TinyRNN(nn.Module):
+        @nn.compact
+        def __call__(self, tokens):
+            emb = nn.Embed(10, 4)(tokens)  # integer ids must arrive as integers
+            cell = nn.SimpleCell(5)
+            carry = jnp.zeros((tokens.shape[0], 5))  # a constant initial carry
+
+            def step(c, x_t):
+                c, _ = cell(c, x_t)
+                return c, None
+
+            carry, _ = nn.scan(lambda m, c, x: step(c, x), variable_broadcast="params",
+                               split_rngs={"params": False}, in_axes=1)(self, carry, emb)
+            return nn.Dense(2)(carry)
+
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, 10, size=(9, 6)).astype(np.int32)
+    y = (tokens[:, 0] > 4).astype(np.int32)
+    model = bp.BNN(TinyRNN(), bp.priors.Normal(0.5), bp.likelihoods.Categorical())
+    pot = full_batch_potential(model, tokens, y, chunk_size=4)
+    assert pot.data.x.dtype == jnp.int32
+    u = pot.init_params(jax.random.key(0))
+    value, grad = pot.value_and_grad(u)
+    assert np.isfinite(value) and all(np.all(np.isfinite(g)) for g in grad.values())
