@@ -22,8 +22,11 @@ Example:
     193
 """
 
+import sys
 from importlib import import_module
 from typing import Any
+
+import numpyro.distributions  # noqa: F401  (load NumPyro for real before ArviZ; see below)
 
 from bnn_ppl import data, diagnostics, likelihoods, metrics, priors, validation
 from bnn_ppl.model import BNN
@@ -42,6 +45,25 @@ __all__ = [
     "validation",
 ]
 __version__ = "0.1.0"
+
+
+def _rebind_numpyro_submodules() -> None:
+    """Re-attach NumPyro submodules to their packages.
+
+    ArviZ 1.x registers ``numpyro`` through ``lazy_loader``; when ArviZ is imported before
+    NumPyro, the real import later leaves submodules out of their parents' namespaces (e.g.
+    ``numpyro.distributions.distribution``), and ``numpyro.factor`` then fails with an
+    AttributeError. Binding them back is harmless when nothing is missing.
+    """
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("numpyro.") or module is None:
+            continue
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and not hasattr(sys.modules[parent], child):
+            setattr(sys.modules[parent], child, module)
+
+
+_rebind_numpyro_submodules()
 
 
 def __getattr__(name: str) -> Any:

@@ -39,3 +39,19 @@ def test_models_and_inference_are_not_top_level_names(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["models", "inference"]
+
+
+def test_importing_arviz_first_does_not_break_numpyro(tmp_path):
+    """ArviZ's lazy loader used to leave numpyro.distributions.distribution unbound."""
+    import subprocess
+    import sys
+
+    code = (
+        "import arviz, bnn_ppl, numpyro\n"
+        "assert numpyro.distributions.distribution.Unit is not None\n"
+        "from numpyro import handlers\n"
+        "handlers.seed(lambda: numpyro.factor('f', 0.0), 0)()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
