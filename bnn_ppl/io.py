@@ -12,17 +12,44 @@ Example:
     >>> write_json(path, {"accuracy": 0.97})
     >>> read_json(path)
     {'accuracy': 0.97}
+
+Arrays go to ``.npz`` files with :func:`save_npz` (atomic, no pickle, returns the SHA-256 of the
+bytes written) and come back with :func:`load_npz`, which never unpickles: an object array, a
+pickled file, a truncated or corrupted archive or a checksum mismatch is a ``ValueError`` naming
+the file and what is wrong with it.
+
+    >>> import numpy as np
+    >>> from bnn_ppl.io import save_npz, load_npz
+    >>> path = os.path.join(tempfile.mkdtemp(), "draws.npz")
+    >>> digest = save_npz(path, {"Dense_0.kernel": np.zeros((2, 3)), "step": np.int32(7)})
+    >>> arrays = load_npz(path, sha256=digest)
+    >>> sorted(arrays), arrays["Dense_0.kernel"].shape
+    (['Dense_0.kernel', 'step'], (2, 3))
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import tempfile
-from collections.abc import Callable
+import zipfile
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
-__all__ = ["atomic_write", "write_json", "read_json"]
+import numpy as np
+
+__all__ = [
+    "atomic_write",
+    "write_json",
+    "read_json",
+    "npz_bytes",
+    "save_npz",
+    "load_npz",
+    "sha256_bytes",
+    "sha256_file",
+]
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
@@ -62,3 +89,117 @@ def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file written by :func:`write_json`."""
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+# ------------------------------------------------------------------------------------- arrays
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same arrays give the same bytes
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of the file at ``path`` (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
+    """The bytes of an uncompressed ``.npz`` holding ``arrays`` (readable by ``np.load``).
+
+    Unlike ``np.savez`` this takes any string key (``"file"``, dotted site names) and writes
+    the same bytes for the same arrays (fixed zip timestamps).
+
+    Raises:
+        TypeError: a key is not a non-empty string, or an array has dtype ``object`` (it could
+            only be stored by pickling, which bnn_ppl never does).
+    """
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for key, value in arrays.items():
+            if not isinstance(key, str) or not key:
+                raise TypeError(f"npz keys must be non-empty strings, got {key!r}.")
+            arr = np.asarray(value)
+            if arr.dtype.hasobject:
+                raise TypeError(
+                    f"array {key!r} has dtype {arr.dtype}, which can only be stored by "
+                    "pickling; convert it to a numeric array."
+                )
+            info = zipfile.ZipInfo(key + ".npy", date_time=_ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_STORED
+            with zf.open(info, mode="w", force_zip64=True) as f:
+                np.lib.format.write_array(f, arr, allow_pickle=False)
+    return buf.getvalue()
+
+
+def save_npz(path: str | os.PathLike, arrays: Mapping[str, Any]) -> str:
+    """Write ``arrays`` (name -> array) to ``path`` as ``.npz``, atomically; return its SHA-256.
+
+    The returned digest is that of the exact bytes on disk: store it next to the file and pass
+    it to :func:`load_npz` to detect truncation or corruption.
+    """
+    data = npz_bytes(arrays)
+    atomic_write(path, lambda f: f.write(data))
+    return sha256_bytes(data)
+
+
+def load_npz(path: str | os.PathLike, *, sha256: str | None = None) -> dict[str, np.ndarray]:
+    """Read every array of the ``.npz`` file at ``path``, never unpickling anything.
+
+    Args:
+        path: the file.
+        sha256: the expected hex SHA-256 of the file's bytes (as returned by :func:`save_npz`);
+            checked before anything is parsed.
+
+    Returns:
+        A dict name -> NumPy array, in the archive's order.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: the checksum differs, the file is not a valid ``.npz`` (truncated, corrupted,
+            a plain ``.npy`` or a pickle), or an array holds Python objects (``dtype=object``,
+            which would need pickle to load). The message names the file.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    if sha256 is not None and sha256_bytes(data) != sha256:
+        raise ValueError(
+            f"{path}: checksum mismatch (expected sha256 {sha256[:12]}..., got "
+            f"{sha256_bytes(data)[:12]}...); the file is truncated or corrupted."
+        )
+    if not data.startswith(b"PK"):
+        raise ValueError(
+            f"{path} is not an .npz archive (it is empty, truncated, or another format such as a "
+            ".npy or a pickle); bnn_ppl only reads .npz files it can load without pickle."
+        )
+    out: dict[str, np.ndarray] = {}
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            for key in npz.files:
+                try:
+                    out[key] = npz[key]
+                except ValueError as e:
+                    if "allow_pickle" in str(e) or "Object arrays" in str(e):
+                        raise ValueError(
+                            f"{path}: array {key!r} holds Python objects (dtype object) and "
+                            "could only be loaded by unpickling it, which bnn_ppl refuses to do "
+                            "(a pickle can run arbitrary code). Store numeric arrays only."
+                        ) from None
+                    raise
+    except ValueError as e:
+        if str(e).startswith(path):
+            raise
+        raise ValueError(
+            f"{path} is not a valid .npz archive (truncated or corrupted?): {e}"
+        ) from e
+    except Exception as e:  # zipfile/zlib/struct errors of a damaged archive: say which file
+        raise ValueError(
+            f"{path} is not a valid .npz archive (truncated or corrupted?): {type(e).__name__}: {e}"
+        ) from e
+    return out
