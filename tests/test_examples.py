@@ -35,6 +35,12 @@ _TINY_COMPARE = [
 # script name -> flags that make it finish in seconds
 TINY_FLAGS: dict[str, list[str]] = {
     "compare_hmc_svi.py": _TINY_COMPARE,
+    "sgmcmc.py": [
+        "--num-warmup", "10", "--num-samples", "10", "--num-chains", "1", "--width", "8",
+        "--max-train", "200", "--trajectory-length", "0.05", "--cycle-length", "20",
+        "--burnin-cycles", "1", "--cycles", "2", "--cnn-dataset", "digits",
+        "--cnn-max-train", "100", "--out-dir", "{out}",
+    ],
     "prior_functions.py": [
         "--width", "8", "--num-train", "30", "--num-prior-draws", "10", "--num-plotted", "3",
         "--num-warmup", "20", "--num-samples", "10", "--out-dir", "{out}",
@@ -48,6 +54,8 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
 
 # script name -> strings its stdout must contain
 EXPECTED_ROWS: dict[str, list[str]] = {
+    "sgmcmc.py": ["single acc", "BMA acc", "agree", "ATMC", "SGNHT", "SGHMC", "SGLD",
+                  "kinetic temperature", "metrics.json"],
     "prior_functions.py": ["sd in gap", "sd near data", "prior", "posterior"],
     "compare_hmc_svi.py": [
         "single sample",
@@ -133,7 +141,17 @@ def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
     assert rows["prior"][1] > rows["posterior"][1]
 
 
+def _check_sgmcmc(stdout: str, out_dir: Path, variant: str) -> None:
+    """metrics.json holds both parts, every sampler's results and the HMC reference."""
+    payload = json.loads((out_dir / "metrics.json").read_text())
+    assert set(payload) == {"args", "mlp", "cnn"}
+    for part in ("mlp", "cnn"):
+        assert {"dataset", "results", "diverged", "diagnostics"} <= set(payload[part])
+        assert {"HMC", "ATMC", "SGNHT", "SGHMC", "SGLD"} <= set(payload[part]["results"])
+
+
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "sgmcmc.py": _check_sgmcmc,
     "compare_hmc_svi.py": _check_compare,
     "prior_functions.py": _check_prior_functions,
 }
