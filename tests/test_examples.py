@@ -41,6 +41,10 @@ TINY_FLAGS: dict[str, list[str]] = {
         "--burnin-cycles", "1", "--cycles", "2", "--cnn-dataset", "digits",
         "--cnn-max-train", "100", "--out-dir", "{out}",
     ],
+    "rhat.py": [
+        "--width", "8", "--num-chains", "2", "--num-warmup", "20", "--num-samples", "20",
+        "--num-test", "40", "--max-train", "200", "--out-dir", "{out}",
+    ],
     "prior_functions.py": [
         "--width", "8", "--num-train", "30", "--num-prior-draws", "10", "--num-plotted", "3",
         "--num-warmup", "20", "--num-samples", "10", "--out-dir", "{out}",
@@ -54,6 +58,7 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
 
 # script name -> strings its stdout must contain
 EXPECTED_ROWS: dict[str, list[str]] = {
+    "rhat.py": ["weight space", "function space", "R-hat > 1.01", "per layer", "chain 1"],
     "sgmcmc.py": ["single acc", "BMA acc", "agree", "ATMC", "SGNHT", "SGHMC", "SGLD",
                   "kinetic temperature", "metrics.json"],
     "prior_functions.py": ["sd in gap", "sd near data", "prior", "posterior"],
@@ -150,7 +155,18 @@ def _check_sgmcmc(stdout: str, out_dir: Path, variant: str) -> None:
         assert {"HMC", "ATMC", "SGNHT", "SGHMC", "SGLD"} <= set(payload[part]["results"])
 
 
+def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
+    """The histogram PNG is written and both spaces report fractions in [0, 100] %."""
+    assert (out_dir / "rhat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [r.split() for r in stdout.splitlines() if r.endswith(tuple("0123456789"))]
+    spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space"])]
+    assert len(spaces) == 2
+    for r in spaces:
+        assert 0.0 <= float(r[3].rstrip("%")) <= 100.0
+
+
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "rhat.py": _check_rhat,
     "sgmcmc.py": _check_sgmcmc,
     "compare_hmc_svi.py": _check_compare,
     "prior_functions.py": _check_prior_functions,
