@@ -1,0 +1,467 @@
+"""The run folder of ``bnn-ppl run``: what it holds, how it is written, read back and checked.
+
+A run folder is written by :mod:`bnn_ppl.cli` and read by ``bnn-ppl evaluate`` and
+``bnn-ppl compare``. Every file goes through :mod:`bnn_ppl.io` (atomic writes; ``.npz`` without
+pickle, checked against its SHA-256 when read):
+
+* ``config.json`` - written first, it claims the folder for one configuration: ``arguments``
+  (every option of the run's method, defaults resolved), ``data`` (the data set's name, task,
+  sizes and SHA-256 fingerprints of its training and test arrays), ``model`` (parameter count),
+  ``environment`` (the output and data paths) and ``versions`` (library versions). Only
+  ``arguments`` and ``data`` must match for the folder to be reused.
+* ``samples.npz`` - site -> draws in the layout of ``MCMC.get_samples()``: ``(chain, draw, ...)``
+  for Markov chains (hmc, nuts, sgmcmc; a chain axis even for one chain), ``(draw, ...)`` for
+  independent draws (svi: draws from the guide; ensemble: one member per draw).
+* ``predictions.npz`` - per-draw test predictions with the same leading axes (``probs``
+  ``(..., n, K)``, or Gaussian ``mean`` and ``scale`` ``(..., n)``) and the test ``targets``, so
+  that evaluating and comparing runs needs neither the network nor the data.
+* ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
+  average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
+  without it holds an unfinished run.
+* ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - the folder of
+  :func:`bnn_ppl.inference.run_chain`, from which a killed run resumes.
+
+This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
+
+Example:
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from bnn_ppl import runs
+    >>> folder = os.path.join(tempfile.mkdtemp(), "run")
+    >>> cfg = runs.make_config({"method": "ensemble", "dataset": "toy"},
+    ...                        data={"name": "toy", "task": "classification"})
+    >>> runs.claim(folder, cfg)
+    False
+    >>> probs = np.full((3, 4, 2), 0.5)                       # 3 members, 4 test rows, 2 classes
+    >>> record = runs.save_results(folder, samples={"w": np.zeros((3, 2))},
+    ...                            predictions=probs, targets=np.array([0, 1, 1, 0]),
+    ...                            chains=False, task="classification")
+    >>> record["metrics"]["accuracy"], runs.load_run(folder).num_draws
+    (0.5, 3)
+    >>> runs.claim(folder, runs.make_config({"method": "svi", "dataset": "toy"},
+    ...                                     data={"name": "toy", "task": "classification"}))
+    Traceback (most recent call last):
+    ...
+    ValueError: ... holds a run with a different configuration; refusing to reuse it:
+      method: 'ensemble' (config.json) != 'svi' (this run)
+    Use a new --out folder, or re-run with the original options.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import math
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import bnn_ppl
+from bnn_ppl import metrics as _metrics
+from bnn_ppl.io import load_npz, read_json, save_npz, write_json
+from bnn_ppl.likelihoods import GaussianPrediction
+
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "CONFIG",
+    "SAMPLES",
+    "PREDICTIONS",
+    "METRICS",
+    "EVALUATION",
+    "CHECKPOINTS",
+    "Run",
+    "versions",
+    "array_sha256",
+    "make_config",
+    "config_differences",
+    "claim",
+    "save_results",
+    "load_run",
+    "flat_draws",
+    "per_chain",
+    "predictive_metrics",
+    "check_comparable",
+]
+
+FORMAT = "bnn_ppl.run"
+SCHEMA_VERSION = 1
+CONFIG = "config.json"
+SAMPLES = "samples.npz"
+PREDICTIONS = "predictions.npz"
+METRICS = "metrics.json"
+EVALUATION = "evaluation.json"
+CHECKPOINTS = "checkpoints"
+
+_PACKAGES = ("jax", "jaxlib", "numpyro", "flax", "optax", "numpy", "arviz")
+
+
+class Run(NamedTuple):
+    """A finished run folder, as read by :func:`load_run`.
+
+    Attributes:
+        path: the folder.
+        config: ``config.json``.
+        record: ``metrics.json``.
+        predictions: per-draw test probabilities ``([chain,] draw, n, K)`` or a
+            :class:`~bnn_ppl.likelihoods.GaussianPrediction` of ``([chain,] draw, n)`` arrays.
+        targets: the test targets ``(n,)`` (standardised for regression).
+        samples: site -> draws, or ``None`` when not asked for.
+    """
+
+    path: str
+    config: dict[str, Any]
+    record: dict[str, Any]
+    predictions: np.ndarray | GaussianPrediction
+    targets: np.ndarray
+    samples: dict[str, np.ndarray] | None
+
+    @property
+    def chains(self) -> bool:
+        """Whether the draws have a leading chain axis (Markov chains)."""
+        return self.record["layout"] == ["chain", "draw"]
+
+    @property
+    def num_chains(self) -> int:
+        """Number of chains (1 for independent draws)."""
+        return int(self.record["num_chains"])
+
+    @property
+    def num_draws(self) -> int:
+        """Draws in all (all chains together)."""
+        return int(self.record["num_draws"])
+
+    @property
+    def task(self) -> str:
+        """``"classification"`` or ``"regression"``."""
+        return self.record["task"]
+
+    @property
+    def y_std(self) -> float:
+        """The training targets' standard deviation (1 for classification)."""
+        return float(self.record.get("y_std", 1.0))
+
+
+# ------------------------------------------------------------------------------ describing
+def versions() -> dict[str, str]:
+    """Versions of bnn_ppl, Python and the libraries a run's numbers depend on."""
+    out = {"bnn_ppl": bnn_ppl.__version__, "python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def array_sha256(*arrays: Any) -> str:
+    """SHA-256 of the shapes, dtypes and bytes of ``arrays`` (a data fingerprint)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def make_config(
+    arguments: Mapping[str, Any],
+    *,
+    data: Mapping[str, Any],
+    model: Mapping[str, Any] | None = None,
+    environment: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``config.json`` of a run: its options, its data's identity, the model's size, where
+    it ran from (``environment``: paths) and the library versions. Only ``arguments`` and
+    ``data`` are compared by :func:`claim`; the rest may change between a run and its resume."""
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "arguments": dict(arguments),
+        "data": dict(data),
+        "model": dict(model or {}),
+        "environment": dict(environment or {}),
+        "versions": versions(),
+    }
+
+
+def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """One line per differing option or data field between two run configs (versions and the
+    model summary are not compared: they follow from the rest)."""
+    lines = []
+    for section, prefix in (("arguments", ""), ("data", "data.")):
+        a, b = saved.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b), key=str):
+            old, now = a.get(key, "(absent)"), b.get(key, "(absent)")
+            if old != now:
+                lines.append(f"  {prefix}{key}: {old!r} ({CONFIG}) != {now!r} (this run)")
+    return lines
+
+
+def _read_config(folder: str) -> dict[str, Any]:
+    path = os.path.join(folder, CONFIG)
+    try:
+        cfg = read_json(path)
+    except FileNotFoundError:
+        raise ValueError(
+            f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass the --out folder "
+            "of a `bnn-ppl run`."
+        ) from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} is unreadable (damaged?): {e}") from e
+    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
+        raise ValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
+    if cfg.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path} has schema version {cfg.get('schema_version')!r}; this bnn_ppl reads "
+            f"version {SCHEMA_VERSION}. Use the bnn_ppl version that wrote it."
+        )
+    return cfg
+
+
+def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
+    """Make ``folder`` the folder of the run ``config``; return whether it already was.
+
+    A new or empty folder gets ``config.json``. A folder written by the same configuration is
+    reused (a killed run resumes from its checkpoints; a finished one is redone with the same
+    result); its ``metrics.json`` is removed first, so that the folder counts as unfinished
+    until the new results are all written.
+
+    Raises:
+        ValueError: the folder holds a run with a different configuration (every differing
+            option is named with both values), or files that are not a bnn-ppl run.
+    """
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise ValueError(f"--out {folder} exists and is not a folder.")
+    if os.path.isdir(folder) and os.listdir(folder):
+        if not os.path.exists(os.path.join(folder, CONFIG)):
+            raise ValueError(
+                f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
+                "choose a new or empty folder."
+            )
+        saved = _read_config(folder)
+        diff = config_differences(saved, config)
+        if diff:
+            raise ValueError(
+                f"--out {folder} holds a run with a different configuration; refusing to reuse "
+                "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
+                "original options."
+            )
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(folder, METRICS))
+        return True
+    write_json(os.path.join(folder, CONFIG), dict(config))
+    return False
+
+
+# ---------------------------------------------------------------------------------- results
+def _prediction_arrays(predictions: Any) -> dict[str, np.ndarray]:
+    if isinstance(predictions, GaussianPrediction):
+        return {"mean": np.asarray(predictions.mean), "scale": np.asarray(predictions.scale)}
+    return {"probs": np.asarray(predictions)}
+
+
+def _from_arrays(arrays: Mapping[str, np.ndarray]) -> np.ndarray | GaussianPrediction:
+    if "probs" in arrays:
+        return arrays["probs"]
+    return GaussianPrediction(arrays["mean"], arrays["scale"])
+
+
+def flat_draws(predictions: Any, chains: bool) -> np.ndarray | GaussianPrediction:
+    """Per-draw predictions with the chain axis (if any) merged into the draw axis."""
+    if not chains:
+        return predictions
+
+    def merge(a: Any) -> np.ndarray:
+        a = np.asarray(a)
+        return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])
+
+    if isinstance(predictions, GaussianPrediction):
+        return GaussianPrediction(merge(predictions.mean), merge(predictions.scale))
+    return merge(predictions)
+
+
+def per_chain(predictions: Any) -> list[np.ndarray | GaussianPrediction]:
+    """The per-draw predictions of each chain, from ``(chain, draw, ...)`` arrays."""
+    if isinstance(predictions, GaussianPrediction):
+        return [
+            GaussianPrediction(m, s)
+            for m, s in zip(predictions.mean, predictions.scale, strict=True)
+        ]
+    return list(np.asarray(predictions))
+
+
+def predictive_metrics(
+    predictions: np.ndarray | GaussianPrediction,
+    targets: np.ndarray,
+    *,
+    task: str,
+    y_std: float = 1.0,
+) -> dict[str, float]:
+    """Test metrics of the Bayesian model average of per-draw predictions ``(draw, n, ...)``.
+
+    Classification: accuracy, NLL, ECE (15 equal-width bins) and Brier score of the averaged
+    probabilities. Regression: RMSE of the BMA mean and NLL of the BMA (the equal-weight
+    Gaussian mixture of the draws), both in the targets' original units (``y_std``).
+
+    Raises:
+        ValueError: non-finite predictions (a diverged sampler), or predictions that do not
+            fit the targets.
+    """
+    if isinstance(predictions, GaussianPrediction):
+        mean, scale = np.asarray(predictions.mean), np.asarray(predictions.scale)
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
+            raise ValueError(
+                "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
+                "undefined (lower the step size)."
+            )
+        return {
+            "rmse": float(_metrics.rmse(mean.mean(axis=0), targets, y_scale=y_std)),
+            "nll": float(_metrics.mixture_nll(mean, scale, targets, y_scale=y_std)),
+        }
+    probs = np.asarray(predictions)
+    if not np.all(np.isfinite(probs)):
+        raise ValueError(
+            "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
+            "undefined (lower the step size)."
+        )
+    avg = probs.mean(axis=0)
+    if task != "classification":
+        raise ValueError(f"probabilities given for a {task} task.")
+    return {
+        "accuracy": float(_metrics.accuracy(avg, targets)),
+        "nll": float(_metrics.nll(avg, targets)),
+        "ece": float(_metrics.ece(avg, targets)),
+        "brier": float(_metrics.brier(avg, targets)),
+    }
+
+
+def save_results(
+    folder: str | os.PathLike,
+    *,
+    samples: Mapping[str, Any],
+    predictions: np.ndarray | GaussianPrediction,
+    targets: Any,
+    chains: bool,
+    task: str,
+    y_std: float = 1.0,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write ``samples.npz``, ``predictions.npz`` and then ``metrics.json``; return the record.
+
+    Args:
+        folder: the run folder (claimed with :func:`claim`).
+        samples: site -> draws, ``(chain, draw, ...)`` if ``chains`` else ``(draw, ...)``.
+        predictions: per-draw test predictions with the same leading axes.
+        targets: test targets ``(n,)``.
+        chains: whether the leading axes are ``(chain, draw)``.
+        task: ``"classification"`` or ``"regression"``.
+        y_std: the training targets' standard deviation (regression metrics in original units).
+        extra: more JSON-able entries for ``metrics.json`` (sampler summary, wall time, ...).
+
+    Raises:
+        ValueError: inconsistent leading axes, or non-finite predictions (the samples and
+            predictions are written first, so a diverged run can still be inspected).
+    """
+    folder = os.fspath(folder)
+    arrays = {k: np.asarray(v) for k, v in samples.items()}
+    pred = _prediction_arrays(predictions)
+    lead = 2 if chains else 1
+    shapes = {np.shape(a)[:lead] for a in [*arrays.values(), *pred.values()]}
+    if len(shapes) != 1:
+        raise ValueError(f"samples and predictions disagree on their leading axes: {shapes}.")
+    (shape,) = shapes
+    targets = np.asarray(targets)
+    files = {
+        SAMPLES: save_npz(os.path.join(folder, SAMPLES), arrays),
+        PREDICTIONS: save_npz(os.path.join(folder, PREDICTIONS), pred | {"targets": targets}),
+    }
+    flat = flat_draws(_from_arrays(pred), chains)
+    record: dict[str, Any] = {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "task": task,
+        "metrics": predictive_metrics(flat, targets, task=task, y_std=y_std),
+        "layout": ["chain", "draw"] if chains else ["draw"],
+        "num_chains": int(shape[0]) if chains else 1,
+        "num_draws": int(math.prod(shape)),
+        "y_std": float(y_std),
+        **dict(extra or {}),
+        "files": files,
+    }
+    write_json(os.path.join(folder, METRICS), record)
+    return record
+
+
+def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
+    """Read a finished run folder (checksums checked, nothing unpickled).
+
+    Args:
+        folder: the ``--out`` folder of a ``bnn-ppl run``.
+        samples: also read ``samples.npz`` (only evaluation's weight-space diagnostics need it).
+
+    Raises:
+        ValueError: the folder does not exist, is not a run folder, holds an unfinished run, or
+            a file is damaged (the message names it).
+    """
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        raise ValueError(f"run folder {folder} does not exist (pass the --out of a bnn-ppl run).")
+    config = _read_config(folder)
+    path = os.path.join(folder, METRICS)
+    try:
+        record = read_json(path)
+    except FileNotFoundError:
+        raise ValueError(
+            f"{folder} holds an unfinished run (no {METRICS}): it was interrupted or failed. "
+            "Re-run `bnn-ppl run` with the same options to finish (or resume) it."
+        ) from None
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path} is unreadable (damaged?): {e}") from e
+    try:
+        files = record["files"]
+        pred = load_npz(os.path.join(folder, PREDICTIONS), sha256=files[PREDICTIONS])
+        draws = load_npz(os.path.join(folder, SAMPLES), sha256=files[SAMPLES]) if samples else None
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a complete bnn-ppl run record: missing {e}.") from e
+    except FileNotFoundError as e:
+        raise ValueError(f"{folder}: {os.path.basename(e.filename)} is missing.") from e
+    targets = pred.pop("targets")
+    return Run(folder, config, record, _from_arrays(pred), targets, draws)
+
+
+def check_comparable(runs: Sequence[Run]) -> None:
+    """Raise ``ValueError`` unless every run predicted the same test set as the first one.
+
+    Runs are comparable when their data sets have the same name, task and test-set fingerprint
+    (``config.json``) and their saved test targets are equal.
+    """
+    ref = runs[0]
+    ref_data = ref.config.get("data", {})
+    for run in runs[1:]:
+        data = run.config.get("data", {})
+        same = (
+            data.get("name") == ref_data.get("name")
+            and data.get("task") == ref_data.get("task")
+            and data.get("test_sha256") == ref_data.get("test_sha256")
+            and np.array_equal(run.targets, ref.targets)
+        )
+        if not same:
+
+            def describe(d: Mapping[str, Any], r: Run) -> str:
+                split = f", split {d['split']}" if d.get("split") is not None else ""
+                return (
+                    f"{r.path}: dataset {d.get('name')!r}{split} ({d.get('task')}, "
+                    f"{len(r.targets)} test rows)"
+                )
+
+            raise ValueError(
+                "cannot compare runs on different test sets: "
+                f"{describe(ref_data, ref)} vs {describe(data, run)}. Compare runs of the same "
+                "dataset and split."
+            )

@@ -1,0 +1,330 @@
+"""The ``bnn-ppl`` command line, end to end at tiny size.
+
+The CLI runs in-process through :func:`bnn_ppl.cli.main` (so compiled programs are shared between
+tests); one test runs the installed console script. Every bad input gets a test asserting its
+message and the exit status 2 without a traceback; bad ``run`` options are also refused before
+anything is written or compiled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import count_compiles
+
+from bnn_ppl import cli, runs
+from bnn_ppl.io import load_npz, read_json
+
+PNG = b"\x89PNG\r\n\x1a\n"
+TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", "200"]
+HMC = [*TINY, "--method", "hmc", "--num-warmup", "20", "--num-samples", "20"]
+HMC_CHECKPOINTED = [*HMC, "--num-chains", "2", "--checkpoint-every", "20"]
+
+
+def bnn_ppl(*args: str) -> tuple[int, str, str]:
+    """Run ``bnn-ppl args`` in-process; return (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(list(args))
+    return rc, out.getvalue(), err.getvalue()
+
+
+def ok(*args: str) -> str:
+    rc, out, err = bnn_ppl(*args)
+    assert rc == 0, f"bnn-ppl {' '.join(args)} failed ({rc}):\n{out}\n{err}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("cli")
+
+
+@pytest.fixture(scope="module")
+def hmc_run(folder: Path) -> Path:
+    """HMC, 2 chains, checkpointed (through run_chain)."""
+    out = folder / "hmc"
+    ok("run", *HMC_CHECKPOINTED, "--out", str(out), "--quiet")
+    return out
+
+
+@pytest.fixture(scope="module")
+def ensemble_run(folder: Path) -> Path:
+    out = folder / "ensemble"
+    ok("run", *TINY, "--method", "ensemble", "--members", "3", "--steps", "50",
+       "--out", str(out), "--quiet")  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def svi_run(folder: Path) -> Path:
+    out = folder / "svi"
+    ok("run", *TINY, "--method", "svi", "--steps", "50", "--map-steps", "20",
+       "--num-samples", "10", "--out", str(out), "--quiet")  # fmt: skip
+    return out
+
+
+@pytest.fixture(scope="module")
+def diabetes_run(folder: Path) -> Path:
+    """A regression run (another data set)."""
+    out = folder / "diabetes"
+    ok("run", "--model", "mlp", "--width", "8", "--dataset", "diabetes", "--method", "ensemble",
+       "--members", "2", "--steps", "50", "--out", str(out), "--quiet")  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------ run/evaluate
+def test_run_hmc_writes_the_run_folder(hmc_run: Path) -> None:
+    config = read_json(hmc_run / runs.CONFIG)
+    assert config["arguments"]["prior"] == "normal:0.3"
+    assert config["arguments"]["num_chains"] == 2
+    assert "steps" not in config["arguments"]  # only the method's own options
+    assert config["data"]["num_train"] == 200 and config["data"]["num_test"] == 360
+    assert {"bnn_ppl", "jax", "numpyro"} <= set(config["versions"])
+
+    record = read_json(hmc_run / runs.METRICS)
+    assert set(record["metrics"]) == {"accuracy", "nll", "ece", "brier"}
+    assert 0.5 < record["metrics"]["accuracy"] <= 1.0
+    assert record["layout"] == ["chain", "draw"] and record["num_draws"] == 40
+    assert len(record["summary"]["chains"]) == 2
+
+    files = record["files"]
+    samples = load_npz(hmc_run / runs.SAMPLES, sha256=files[runs.SAMPLES])
+    assert samples["Dense_0.kernel"].shape == (2, 20, 64, 8)
+    pred = load_npz(hmc_run / runs.PREDICTIONS, sha256=files[runs.PREDICTIONS])
+    assert pred["probs"].shape == (2, 20, 360, 10)
+    assert pred["targets"].shape == (360,)
+    assert (hmc_run / runs.CHECKPOINTS / "config.json").exists()
+
+
+def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
+    out = ok("evaluate", str(hmc_run))
+    assert "accuracy" in out and "chain 1 BMA" in out
+    assert "weight space" in out and "function space" in out
+    for name in ("reliability.png", "rhat.png"):
+        assert (hmc_run / name).read_bytes()[:8] == PNG, name
+    evaluation = read_json(hmc_run / runs.EVALUATION)
+    bma = evaluation["metrics"]["BMA (40 draws)"]
+    assert bma == pytest.approx(read_json(hmc_run / runs.METRICS)["metrics"])
+    ws = evaluation["diagnostics"]["weight_space"]
+    assert [g["name"] for g in ws["groups"]] == ["Dense_0", "Dense_1"]
+    assert 0.0 <= ws["fraction_above"]["1.1"] <= 1.0
+    assert evaluation["plots"] == ["reliability.png", "rhat.png"]
+
+
+def test_hmc_without_checkpoints_draws_the_same_chain(hmc_run: Path, folder: Path) -> None:
+    out = folder / "hmc_plain"
+    ok("run", *HMC, "--num-chains", "2", "--out", str(out), "--quiet")
+    a, b = (load_npz(f / runs.SAMPLES) for f in (hmc_run, out))
+    np.testing.assert_allclose(a["Dense_1.kernel"], b["Dense_1.kernel"], rtol=1e-5, atol=1e-6)
+
+
+def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> None:
+    copy = folder / "hmc_again"
+    shutil.copytree(hmc_run, copy)
+    rc, out, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy))
+    assert rc == 0, err
+    assert "reusing the run folder" in out and "resumed after checkpoint segment 1" in out
+    assert "segments" in err  # run_chain's progress bar (no --quiet)
+    assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
+
+
+def test_sgmcmc_with_one_chain_skips_rhat_and_says_why(folder: Path) -> None:
+    out_dir = folder / "sgmcmc"
+    rc, out, err = bnn_ppl(
+        "run", *TINY, "--method", "sgmcmc", "--sampler", "sghmc", "--num-chains", "1",
+        "--cycle-length", "10", "--burnin-cycles", "1", "--num-samples", "3", "--batch-size",
+        "50", "--out", str(out_dir), "--quiet",
+    )  # fmt: skip
+    assert rc == 0, err
+    assert err == "" and len(out.splitlines()) == 2  # --quiet: no bars, only the summary
+    assert out.startswith("sgmcmc: 1 chain(s) x 3 draws")
+    assert load_npz(out_dir / runs.SAMPLES)["Dense_0.bias"].shape == (1, 3, 8)
+    out = ok("evaluate", str(out_dir), "--quiet")
+    assert "R-hat skipped: 1 chain" in out
+    assert not (out_dir / "rhat.png").exists() and (out_dir / "reliability.png").exists()
+
+
+def test_compare_prints_agreement_and_tv(
+    hmc_run: Path, ensemble_run: Path, svi_run: Path, folder: Path
+) -> None:
+    target = folder / "compare.json"
+    out = ok("compare", str(hmc_run), str(ensemble_run), str(svi_run), "--out", str(target))
+    assert "agreement" in out and "TV" in out and "ensemble" in out and "svi" in out
+    table = read_json(target)
+    assert table["reference"] == str(hmc_run)
+    first, *others = table["runs"]
+    assert first["agreement"] == 1.0 and first["tv"] == 0.0
+    for row in others:
+        assert 0.0 <= row["agreement"] <= 1.0 and 0.0 <= row["tv"] <= 1.0
+    assert [r["method"] for r in table["runs"]] == ["hmc", "ensemble", "svi"]
+
+
+def test_regression_run_reports_original_units(diabetes_run: Path) -> None:
+    record = read_json(diabetes_run / runs.METRICS)
+    assert set(record["metrics"]) == {"rmse", "nll"}
+    assert record["metrics"]["rmse"] > 10  # diabetes targets are in the hundreds
+    out = ok("evaluate", str(diabetes_run), "--quiet")
+    assert "independent, not Markov chains" in out
+    assert not (diabetes_run / "reliability.png").exists()
+
+
+# ----------------------------------------------------------------------------------- --help
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_help_lists_every_option() -> None:
+    parser = cli.build_parser()
+    subs = _subparsers(parser)
+    assert set(subs) == {"run", "evaluate", "compare"}
+    top = parser.format_help()
+    assert all(name in top for name in subs)
+    for name, sub in subs.items():
+        text = sub.format_help()
+        for action in sub._actions:
+            for flag in action.option_strings:
+                assert flag in text, f"bnn-ppl {name} --help lacks {flag}"
+            if not action.option_strings:
+                assert action.metavar or action.dest in text
+            assert action.help, f"bnn-ppl {name}: {action.option_strings} has no help"
+
+
+def test_help_states_the_defaults_that_apply() -> None:
+    helps = {a.dest: a.help for a in _subparsers(cli.build_parser())["run"]._actions if a.help}
+    for table in (cli.METHOD_OPTIONS, cli.MODEL_OPTIONS):
+        for name, defaults in table.items():
+            for default in defaults.values():
+                if default is not None:
+                    assert str(default) in helps[name], (name, default)
+    rc, out, _ = bnn_ppl("run", "--help")
+    assert rc == 0 and "--checkpoint-every" in out
+
+
+def test_console_script_help() -> None:
+    script = Path(sys.executable).parent / "bnn-ppl"
+    assert script.exists(), "bnn-ppl is not installed: pip install -e . --no-deps"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    proc = subprocess.run(
+        [str(script), "run", "--help"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    for flag in ("--model", "--dataset", "--method", "--prior", "--temperature", "--out",
+                 "--quiet", "--checkpoint-every", "--members", "--steps"):  # fmt: skip
+        assert flag in proc.stdout
+
+
+# ------------------------------------------------------------------------------- bad inputs
+BAD_RUNS = {
+    "unknown prior": (["--prior", "gauss:0.3"], "unknown prior 'gauss'; known priors"),
+    "malformed prior": (["--prior", "normal:abc"], "must be numbers"),
+    "prior arity": (["--prior", "normal:1,2,3"], "Normal takes"),
+    "temperature 0": (["--temperature", "0"], "--temperature must be a finite number > 0"),
+    "negative temperature": (["--temperature", "-1"], "--temperature must be a finite number > 0"),
+    "unknown dataset": (["--dataset", "digitz"], "unknown dataset 'digitz'"),
+    "unknown model": (["--model", "mlpx"], "argument --model: invalid choice: 'mlpx'"),
+    "unknown method": (["--method", "vi"], "argument --method: invalid choice: 'vi'"),
+    "not a number": (["--num-samples", "many"], "argument --num-samples: invalid int value"),
+    "zero samples": (["--num-samples", "0"], "--num-samples must be an integer >= 1, got 0"),
+    "option of another method": (
+        ["--method", "svi", "--num-chains", "2"],
+        "--num-chains does not apply to --method svi; it applies to --method hmc/nuts/sgmcmc",
+    ),
+    "option of another network": (
+        ["--model", "lenet5", "--width", "4"],
+        "--width does not apply to --model lenet5",
+    ),
+    "noise for classification": (["--noise", "0.3"], "--noise applies to regression"),
+    "malformed noise": (["--dataset", "diabetes", "--noise", "gamma:1"], "--noise must be a "),
+    "zero noise": (["--dataset", "diabetes", "--noise", "0"], "--noise must be a finite number"),
+    "seed out of range": (["--seed", "-1"], "--seed must be an integer in [0, 2**32)"),
+    "too many training rows": (["--max-train", "5000"], "exceeds the 1437 training rows"),
+    "option of another data set": (["--split", "1"], "unexpected option(s) ['split']"),
+    "text model on images": (["--model", "cnnlstm"], "--model cnnlstm takes token ids"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_RUNS))
+def test_bad_run_options_are_refused_with_a_message(case: str, tmp_path: Path) -> None:
+    extra, message = BAD_RUNS[case]
+    out = tmp_path / "run"
+    with count_compiles() as compiles:
+        rc, stdout, stderr = bnn_ppl("run", "--method", "hmc", *extra, "--out", str(out))
+    assert rc == 2
+    assert message in stderr, stderr
+    assert "Traceback" not in stderr + stdout
+    assert not out.exists()  # nothing written
+    assert compiles == []  # refused before anything compiled
+
+
+def test_resume_with_a_different_prior_is_refused(hmc_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "hmc"
+    shutil.copytree(hmc_run, copy)
+    with count_compiles() as compiles:
+        rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--prior", "normal:0.5", "--out", str(copy))
+    assert rc == 2 and compiles == []
+    assert "holds a run with a different configuration" in err
+    assert "prior: 'normal:0.3' (config.json) != 'normal:0.5' (this run)" in err
+    # the refused run changed nothing
+    assert (copy / runs.METRICS).read_bytes() == (hmc_run / runs.METRICS).read_bytes()
+    rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED[:-1], "10", "--out", str(copy))
+    assert rc == 2 and "checkpoint_every: 20 (config.json) != 10 (this run)" in err
+
+
+def test_out_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    rc, _, err = bnn_ppl("run", *HMC, "--out", str(tmp_path))
+    assert rc == 2 and "is not empty and is not a bnn-ppl run folder" in err
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
+
+
+def test_evaluate_refuses_missing_foreign_and_unfinished_folders(
+    hmc_run: Path, tmp_path: Path
+) -> None:
+    rc, _, err = bnn_ppl("evaluate", str(tmp_path / "nope"))
+    assert rc == 2 and f"run folder {tmp_path / 'nope'} does not exist" in err
+    rc, _, err = bnn_ppl("evaluate", str(tmp_path))
+    assert rc == 2 and "is not a bnn-ppl run folder (it has no config.json)" in err
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    shutil.copy(hmc_run / runs.CONFIG, unfinished / runs.CONFIG)
+    rc, _, err = bnn_ppl("evaluate", str(unfinished))
+    assert rc == 2 and "holds an unfinished run (no metrics.json)" in err
+    assert "Traceback" not in err
+
+
+def test_evaluate_detects_a_damaged_file(hmc_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "hmc"
+    shutil.copytree(hmc_run, copy)
+    data = (copy / runs.PREDICTIONS).read_bytes()
+    (copy / runs.PREDICTIONS).write_bytes(data[: len(data) // 2])
+    rc, _, err = bnn_ppl("evaluate", str(copy))
+    assert rc == 2 and "checksum mismatch" in err
+
+
+def test_compare_refuses_runs_on_different_datasets(hmc_run: Path, diabetes_run: Path) -> None:
+    rc, _, err = bnn_ppl("compare", str(hmc_run), str(diabetes_run))
+    assert rc == 2
+    assert "cannot compare runs on different test sets" in err
+    assert "dataset 'digits'" in err and "dataset 'diabetes'" in err
+
+
+def test_compare_needs_two_runs(hmc_run: Path) -> None:
+    rc, _, err = bnn_ppl("compare", str(hmc_run))
+    assert rc == 2 and "compare needs at least two run folders" in err
+
+
+def test_a_damaged_config_is_named(tmp_path: Path) -> None:
+    (tmp_path / runs.CONFIG).write_text("{not json")
+    rc, _, err = bnn_ppl("evaluate", str(tmp_path))
+    assert rc == 2 and f"{tmp_path / runs.CONFIG} is unreadable" in err
