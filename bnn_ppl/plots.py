@@ -213,9 +213,11 @@ def rhat_histograms(
     axes = fig.subplots(len(values), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (name, arr) in zip(axes, values.items(), strict=True):
         ax.hist(arr, bins=edges, color="C0", alpha=0.8)
-        for t in thresholds:
+        top = ax.get_ylim()[1]
+        for j, t in enumerate(thresholds):
             ax.axvline(t, color="k", ls="--", lw=1)
-            ax.text(t, ax.get_ylim()[1] * 0.95, f" {t:g}: {np.mean(arr > t):.0%} above",
+            # stagger the labels: thresholds sit close together on a log axis
+            ax.text(t, top * (0.95 - 0.12 * j), f" {t:g}: {np.mean(arr > t):.0%} above",
                     va="top", fontsize=8)
         ax.set_xscale("log")
         ax.set_ylabel("count")
