@@ -1,0 +1,132 @@
+"""The paper-claim examples ``priors.py``, ``agreement.py`` and ``covariate_shift.py`` run end
+to end with tiny settings, print their table and claim line, and write their PNG.
+
+Same conventions and runner as ``tests/test_examples.py`` (``{out}`` stands for a folder in a
+fresh temporary working directory); this module keeps its own registries, which
+``test_examples.py`` can merge for its registration check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_examples import EXAMPLES, _check_ok, _run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+_TINY_FITS = [
+    "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
+    "--map-steps", "50", "--svi-steps", "50", "--svi-samples", "10",
+    "--ensemble-size", "2", "--ensemble-steps", "50",
+]  # fmt: skip
+
+# script name -> flags that make it finish in well under a minute of compute
+TINY_FLAGS: dict[str, list[str]] = {
+    "priors.py": [
+        "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
+        "--families", "normal", "laplace", "--scales", "0.1", "0.3", "--out-dir", "{out}",
+    ],
+    "agreement.py": [
+        *_TINY_FITS, "--cycle-length", "20", "--burnin-cycles", "1", "--cycles", "2",
+        "--out-dir", "{out}",
+    ],
+    "covariate_shift.py": [
+        *_TINY_FITS, "--kinds", "gaussian_noise", "contrast", "--cifar10", "auto",
+        "--out-dir", "{out}",
+    ],
+}  # fmt: skip
+
+# script name -> strings its stdout must contain
+EXPECTED_ROWS: dict[str, list[str]] = {
+    "priors.py": ["normal:0.1", "laplace:0.3", "family effect", "scale effect", "claim"],
+    "agreement.py": ["agree w/ HMC", "TV w/ HMC", "ensemble", "SVI", "SGHMC", "HMC chains",
+                     "noise floor", "TV gap", "claim"],
+    "covariate_shift.py": ["severity", "clean", "HMC acc", "ensemble NLL", "SVI acc",
+                           "accuracy drop", "claim", "CIFAR-10-C part"],
+}  # fmt: skip
+
+
+def _claim_line(stdout: str) -> str:
+    lines = [line for line in stdout.splitlines() if line.startswith("claim")]
+    assert len(lines) == 1, stdout
+    assert lines[0].endswith(("supported here", "NOT supported here")), lines[0]
+    return lines[0]
+
+
+def _check_files(out_dir: Path, png: str, stdout: str) -> dict:
+    assert (out_dir / png).read_bytes()[:8] == PNG_MAGIC
+    assert str(out_dir / png) in stdout
+    return json.loads((out_dir / "metrics.json").read_text())
+
+
+def _check_priors(stdout: str, out_dir: Path, variant: str) -> None:
+    """One row per (family, scale) with accuracy and NLL in range; PNG and JSON written."""
+    _claim_line(stdout)
+    payload = _check_files(out_dir, "priors.png", stdout)
+    assert {f: set(r) for f, r in payload["results"].items()} == {
+        "normal": {"0.1", "0.3"},
+        "laplace": {"0.1", "0.3"},
+    }
+    for by_scale in payload["results"].values():
+        for r in by_scale.values():
+            assert 0.1 < r["accuracy"] <= 1.0 and r["nll"] > 0.0
+    rows = [line.split() for line in stdout.splitlines()]
+    assert sum(1 for r in rows if r and r[0] in ("normal:0.1", "laplace:0.3")) == 2
+
+
+def _check_agreement(stdout: str, out_dir: Path, variant: str) -> None:
+    """HMC is its own reference; every other row has agreement and TV in [0, 1]."""
+    _claim_line(stdout)
+    payload = _check_files(out_dir, "agreement.png", stdout)
+    results = payload["results"]
+    assert set(results) == {"HMC", "ensemble", "SVI", "SGHMC", "HMC chains"}
+    assert results["HMC"]["agreement"] == 1.0 and results["HMC"]["tv"] == 0.0
+    for r in results.values():
+        assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
+    assert payload["supported"] == (
+        results["ensemble"]["agreement"] > results["SVI"]["agreement"]
+        and results["ensemble"]["tv"] < results["SVI"]["tv"]
+    )
+
+
+def _check_covariate_shift(stdout: str, out_dir: Path, variant: str) -> None:
+    """Every method has a curve over severities 0..5; the CIFAR part runs or says it skipped."""
+    _claim_line(stdout)
+    payload = _check_files(out_dir, "covariate_shift.png", stdout)
+    digits = payload["digits"]
+    assert set(digits["by_severity"]) == {"HMC", "ensemble", "SVI"}
+    for curve in digits["by_severity"].values():
+        assert sorted(curve) == ["0", "1", "2", "3", "4", "5"]
+        for r in curve.values():
+            assert 0.0 <= r["accuracy"] <= 1.0 and r["nll"] > 0.0
+    # clean + 2 kinds x 5 severities
+    assert all(len(r) == 11 for r in digits["results"].values())
+    assert "skipped" in payload["cifar10"] or "by_severity" in payload["cifar10"]
+
+
+# script name -> check(stdout, out_dir, variant) after a successful run
+CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "priors.py": _check_priors,
+    "agreement.py": _check_agreement,
+    "covariate_shift.py": _check_covariate_shift,
+}
+
+
+def test_registered_scripts_exist() -> None:
+    for registry in (TINY_FLAGS, EXPECTED_ROWS, CHECKS):
+        missing = sorted(s for s in registry if not (EXAMPLES / s).is_file())
+        assert not missing, f"registered but not in {EXAMPLES}: {missing}"
+
+
+@pytest.mark.parametrize("script", sorted(TINY_FLAGS))
+def test_example_runs(script: str, tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS[script]]
+    proc = _run(script, flags, cwd=tmp_path)
+    _check_ok(proc)
+    for row in EXPECTED_ROWS[script]:
+        assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"
+    CHECKS[script](proc.stdout, out_dir, "default")
