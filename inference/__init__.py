@@ -75,3 +75,7 @@ __all__ = [
     "schedules",
     "svi_mean_field",
 ]
+
+from bnn_ppl.inference import distributed  # noqa: E402  (multi-process runs: jax.distributed)
+
+__all__ += ["distributed"]

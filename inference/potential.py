@@ -292,7 +292,10 @@ def full_batch_potential(
         model: a :class:`~bnn_ppl.BNN`.
         x: inputs, shape ``(n, ...)``; finite.
         y: targets, ``(n,)`` class indices or ``(n,)``/``(n, d)`` regression targets.
-        devices: devices of the mesh (default ``jax.devices()``, i.e. all of them).
+        devices: devices of the mesh (default ``jax.devices()``, i.e. all of them). When they
+            belong to several processes (after ``jax.distributed.initialize``), ``x`` and ``y``
+            are this process's block of rows (:func:`bnn_ppl.inference.distributed.process_rows`)
+            and every process must make the same call; see :mod:`bnn_ppl.inference.distributed`.
         chunk_size: the most rows one network call sees on a device (default 1024). Chunks are
             balanced (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350),
             which keeps the padding below one row per chunk and device.
@@ -326,15 +329,6 @@ def full_batch_potential(
     if not devices:
         raise ValueError("devices is empty; pass at least one device (default: jax.devices()).")
 
-    n = x.shape[0]
-    chunk, num_chunks = _device_rows(n, len(devices), chunk_size)
-    padded = len(devices) * num_chunks * chunk
-
-    def pad(a: np.ndarray) -> np.ndarray:
-        return (
-            np.concatenate([a, np.zeros((padded - n, *a.shape[1:]), a.dtype)]) if padded > n else a
-        )
-
     if np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.bool_):
         x_dtype = jnp.dtype(jnp.int32 if x.dtype != np.bool_ else jnp.bool_)  # token ids stay ints
     else:
@@ -342,13 +336,33 @@ def full_batch_potential(
             jnp.float64 if jax.config.jax_enable_x64 and x.dtype == np.float64 else jnp.float32
         )
     y_dtype = y.dtype if np.issubdtype(y.dtype, np.integer) else x_dtype
-    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
-    sharding = NamedSharding(mesh, P(DATA_AXIS))
-    data = ShardedData(
-        x=jax.device_put(pad(x.astype(x_dtype)), sharding),
-        y=jax.device_put(pad(y.astype(y_dtype)), sharding),
-        mask=jax.device_put(np.arange(padded) < n, sharding),
-    )
+    if len({d.process_index for d in devices}) > 1:
+        # several processes (jax.distributed): x, y are this process's block of rows; the
+        # global layout is the single-process one (see bnn_ppl.inference.distributed)
+        from bnn_ppl.inference.distributed import place_process_local
+
+        mesh, data, n, chunk, num_chunks = place_process_local(
+            x.astype(x_dtype), y.astype(y_dtype), devices, chunk_size, fingerprint=(str(acc),)
+        )
+    else:
+        n = x.shape[0]
+        chunk, num_chunks = _device_rows(n, len(devices), chunk_size)
+        padded = len(devices) * num_chunks * chunk
+
+        def pad(a: np.ndarray) -> np.ndarray:
+            return (
+                np.concatenate([a, np.zeros((padded - n, *a.shape[1:]), a.dtype)])
+                if padded > n
+                else a
+            )
+
+        mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
+        sharding = NamedSharding(mesh, P(DATA_AXIS))
+        data = ShardedData(
+            x=jax.device_put(pad(x.astype(x_dtype)), sharding),
+            y=jax.device_put(pad(y.astype(y_dtype)), sharding),
+            mask=jax.device_put(np.arange(padded) < n, sharding),
+        )
     return FullBatchPotential(
         model=model,
         data=data,

@@ -1,0 +1,391 @@
+"""Full-batch HMC over several processes (hosts), on JAX's own multi-process runtime.
+
+Izmailov et al. ran full-batch HMC over 512 TPU devices. Here the same program runs on every
+process (SPMD): ``jax.distributed.initialize`` joins the processes, ``jax.devices()`` then lists
+the devices of *all* of them, and :func:`~bnn_ppl.inference.full_batch_potential` builds its
+1-D ``"data"`` mesh over those devices. Nothing else changes: the potential is still one
+``shard_map`` with one ``psum``; XLA carries the all-reduce across processes (NCCL on GPUs,
+ICI/DCN on TPUs, gloo on CPUs).
+
+The recipe, on every process::
+
+    import jax
+    import bnn_ppl as bp
+    from bnn_ppl.inference import distributed, hmc
+
+    distributed.initialize_from_env()            # before any other JAX call
+    n = 50_000                                   # rows of the WHOLE training set
+    rows = distributed.process_rows(n, chunk_size=512)   # this process's block of rows
+    x, y = load_rows(rows)                       # load only those rows (user code)
+    mcmc = hmc(model, x, y, chunk_size=512, num_warmup=..., num_samples=...,
+               rng_key=jax.random.key(0))        # the SAME key on every process
+    if jax.process_index() == 0:
+        save(mcmc.get_samples())                 # every process holds the same samples
+
+The data layout
+---------------
+Each process passes **only its own rows**, and they must be exactly the block
+:func:`process_rows` names: the global (padded) array is the same as in a single-process run
+over the same devices, i.e. device ``k`` of the mesh holds rows ``[k·R, (k+1)·R)`` of the
+padded data (``R`` = ``num_chunks · chunk_size`` rows per device), the mesh lists the devices
+process by process, and padding rows (masked out exactly) sit at the end, on the last
+process(es). So process ``p`` with devices at mesh positions ``[a, b)`` passes rows
+``[a·R, min(b·R, n))``; when ``n`` is not a multiple of the number of devices, the last process
+gets fewer rows than the others. Every other number (``num_data``, the chunking, the
+minibatch potential's row indices) is then exactly what a single process would have.
+
+:func:`~bnn_ppl.inference.full_batch_potential` learns ``n`` by gathering the row counts of all
+processes (one tiny ``process_allgather``, together with a fingerprint of the arguments that
+must agree: trailing shapes and dtypes of ``x`` and ``y``, ``chunk_size``, the devices), and
+refuses, on every process alike, counts that do not match this layout, naming each process's
+expected block. The local data are validated (finite, labels in range, ...) before that, on
+each process; a process whose data fail validation raises there, and the others then fail in
+the gather when JAX's coordination service times out (tens of seconds), not silently.
+
+Rules of SPMD
+-------------
+* Every process calls the same functions with the same arguments (apart from its rows) and the
+  same random keys: ``MCMC.run`` then proceeds identically everywhere and every process ends
+  with the same (replicated) samples.
+* The mesh must contain devices of every process (the default ``devices=jax.devices()``
+  does); its devices are ordered by process (stably) so that each process's rows are one
+  contiguous block.
+* On CPUs the cross-process collectives need an implementation:
+  ``jax_cpu_collectives_implementation="gloo"`` (the default of the jaxlib this was tested
+  with; :func:`initialize_from_env` sets it if it is unset).
+
+Example:
+    >>> from bnn_ppl.inference.distributed import settings_from_env
+    >>> s = settings_from_env({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
+    ...                        "JAX_NUM_PROCESSES": "2", "JAX_PROCESS_ID": "1"})
+    >>> s.coordinator_address, s.num_processes, s.process_id
+    ('10.0.0.1:1234', 2, 1)
+    >>> settings_from_env({}) is None    # nothing set: a single process
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from bnn_ppl.inference.potential import DATA_AXIS, ShardedData, _device_rows
+
+__all__ = [
+    "DistributedSettings",
+    "settings_from_env",
+    "initialize_from_env",
+    "spans_processes",
+    "order_by_process",
+    "process_rows",
+    "place_process_local",
+    "COORDINATOR_VARS",
+    "NUM_PROCESSES_VARS",
+    "PROCESS_ID_VARS",
+]
+
+COORDINATOR_VARS = ("JAX_COORDINATOR_ADDRESS",)
+"""``host:port`` of process 0's coordinator (JAX's own variable); else ``MASTER_ADDR`` and
+``MASTER_PORT`` (torchrun's)."""
+NUM_PROCESSES_VARS = ("JAX_NUM_PROCESSES", "JAX_PROCESS_COUNT", "WORLD_SIZE")
+"""Number of processes, first one set wins."""
+PROCESS_ID_VARS = ("JAX_PROCESS_ID", "JAX_PROCESS_INDEX", "RANK")
+"""This process's id in ``[0, num_processes)``, first one set wins."""
+_CLUSTER_VARS = ("SLURM_JOB_ID", "OMPI_COMM_WORLD_SIZE", "TPU_WORKER_HOSTNAMES")
+
+
+class DistributedSettings(NamedTuple):
+    """What :func:`initialize_from_env` passes to ``jax.distributed.initialize``.
+
+    ``None`` fields are left to JAX's own cluster auto-detection (Slurm, Open MPI, Cloud TPU).
+    """
+
+    coordinator_address: str | None
+    num_processes: int | None
+    process_id: int | None
+
+
+def _first(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str] | None:
+    for name in names:
+        value = environ.get(name, "").strip()
+        if value:
+            return name, value
+    return None
+
+
+def _as_int(name: str, value: str, minimum: int) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise ValueError(f"${name} must be an integer, got {value!r}.") from None
+    if v < minimum:
+        raise ValueError(f"${name} must be >= {minimum}, got {v}.")
+    return v
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> DistributedSettings | None:
+    """Read the coordinator address, process count and process id from the environment.
+
+    Variables (first one set wins): the coordinator from ``$JAX_COORDINATOR_ADDRESS``
+    (``host:port``) or ``$MASTER_ADDR`` + ``$MASTER_PORT``; the count from
+    ``$JAX_NUM_PROCESSES``, ``$JAX_PROCESS_COUNT`` or ``$WORLD_SIZE``; the id from
+    ``$JAX_PROCESS_ID``, ``$JAX_PROCESS_INDEX`` or ``$RANK``.
+
+    Returns:
+        ``None`` when none of them is set and no cluster JAX can auto-detect is visible (Slurm,
+        Open MPI, Cloud TPU): a single process. All three ``None`` fields when only a cluster
+        is visible (JAX then detects everything). Otherwise the settings.
+
+    Raises:
+        ValueError: some but not all of the three are set (naming the missing ones), a value is
+            not an integer, ``process_id`` is outside ``[0, num_processes)``, or the address has
+            no port.
+    """
+    env = os.environ if environ is None else environ
+    coordinator = _first(env, COORDINATOR_VARS)
+    if coordinator is None and env.get("MASTER_ADDR", "").strip():
+        port = env.get("MASTER_PORT", "").strip()
+        if not port:
+            raise ValueError("$MASTER_ADDR is set but $MASTER_PORT is not; set both.")
+        coordinator = ("MASTER_ADDR", f"{env['MASTER_ADDR'].strip()}:{port}")
+    count = _first(env, NUM_PROCESSES_VARS)
+    pid = _first(env, PROCESS_ID_VARS)
+    found = {"coordinator": coordinator, "process count": count, "process id": pid}
+    if all(v is None for v in found.values()):
+        if any(env.get(v) for v in _CLUSTER_VARS):
+            return DistributedSettings(None, None, None)
+        return None
+    missing = [k for k, v in found.items() if v is None]
+    if missing:
+        names = {
+            "coordinator": "$JAX_COORDINATOR_ADDRESS (or $MASTER_ADDR and $MASTER_PORT)",
+            "process count": " or ".join("$" + v for v in NUM_PROCESSES_VARS),
+            "process id": " or ".join("$" + v for v in PROCESS_ID_VARS),
+        }
+        raise ValueError(
+            "multi-process settings are incomplete: "
+            + "; ".join(f"{k} missing (set {names[k]})" for k in missing)
+            + "."
+        )
+    assert coordinator is not None and count is not None and pid is not None
+    if ":" not in coordinator[1] or not coordinator[1].rsplit(":", 1)[1].isdigit():
+        raise ValueError(f"${coordinator[0]} must be host:port, got {coordinator[1]!r}.")
+    num = _as_int(count[0], count[1], 1)
+    index = _as_int(pid[0], pid[1], 0)
+    if index >= num:
+        raise ValueError(f"${pid[0]}={index} must be < ${count[0]}={num}.")
+    return DistributedSettings(coordinator[1], num, index)
+
+
+def initialize_from_env(
+    environ: Mapping[str, str] | None = None,
+    *,
+    initialization_timeout: int = 300,
+    heartbeat_timeout_seconds: int = 100,
+    **kwargs: Any,
+) -> DistributedSettings | None:
+    """Join the processes of a multi-process run (``jax.distributed.initialize``) from env vars.
+
+    Call it first thing, on every process, before any other JAX computation. It reads
+    :func:`settings_from_env`; with nothing set it does nothing and returns ``None`` (a single
+    process, so the same script runs unchanged on one machine). It is idempotent: a second call
+    returns the settings without initialising again. On CPUs it selects the gloo collectives if
+    no implementation is configured (cross-process all-reduces need one).
+
+    Args:
+        environ: the variables to read (default ``os.environ``).
+        initialization_timeout: seconds to wait for all processes to join.
+        heartbeat_timeout_seconds: seconds after which a silent process counts as dead.
+        **kwargs: passed on to ``jax.distributed.initialize`` (e.g. ``local_device_ids``).
+
+    Returns:
+        The settings used, or ``None`` for a single process.
+
+    Example (two processes on one machine; run this on each with its own ``JAX_PROCESS_ID``)::
+
+        JAX_COORDINATOR_ADDRESS=127.0.0.1:12345 JAX_NUM_PROCESSES=2 JAX_PROCESS_ID=0 \\
+            python train.py
+    """
+    settings = settings_from_env(environ)
+    if settings is None:
+        return None
+    if jax.distributed.is_initialized():
+        return settings
+    if jax.config.jax_cpu_collectives_implementation in (None, "", "none"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=settings.coordinator_address,
+        num_processes=settings.num_processes,
+        process_id=settings.process_id,
+        initialization_timeout=initialization_timeout,
+        heartbeat_timeout_seconds=heartbeat_timeout_seconds,
+        **kwargs,
+    )
+    return settings
+
+
+# ----------------------------------------------------------------------------- data layout
+def spans_processes(devices: Sequence[Any]) -> bool:
+    """Whether ``devices`` belong to more than one process (the multi-process data layout)."""
+    return len({d.process_index for d in devices}) > 1
+
+
+def order_by_process(devices: Sequence[Any]) -> list[Any]:
+    """``devices`` sorted stably by process, so that each process's devices are contiguous."""
+    return sorted(devices, key=lambda d: d.process_index)
+
+
+def _blocks(
+    n: int, devices: Sequence[Any], chunk_size: int | None
+) -> tuple[int, int, dict[int, tuple[int, int]], dict[int, tuple[int, int]]]:
+    """Chunking and, per process, its mesh positions ``[a, b)`` and real rows ``[start, stop)``."""
+    chunk, num_chunks = _device_rows(n, len(devices), chunk_size)
+    rows = chunk * num_chunks
+    positions: dict[int, tuple[int, int]] = {}
+    for k, d in enumerate(devices):
+        a, _ = positions.get(d.process_index, (k, k))
+        positions[d.process_index] = (a, k + 1)
+    blocks = {p: (min(a * rows, n), min(b * rows, n)) for p, (a, b) in positions.items()}
+    return chunk, num_chunks, positions, blocks
+
+
+def process_rows(
+    num_data: int,
+    *,
+    chunk_size: int | None = None,
+    devices: Sequence[Any] | None = None,
+    process_index: int | None = None,
+) -> slice:
+    """The rows of the whole data set that this process must pass to ``full_batch_potential``.
+
+    Args:
+        num_data: number of rows of the whole (global) data set.
+        chunk_size, devices: as passed to :func:`~bnn_ppl.inference.full_batch_potential`
+            (default ``jax.devices()``, all processes).
+        process_index: whose rows (default ``jax.process_index()``).
+
+    Returns:
+        ``slice(start, stop)``: load rows ``start:stop`` of the data set on this process.
+
+    Raises:
+        ValueError: ``num_data < 1``, or so few rows that this process would get none (use
+            fewer devices or a smaller ``chunk_size``).
+
+    Example:
+        >>> from types import SimpleNamespace as D
+        >>> devs = [D(process_index=p) for p in (0, 0, 1, 1)]   # 2 processes x 2 devices
+        >>> [process_rows(37, chunk_size=4, devices=devs, process_index=p) for p in (0, 1)]
+        [slice(0, 24, None), slice(24, 37, None)]
+    """
+    if isinstance(num_data, bool) or not isinstance(num_data, int | np.integer) or num_data < 1:
+        raise ValueError(f"num_data must be a positive int, got {num_data!r}.")
+    devices = order_by_process(jax.devices() if devices is None else devices)
+    me = jax.process_index() if process_index is None else process_index
+    _, _, _, blocks = _blocks(int(num_data), devices, chunk_size)
+    if me not in blocks:
+        raise ValueError(f"process {me} owns none of the {len(devices)} devices.")
+    start, stop = blocks[me]
+    if stop <= start:
+        raise ValueError(
+            f"with {num_data} rows over {len(devices)} devices process {me} would get no rows; "
+            "use fewer devices or a smaller chunk_size."
+        )
+    return slice(start, stop)
+
+
+def _fingerprint(x: np.ndarray, y: np.ndarray, devices: Sequence[Any], extra: tuple) -> int:
+    text = repr(
+        (x.shape[1:], str(x.dtype), y.shape[1:], str(y.dtype), [d.id for d in devices], extra)
+    )
+    return zlib.crc32(text.encode()) & 0x7FFFFFFF
+
+
+def place_process_local(
+    x: np.ndarray,
+    y: np.ndarray,
+    devices: Sequence[jax.Device],
+    chunk_size: int | None,
+    *,
+    fingerprint: tuple = (),
+) -> tuple[Mesh, ShardedData, int, int, int]:
+    """Build the global sharded data from this process's rows (called by full_batch_potential).
+
+    Every process must call it (SPMD); see the module docstring for the layout.
+
+    Args:
+        x, y: this process's rows, already validated and in their final dtypes.
+        devices: the devices of the mesh (all processes).
+        chunk_size: as in :func:`~bnn_ppl.inference.full_batch_potential`.
+        fingerprint: more arguments that must agree across processes (hashed).
+
+    Returns:
+        ``(mesh, data, num_data, chunk, num_chunks)`` with ``num_data`` the global row count.
+
+    Raises:
+        ValueError: the mesh leaves out a process, or the processes disagree (fingerprint), or
+            a process's row count does not match its block (raised on every process).
+    """
+    devices = order_by_process(devices)
+    owners = {d.process_index for d in devices}
+    if owners != set(range(jax.process_count())):
+        raise ValueError(
+            f"the devices of a multi-process potential must include devices of every process "
+            f"(0..{jax.process_count() - 1}); they cover processes {sorted(owners)}."
+        )
+    me = jax.process_index()
+    info = np.asarray([x.shape[0], _fingerprint(x, y, devices, (chunk_size, *fingerprint))])
+    table = np.asarray(multihost_utils.process_allgather(info.astype(np.int32)))
+    table = table.reshape(jax.process_count(), 2)
+    if len(set(table[:, 1].tolist())) > 1:
+        raise ValueError(
+            "the processes called full_batch_potential with different arguments (trailing shapes "
+            "or dtypes of x/y, chunk_size, dtype or devices differ; fingerprints "
+            f"{table[:, 1].tolist()}): every process must pass the same arguments, apart from "
+            "its own rows."
+        )
+    counts = table[:, 0].tolist()
+    n = int(sum(counts))
+    chunk, num_chunks, positions, blocks = _blocks(n, devices, chunk_size)
+    wrong = [p for p in range(len(counts)) if counts[p] != blocks[p][1] - blocks[p][0]]
+    if wrong:
+        expected = ", ".join(
+            f"process {p}: rows {a}:{b} ({b - a} rows, got {counts[p]})"
+            for p, (a, b) in sorted(blocks.items())
+        )
+        raise ValueError(
+            f"in a multi-process run each process passes its own block of rows, and with "
+            f"{n} rows in all over {len(devices)} devices these are: {expected}. Use "
+            f"bnn_ppl.inference.distributed.process_rows({n}, chunk_size={chunk_size}) on each "
+            "process to get its block."
+        )
+    rows = chunk * num_chunks
+    a, b = positions[me]
+    local = (b - a) * rows  # rows of this process's devices, padding included
+
+    def pad(v: np.ndarray) -> np.ndarray:
+        missing = local - v.shape[0]
+        return np.concatenate([v, np.zeros((missing, *v.shape[1:]), v.dtype)]) if missing else v
+
+    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
+    sharding = NamedSharding(mesh, P(DATA_AXIS))
+    offset = a * rows  # global padded row of this process's first row
+
+    def build(v: np.ndarray) -> jax.Array:
+        shape = (len(devices) * rows, *v.shape[1:])
+        shards = []
+        for device, index in sharding.addressable_devices_indices_map(shape).items():
+            lo, hi = index[0].start - offset, index[0].stop - offset
+            shards.append(jax.device_put(v[lo:hi], device))
+        return jax.make_array_from_single_device_arrays(shape, sharding, shards)
+
+    mask = np.arange(offset, offset + local) < n
+    data = ShardedData(x=build(pad(x)), y=build(pad(y)), mask=build(mask))
+    return mesh, data, n, chunk, num_chunks
