@@ -13,6 +13,11 @@
   are masked out (``jnp.where``, so a padded row cannot leak even a NaN): the value equals the
   unpadded one; no row is ever dropped;
 * the log prior is computed once, outside the sharded part;
+* with one chunk per device there is no loop at all. On the CPU backend this matters for
+  ConvNets: XLA:CPU runs the backward convolutions of a loop body on a slow path
+  (jax-ml/jax#12868; LeNet-5 on 2,000 MNIST-sized rows: 0.42 s per gradient unchunked, 1.5 s
+  in 2 chunks, see ``benchmarks/RESULTS.md``). On a CPU, give a ConvNet ``chunk_size`` >= the
+  rows per device when the memory allows (MLPs are not affected; GPUs were not measured);
 * parameters live in unconstrained space (the likelihood's noise scale through a log
   transform, with its Jacobian); ``postprocess_fn`` maps samples back.
 
@@ -182,11 +187,16 @@ class FullBatchPotential:
             def chunks(a: Array) -> Array:
                 return a.reshape(num_chunks, chunk, *a.shape[1:])
 
-            if num_chunks > 1:
-                # recompute each chunk's forward pass in the backward pass: otherwise reverse
-                # mode keeps every chunk's activations alive and gradient memory grows with n
-                body = jax.checkpoint(body)
             zero = jnp.zeros((), acc)
+            if num_chunks == 1:
+                # no loop at all: XLA:CPU leaves the backward convolutions of a loop body in
+                # non-canonical layouts and runs them on a slow path (jax-ml/jax#12868) -
+                # LeNet-5's gradient took 5.6x longer inside a 1-step scan than without it
+                total, _ = body(zero, (x, y, mask))
+                return jax.lax.psum(total, DATA_AXIS)
+            # recompute each chunk's forward pass in the backward pass: otherwise reverse
+            # mode keeps every chunk's activations alive and gradient memory grows with n
+            body = jax.checkpoint(body)
             total, _ = jax.lax.scan(body, zero, (chunks(x), chunks(y), chunks(mask)))
             return jax.lax.psum(total, DATA_AXIS)
 
@@ -298,7 +308,10 @@ def full_batch_potential(
             and every process must make the same call; see :mod:`bnn_ppl.inference.distributed`.
         chunk_size: the most rows one network call sees on a device (default 1024). Chunks are
             balanced (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350),
-            which keeps the padding below one row per chunk and device.
+            which keeps the padding below one row per chunk and device. With one chunk per
+            device (``chunk_size`` >= rows per device) there is no loop and no
+            rematerialisation: faster (much faster for ConvNets on CPU), but the gradient then
+            holds every row's activations at once.
         dtype: accumulation dtype of the log-likelihood (default float32; ``jnp.float64``
             needs ``jax.config.update("jax_enable_x64", True)``).
 

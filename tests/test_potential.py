@@ -293,6 +293,33 @@ def test_gradient_memory_does_not_grow_with_the_data():
     assert temps[1] <= temps[0] * 1.05, temps
 
 
+def test_one_chunk_compiles_without_a_loop_and_equals_many_chunks():
+    """One chunk per device runs without a loop, so XLA:CPU can canonicalise every convolution
+    of the gradient (the backward convolutions of a loop body keep layouts that run on a slow
+    path, jax-ml/jax#12868); value and gradient equal the chunked ones."""
+    from bnn_ppl.models import LeNet5
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(24, 12, 12, 1)).astype(np.float32)
+    y = rng.integers(0, 10, 24)
+    model = bp.BNN(LeNet5(out=10), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
+    results = {}
+    for chunk_size in (24, 5):
+        pot = full_batch_potential(model, x, y, chunk_size=chunk_size)
+        u = pot.init_params(jax.random.key(0))
+        f = jax.jit(lambda u, d, pot=pot: jax.value_and_grad(pot.potential_fn_gen(d))(u))
+        hlo = f.lower(u, pot.data).compile().as_text()
+        convs = [ln for ln in hlo.splitlines() if " convolution(" in ln]
+        if pot.num_chunks == 1 and jax.default_backend() == "cpu":
+            assert len(convs) == 5, convs  # 2 forward, 2 kernel- and 1 input-gradient
+            assert all("dim_labels=b01f_01io->b01f" in ln for ln in convs), convs
+        results[pot.num_chunks] = f(u, pot.data)
+    (v1, g1), (v5, g5) = results[1], results[5]
+    np.testing.assert_allclose(v1, v5, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g5), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_networks_with_inner_scans_and_integer_inputs_work():
     """User networks may scan with a constant initial carry (RNNs) and take integer tokens."""
     import flax.linen as nn
