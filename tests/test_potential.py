@@ -320,6 +320,30 @@ def test_one_chunk_compiles_without_a_loop_and_equals_many_chunks():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 
 
+def test_float64_accumulation_keeps_digits_that_float32_loses(x64):
+    """``dtype=float64`` sums 200 chunks of per-row log-likelihoods to float64 precision; the
+    float32 default cannot (its total of -7.1e7 is only resolved to a few units)."""
+    rng = np.random.default_rng(0)
+    n = 200_000
+    x = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (3 + rng.normal(size=n)).astype(np.float32)
+    model = bp.BNN(MLP(hidden=(4,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+    totals = {}
+    for dtype in (jnp.float32, jnp.float64):
+        pot = full_batch_potential(model, x, y, chunk_size=1000, dtype=dtype)
+        params, _ = pot.constrain(pot.init_params(jax.random.key(0)))
+        totals[dtype] = pot.log_likelihood(params)
+        assert totals[dtype].dtype == dtype and pot.num_chunks == 200
+    rows = jax.jit(model.log_likelihood)
+    ref = sum(
+        np.sum(np.asarray(rows(params, x[i : i + 1000], y[i : i + 1000]), np.float64))
+        for i in range(0, n, 1000)
+    )
+    err = {k: abs(float(v) - ref) / abs(ref) for k, v in totals.items()}
+    assert err[jnp.float64] < 1e-12, err
+    assert err[jnp.float32] > 1e-9, err  # the test would notice float64 silently not applied
+
+
 def test_networks_with_inner_scans_and_integer_inputs_work():
     """User networks may scan with a constant initial carry (RNNs) and take integer tokens."""
     import flax.linen as nn
