@@ -65,6 +65,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bnn_ppl.models.conv import conv_general_dilated as conv
+
 __all__ = ["CNNLSTM"]
 
 
@@ -105,7 +107,13 @@ class CNNLSTM(nn.Module):
         if not jnp.issubdtype(tokens.dtype, jnp.integer):
             tokens = tokens.astype(jnp.int32)
         x = nn.Embed(self.vocab_size, self.embed_dim, name="embed")(tokens)
-        x = nn.Conv(self.conv_features, (self.kernel_size,), padding="VALID", name="conv")(x)
+        x = nn.Conv(
+            self.conv_features,
+            (self.kernel_size,),
+            padding="VALID",
+            conv_general_dilated=conv,
+            name="conv",
+        )(x)
         x = self.activation(x)
         x = nn.max_pool(x, (self.pool_size,), strides=(self.pool_size,), padding="VALID")
         # The initial state is zeros *derived from x*, so that it has x's type: inside

@@ -62,6 +62,8 @@ from collections.abc import Callable, Sequence
 import flax.linen as nn
 import jax
 
+from bnn_ppl.models.conv import conv_general_dilated as conv
+
 __all__ = ["LeNet5", "lenet5_bnn_hmc"]
 
 
@@ -119,7 +121,7 @@ class LeNet5(nn.Module):
         window, stride = (self.pool_window,) * 2, (self.pool_stride,) * 2
         for f in self.features:
             k = (self.kernel_size, self.kernel_size)
-            x = self.activation(nn.Conv(f, k, padding=self.padding)(x))
+            x = self.activation(nn.Conv(f, k, padding=self.padding, conv_general_dilated=conv)(x))
             x = nn.max_pool(x, window, strides=stride, padding="VALID")
         x = x.reshape(x.shape[0], -1)
         for width in self.hidden:

@@ -94,6 +94,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from bnn_ppl.models.conv import conv_general_dilated as conv
 from bnn_ppl.models.frn import FRN
 
 __all__ = ["ResNet20FRN", "FRNBlock", "he_normal"]
@@ -109,6 +110,7 @@ def _conv(features: int, size: int, strides: int, name: str) -> nn.Conv:
         strides=(strides, strides),
         padding="SAME",
         kernel_init=he_normal,
+        conv_general_dilated=conv,
         name=name,
     )
 

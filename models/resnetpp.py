@@ -113,6 +113,8 @@ import jax
 import jax.numpy as jnp
 from flax.typing import Initializer
 
+from bnn_ppl.models.conv import conv_general_dilated as conv
+
 __all__ = ["ResNetPP", "ResNetPPBlock", "WNConv", "WNDense", "weight_norm"]
 
 
@@ -194,7 +196,7 @@ class WNConv(nn.Module):
         direction = self.param("direction", self.direction_init, (*ks, x.shape[-1], self.features))
         scale = self.param("scale", self.scale_init, (self.features,))
         spatial = "HWD"[:n]
-        y = jax.lax.conv_general_dilated(
+        y = conv(
             x,
             weight_norm(direction, scale).astype(x.dtype),
             window_strides=strides,
