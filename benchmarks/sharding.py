@@ -70,8 +70,11 @@ def main(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(args.n, args.d)).astype(np.float32)
     y = rng.normal(size=args.n).astype(np.float32)
-    model = bp.BNN(MLP(hidden=(args.width, args.width), out=1), bp.priors.Normal(1.0),
-                   bp.likelihoods.Gaussian(0.5))
+    model = bp.BNN(
+        MLP(hidden=(args.width, args.width), out=1),
+        bp.priors.Normal(1.0),
+        bp.likelihoods.Gaussian(0.5),
+    )
     pot = full_batch_potential(model, x, y, chunk_size=args.chunk_size)
     u = pot.init_params(jax.random.key(0))
     data = pot.data
@@ -92,8 +95,10 @@ def main(args: argparse.Namespace) -> None:
             jax.block_until_ready(f(u, data))
             times[name].append(time.perf_counter() - t)
     med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    print(f"devices={pot.num_devices} n={args.n} d={args.d} width={args.width} "
-          f"chunk={pot.chunk_size}x{pot.num_chunks} jax={jax.__version__}")
+    print(
+        f"devices={pot.num_devices} n={args.n} d={args.d} width={args.width} "
+        f"chunk={pot.chunk_size}x{pot.num_chunks} jax={jax.__version__}"
+    )
     print(f"auto program has all-reduce: {'all-reduce' in hlo}")
     print(f"{'variant':<12}{'median ms':>12}{'ratio':>8}{'temp MiB':>10}")
     for k in ("shard_map", "auto"):

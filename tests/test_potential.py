@@ -294,9 +294,9 @@ def test_gradient_memory_does_not_grow_with_the_data():
 
 
 def test_one_chunk_compiles_without_a_loop_and_equals_many_chunks():
-    """One chunk per device runs without a loop, so XLA:CPU can canonicalise every convolution
-    of the gradient (the backward convolutions of a loop body keep layouts that run on a slow
-    path, jax-ml/jax#12868); value and gradient equal the chunked ones."""
+    """One chunk per device runs without a loop (no scan in the program; XLA:CPU handles
+    loop-body convolution gradients badly, jax-ml/jax#12868) and every convolution of the
+    gradient is channels-last; value and gradient equal the 5-chunk ones."""
     from bnn_ppl.models import LeNet5
 
     rng = np.random.default_rng(0)
@@ -308,6 +308,8 @@ def test_one_chunk_compiles_without_a_loop_and_equals_many_chunks():
         pot = full_batch_potential(model, x, y, chunk_size=chunk_size)
         u = pot.init_params(jax.random.key(0))
         f = jax.jit(lambda u, d, pot=pot: jax.value_and_grad(pot.potential_fn_gen(d))(u))
+        jaxpr = str(jax.make_jaxpr(f)(u, pot.data))
+        assert ("scan[" in jaxpr) == (pot.num_chunks > 1), (chunk_size, pot.num_chunks)
         hlo = f.lower(u, pot.data).compile().as_text()
         convs = [ln for ln in hlo.splitlines() if " convolution(" in ln]
         if pot.num_chunks == 1 and jax.default_backend() == "cpu":

@@ -1,0 +1,88 @@
+"""Every benchmark script runs with tiny settings (no benchmark is a test: no numbers checked).
+
+Each script is run as a user would run it (``python benchmarks/<name>.py --quick``, from the
+repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
+``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
+here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). The
+subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CASES = {
+    # name: (arguments, text the report must contain, XLA device count or None)
+    "potential": (["--quick", "--no-hmc"], "target ours <= 1.00x numpyro", None),
+    "sharding": (
+        ["--n", "200", "--d", "4", "--width", "8", "--chunk-size", "32", "--rounds", "2"],
+        "auto program has all-reduce",
+        4,
+    ),
+    "hmc_overhead": (["--quick"], "hmc/raw", None),
+    "vs_blackjax": (["--quick"], "blackjax", None),
+    "scaling": (["--quick"], "vs simulated devices", None),
+    "memory": (["--quick"], "peak - data", None),
+    "gpu": (["--quick"], "HMC step / gradient", None),
+}
+
+
+def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, float]:
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        JAX_COMPILATION_CACHE_DIR=str(ROOT / ".jax_cache"),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="1",
+    )
+    env.pop("XLA_FLAGS", None)
+    if devices is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    return proc.stdout, time.monotonic() - t0
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_benchmark_runs_quick(name):
+    args, expected, devices = CASES[name]
+    out, seconds = run_script(name, args, devices)
+    assert expected in out, out[-2000:]
+    assert "WARNING" not in out, out[-2000:]  # e.g. a compilation inside a timed section
+
+
+@pytest.mark.slow
+def test_potential_benchmark_runs_quick_with_hmc():
+    out, _ = run_script("potential", ["--quick"], None)
+    assert "target HMC per gradient" in out and "WARNING" not in out, out[-2000:]
+
+
+def test_vs_blackjax_skips_cleanly_without_blackjax(tmp_path):
+    """Without blackjax the script says so and exits 0 (blackjax is not a dependency)."""
+    (tmp_path / "blackjax.py").write_text("raise ImportError('not installed')\n")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "vs_blackjax.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "blackjax is not installed" in proc.stdout
