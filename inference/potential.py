@@ -13,13 +13,11 @@
   are masked out (``jnp.where``, so a padded row cannot leak even a NaN): the value equals the
   unpadded one; no row is ever dropped;
 * the log prior is computed once, outside the sharded part;
-* with one chunk per device there is no loop at all. On the CPU backend this matters for
-  ConvNets: XLA:CPU runs the backward convolutions of a loop body on a slow path
-  (jax-ml/jax#12868; LeNet-5 on 2,000 MNIST-sized rows: 0.42 s per gradient unchunked, 1.5 s
-  in 2 chunks, see ``benchmarks/RESULTS.md``). On a CPU, give a ConvNet ``chunk_size`` >= the
-  rows per device when the memory allows (MLPs are not affected; GPUs were not measured);
-* parameters live in unconstrained space (the likelihood's noise scale through a log
-  transform, with its Jacobian); ``postprocess_fn`` maps samples back.
+* with one chunk per device there is no loop at all (and no remat).
+
+On the CPU backend, the backward convolutions of any loop body run on a slow path
+(jax-ml/jax#12868); the zoo's ConvNets avoid it with :mod:`bnn_ppl.models.conv`, which your own
+Flax convolutions can use too (``nn.Conv(..., conv_general_dilated=...)``).
 
 Data as arguments, not constants
 --------------------------------
@@ -310,8 +308,8 @@ def full_batch_potential(
             balanced (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350),
             which keeps the padding below one row per chunk and device. With one chunk per
             device (``chunk_size`` >= rows per device) there is no loop and no
-            rematerialisation: faster (much faster for ConvNets on CPU), but the gradient then
-            holds every row's activations at once.
+            rematerialisation: faster, but the gradient then holds every row's activations
+            at once.
         dtype: accumulation dtype of the log-likelihood (default float32; ``jnp.float64``
             needs ``jax.config.update("jax_enable_x64", True)``).
 
