@@ -5,8 +5,9 @@ loop) XLA:CPU leaves the *backward* convolutions that JAX emits (kernel gradient
 ``dim_labels=f01b_i01o->01bf``, input gradients with ``b01f_01oi->b01f``) in those layouts and
 runs them on a slow generic path; outside a loop it rewrites them to the channels-last form
 its convolution library handles (``b01f_01io->b01f``). Upstream: jax-ml/jax#12868. Measured
-here: LeNet-5's gradient over 2,000 rows in a 2-chunk scan, 1.1-1.5 s with
-``lax.conv_general_dilated`` vs 0.57 s with this function (see ``benchmarks/RESULTS.md``).
+here (``benchmarks/hmc_overhead.py``, see ``benchmarks/RESULTS.md``): LeNet-5 HMC on 2,000
+MNIST-sized rows took 1.48 s per gradient with ``lax.conv_general_dilated`` and 0.35 s with
+this function.
 
 :func:`conv_general_dilated` computes exactly the same values and gradients. On the CPU
 backend it is a ``jax.custom_vjp`` whose backward pass evaluates JAX's own transpose of the
