@@ -10,9 +10,9 @@ full-batch ``value_and_grad`` of our potential on ONE device, from one process. 
   potential's chunk loop is a ``lax.scan``; so the script scales the loop body by the number of
   chunks: ``executed = outside + num_chunks * (lowered - outside)``, with ``outside`` the cost of
   the prior's ``value_and_grad`` (the part of the program outside the loop). ``executed``
-  includes the rematerialised forward pass of every chunk; ``model`` FLOPs are those of the same
-  gradient without remat (one chunk of ``c`` rows, lowered without a loop, times rows / c) -
-  the useful work. Both rates are printed;
+  is what the compiled chunk loop executes; ``model`` FLOPs are those of one chunk of ``c`` rows
+  lowered without a loop, times rows / c - the useful work (the two agree when the loop adds
+  nothing; they differed when the chunk body was rematerialised). Both rates are printed;
 * the time per gradient inside ``mcmc.run`` of fixed-step HMC (``bnn_ppl.inference.HMC(pot,
   num_steps=K)``, no adaptation; NumPyro's ``maybe_jit`` memoised so the sampling loop is not
   recompiled per run, see ``_timing.py``) and its ratio to the raw gradient;
@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(IQR {g['q1']:.1f}-{g['q3']:.1f}, {args.repeats} calls)"
     )
     print(
-        f"FLOPs per gradient: executed {executed / 1e9:.4g} GFLOP (with remat), model "
-        f"{model_flops / 1e9:.4g} GFLOP (without); the lowered program as XLA counts it "
+        f"FLOPs per gradient: executed {executed / 1e9:.4g} GFLOP (chunk loop as compiled), model "
+        f"{model_flops / 1e9:.4g} GFLOP (one chunk, no loop); the lowered program as XLA counts it "
         f"{flops(lowered) / 1e9:.4g} GFLOP (loop body once)"
     )
     print(f"achieved: {tflops:.4g} TFLOP/s executed, {useful:.4g} TFLOP/s model")

@@ -90,5 +90,5 @@ def test_chunked_lenet_gradient_has_only_channels_last_convolutions():
     f = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
     hlo = f.lower(u, pot.data).compile().as_text()
     convs = [ln for ln in hlo.splitlines() if " convolution(" in ln]
-    assert len(convs) >= 5, convs  # 2 forward (+ remat), 2 kernel- and 1 input-gradient
+    assert len(convs) >= 5, convs  # 2 forward, 2 kernel- and 1 input-gradient
     assert all("dim_labels=b01f_01io->b01f" in ln for ln in convs), convs

@@ -279,8 +279,9 @@ def test_sharded_equals_unsharded_on_four_simulated_devices():
 
 
 def test_gradient_memory_does_not_grow_with_the_data():
-    """Chunks are rematerialised: XLA's temporary buffers for value_and_grad stay the same size
-    whether the data hold 4 or 16 chunks (without remat they grow linearly)."""
+    """Value and gradient are accumulated in one pass over the chunks: XLA's temporary buffers
+    for value_and_grad stay the same size whether the data hold 4 or 16 chunks (plain reverse
+    mode through the scan keeps every chunk's activations and grows linearly)."""
     temps = []
     for n in (4 * 256, 16 * 256):
         x, y = _regression_data(n=n, d=20, dtype=np.float32)
