@@ -82,7 +82,9 @@ class LinenNetwork:
         return out
 
     def shapes(self, x: Array) -> dict[str, jax.ShapeDtypeStruct]:
-        return self._flat(jax.eval_shape(self.module.init, jax.random.key(0), x))
+        # the key is made inside eval_shape: an eager jax.random.key would compile a kernel,
+        # and shape checks run before anything may be compiled
+        return self._flat(jax.eval_shape(lambda x: self.module.init(jax.random.key(0), x), x))
 
     def init(self, key: PRNGKey, x: Array) -> Params:
         return self._flat(self.module.init(key, x))
