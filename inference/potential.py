@@ -184,38 +184,45 @@ class FullBatchPotential:
         def chunks(a: Array) -> Array:
             return a.reshape(num_chunks, chunk, *a.shape[1:])
 
-        @jax.custom_vjp
-        def scanned(params: Params, x: Array, y: Array, mask: Array) -> Array:
-            def body(total: Array, batch: tuple[Array, Array, Array]) -> tuple[Array, None]:
-                return total + chunk_ll(params, *batch), None
-
+        def scanned_log_likelihood(params: Params, x: Array, y: Array, mask: Array) -> Array:
             data = (chunks(x), chunks(y), chunks(mask))
-            return jax.lax.scan(body, jnp.zeros((), acc), data)[0]
 
-        def scanned_fwd(params: Params, x: Array, y: Array, mask: Array) -> tuple:
-            # value and gradient in ONE pass over the chunks: each chunk's forward and backward
-            # run back to back and only the running sums are carried, so memory is one chunk's
-            # activations plus one gradient; no forward pass is recomputed (as with remat)
-            def body(carry: tuple, batch: tuple[Array, Array, Array]) -> tuple[tuple, None]:
-                total, grad = carry
-                v, g = jax.value_and_grad(chunk_ll)(params, *batch)
-                return (total + v, jax.tree.map(jnp.add, grad, g)), None
+            # The data are closed over, not arguments: the rule below gives the gradient in
+            # the parameters only, and JAX raises (rather than returning zeros) if anything
+            # differentiates this with respect to the data.
+            @jax.custom_vjp
+            def scanned(params: Params) -> Array:
+                def body(total: Array, batch: tuple[Array, Array, Array]) -> tuple[Array, None]:
+                    return total + chunk_ll(params, *batch), None
 
-            init = (jnp.zeros((), acc), jax.tree.map(jnp.zeros_like, params))
-            (total, grad), _ = jax.lax.scan(body, init, (chunks(x), chunks(y), chunks(mask)))
-            return total, grad
+                return jax.lax.scan(body, jnp.zeros((), acc), data)[0]
 
-        def scanned_bwd(grad: Params, ct: Array) -> tuple:
-            return jax.tree.map(lambda g: (ct * g).astype(g.dtype), grad), None, None, None
+            def scanned_fwd(params: Params) -> tuple[Array, Params]:
+                # value and gradient in ONE pass over the chunks: each chunk's forward and
+                # backward run back to back and only the running sums are carried, so memory
+                # is one chunk's activations plus one gradient, and no forward pass is
+                # recomputed (as it would be with remat)
+                def body(carry: tuple, batch: tuple[Array, Array, Array]) -> tuple[tuple, None]:
+                    total, grad = carry
+                    v, g = jax.value_and_grad(chunk_ll)(params, *batch)
+                    return (total + v, jax.tree.map(jnp.add, grad, g)), None
 
-        scanned.defvjp(scanned_fwd, scanned_bwd)
+                init = (jnp.zeros((), acc), jax.tree.map(jnp.zeros_like, params))
+                (total, grad), _ = jax.lax.scan(body, init, data)
+                return total, grad
+
+            def scanned_bwd(grad: Params, ct: Array) -> tuple[Params]:
+                return (jax.tree.map(lambda g: (ct * g).astype(g.dtype), grad),)
+
+            scanned.defvjp(scanned_fwd, scanned_bwd)
+            return scanned(params)
 
         def local(params: Params, x: Array, y: Array, mask: Array) -> Array:
             if num_chunks == 1:
                 # no loop at all (a loop body's convolution gradients are slow on XLA:CPU,
                 # jax-ml/jax#12868; see bnn_ppl.models.conv)
                 return jax.lax.psum(chunk_ll(params, x, y, mask), DATA_AXIS)
-            return jax.lax.psum(scanned(params, x, y, mask), DATA_AXIS)
+            return jax.lax.psum(scanned_log_likelihood(params, x, y, mask), DATA_AXIS)
 
         sharded = jax.shard_map(
             local,
@@ -226,7 +233,11 @@ class FullBatchPotential:
             # constant would fail shard_map's varying-axes type check; the psum above is explicit
             check_vma=False,
         )
-        return lambda params, data: sharded(params, data.x, data.y, data.mask)
+        if num_chunks == 1:
+            return lambda params, data: sharded(params, data.x, data.y, data.mask)
+        return lambda params, data: sharded(
+            params, _params_only(data.x), _params_only(data.y), data.mask
+        )
 
     def log_likelihood(self, params: Params, data: ShardedData | None = None) -> Array:
         """Untempered total log-likelihood of constrained ``params`` on the data."""
@@ -302,6 +313,20 @@ def _device_rows(n: int, num_devices: int, chunk_size: int | None) -> tuple[int,
     max_chunk = DEFAULT_MAX_CHUNK if chunk_size is None else chunk_size
     num_chunks = -(-per_device // max_chunk)
     return -(-per_device // num_chunks), num_chunks
+
+
+@jax.custom_jvp
+def _params_only(a: Array) -> Array:
+    """Identity that refuses to be differentiated (the chunked gradient covers parameters)."""
+    return a
+
+
+@_params_only.defjvp
+def _params_only_jvp(primals: tuple, tangents: tuple) -> tuple:
+    raise NotImplementedError(
+        "the chunked potential is differentiable in the parameters only; for gradients with "
+        "respect to the data build it with chunk_size >= the rows per device (one chunk)."
+    )
 
 
 def full_batch_potential(

@@ -347,6 +347,25 @@ def test_float64_accumulation_keeps_digits_that_float32_loses(x64):
     assert err[jnp.float32] > 1e-9, err  # the test would notice float64 silently not applied
 
 
+def test_gradient_with_respect_to_the_data_is_refused_when_chunked_and_exact_otherwise():
+    """The one-pass chunked gradient covers the parameters only: asking for d/dx is a clear
+    error, not silent zeros; with one chunk it is ordinary autodiff."""
+    x, y = _regression_data(n=12, dtype=np.float32)
+    model = bp.BNN(MLP(hidden=(4,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    for chunk_size in (5, 12):
+        pot = full_batch_potential(model, x, y, chunk_size=chunk_size)
+        params, _ = pot.constrain(pot.init_params(jax.random.key(0)))
+        dx = lambda p, pot=pot: jax.grad(  # noqa: E731
+            lambda x: pot.log_likelihood(p, pot.data._replace(x=x))
+        )(pot.data.x)
+        if pot.num_chunks > 1:
+            with pytest.raises(NotImplementedError, match="chunk_size >= the rows"):
+                dx(params)
+        else:
+            ref = jax.grad(lambda x, p: jnp.sum(model.log_likelihood(p, x, jnp.asarray(y))))
+            np.testing.assert_allclose(dx(params)[:12], ref(jnp.asarray(x), params), rtol=1e-5)
+
+
 def test_networks_with_inner_scans_and_integer_inputs_work():
     """User networks may scan with a constant initial carry (RNNs) and take integer tokens."""
     import flax.linen as nn
