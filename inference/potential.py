@@ -14,7 +14,9 @@
   are masked out (``jnp.where``, so a padded row cannot leak even a NaN): the value equals the
   unpadded one; no row is ever dropped;
 * the log prior is computed once, outside the sharded part;
-* with one chunk per device there is no loop at all.
+* with one chunk per device there is no loop at all;
+* parameters live in unconstrained space (the likelihood's noise scale through a log
+  transform, with its Jacobian); ``postprocess_fn`` maps samples back.
 
 On the CPU backend, the backward convolutions of any loop body run on a slow path
 (jax-ml/jax#12868); the zoo's ConvNets avoid it with :mod:`bnn_ppl.models.conv`, which your own
@@ -187,9 +189,8 @@ class FullBatchPotential:
         def scanned_log_likelihood(params: Params, x: Array, y: Array, mask: Array) -> Array:
             data = (chunks(x), chunks(y), chunks(mask))
 
-            # The data are closed over, not arguments: the rule below gives the gradient in
-            # the parameters only, and JAX raises (rather than returning zeros) if anything
-            # differentiates this with respect to the data.
+            # the rule below gives the gradient in the parameters only, so the data are closed
+            # over; differentiating in the data is refused earlier (_params_only)
             @jax.custom_vjp
             def scanned(params: Params) -> Array:
                 def body(total: Array, batch: tuple[Array, Array, Array]) -> tuple[Array, None]:
