@@ -31,9 +31,11 @@ import numpyro.distributions  # noqa: F401  (load NumPyro for real before ArviZ;
 from bnn_ppl import data, diagnostics, likelihoods, metrics, priors, validation
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import bma, predict, prior_predictive
+from bnn_ppl.validation import InputError
 
 __all__ = [
     "BNN",
+    "InputError",
     "bma",
     "data",
     "diagnostics",

@@ -17,8 +17,9 @@ again with the same options, and a folder written with other options is refused,
 option that differs.
 
 This module only translates: options become plain keyword arguments of library functions (which
-never see argparse), and a ``ValueError``/``TypeError``/``OSError`` of the library becomes
-``bnn-ppl: error: <message>`` on stderr with exit status 2, without a traceback.
+never see argparse), and the library's own input errors (:class:`bnn_ppl.validation.InputError`)
+and ``OSError`` become ``bnn-ppl: error: <message>`` on stderr with exit status 2, without a
+traceback. Any other exception is a bug and keeps its traceback.
 
 Example:
     >>> from bnn_ppl.cli import main
@@ -43,6 +44,7 @@ import bnn_ppl as bp
 from bnn_ppl import runs, validation
 from bnn_ppl.io import write_json
 from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.validation import InputError, InputValueError
 
 __all__ = ["main", "build_parser", "run_settings", "CLIError"]
 
@@ -106,7 +108,7 @@ _AT_LEAST: dict[str, int] = {
 }
 
 
-class CLIError(Exception):
+class CLIError(InputValueError):
     """A bad command line that the library itself would not catch (printed without traceback)."""
 
 
@@ -320,7 +322,7 @@ def _parse_noise(text: str) -> float | tuple[str, float]:
     except ValueError:
         value = None
     if value is None or (sep and family.strip().lower().replace("_", "") != "halfnormal"):
-        raise ValueError(
+        raise InputValueError(
             f"--noise must be a positive number (the fixed noise sd of the standardised targets) "
             f"or 'halfnormal:S' (a HalfNormal(S) prior on it), got {text!r}."
         )
@@ -367,7 +369,7 @@ def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
             if chosen in defaults:
                 s[name] = defaults[chosen] if value is None else value
             elif value is not None:
-                raise ValueError(
+                raise InputValueError(
                     f"{_flag(name)} does not apply to {what} {chosen}; it applies to "
                     f"{what} {'/'.join(defaults)}."
                 )
@@ -382,21 +384,21 @@ def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
         if value is not None and (
             isinstance(value, bool) or not isinstance(value, int) or value < low
         ):
-            raise ValueError(f"{_flag(name)} must be an integer >= {low}, got {value!r}.")
+            raise InputValueError(f"{_flag(name)} must be an integer >= {low}, got {value!r}.")
     if s.get("depth") is not None and s["depth"] < (0 if model == "mlp" else 1):
-        raise ValueError(
+        raise InputValueError(
             f"--depth must be an integer >= {0 if model == 'mlp' else 1} for --model {model}, "
             f"got {s['depth']}."
         )
     if isinstance(s["seed"], bool) or not isinstance(s["seed"], int) or not 0 <= s["seed"] < 2**32:
         # jax.random.key maps larger seeds onto the same key (no error): refuse them
-        raise ValueError(f"--seed must be an integer in [0, 2**32), got {s['seed']!r}.")
+        raise InputValueError(f"--seed must be an integer in [0, 2**32), got {s['seed']!r}.")
     if s["noise"] is not None:
         _parse_noise(s["noise"])
     try:
         bp.priors.from_string(s["prior"])
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"--prior {s['prior']!r}: {e}") from None
+    except InputError as e:
+        raise InputValueError(f"--prior {s['prior']!r}: {e}") from None
     return s
 
 
@@ -425,7 +427,7 @@ def load_data(
     if max_train is not None:
         n = len(data.x_train)
         if max_train > n:
-            raise ValueError(
+            raise InputValueError(
                 f"--max-train {max_train} exceeds the {n} training rows of {dataset}; omit it "
                 "to use them all."
             )
@@ -439,7 +441,7 @@ def _inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
     if model in CNN_MODELS and x.ndim == 2:
         side = math.isqrt(x.shape[1])
         if side * side != x.shape[1]:
-            raise ValueError(
+            raise InputValueError(
                 f"--model {model} needs images; {data.name} has {x.shape[1]} features, which are "
                 "not a square image. Use --model mlp."
             )
@@ -447,9 +449,11 @@ def _inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
             x_train=x.reshape(-1, side, side, 1), x_test=data.x_test.reshape(-1, side, side, 1)
         )
     if model in CNN_MODELS and x.ndim != 4:
-        raise ValueError(f"--model {model} needs (n, H, W, C) images; {data.name} has {x.shape}.")
+        raise InputValueError(
+            f"--model {model} needs (n, H, W, C) images; {data.name} has {x.shape}."
+        )
     if model == "cnnlstm" and not np.issubdtype(x.dtype, np.integer):
-        raise ValueError(
+        raise InputValueError(
             f"--model cnnlstm takes token ids (e.g. --dataset imdb_reviews); {data.name} has "
             f"{x.dtype} features. Use --model mlp."
         )
@@ -480,7 +484,9 @@ def build_model(settings: Mapping[str, Any], data: bp.data.Dataset) -> bp.BNN:
         network = models.CNNLSTM(out=out, vocab_size=vocab)
     if classification:
         if settings["noise"] is not None:
-            raise ValueError(f"--noise applies to regression; {data.name} is a classification set.")
+            raise InputValueError(
+                f"--noise applies to regression; {data.name} is a classification set."
+            )
         likelihood: Any = bp.likelihoods.Categorical()
     else:
         noise = _parse_noise(NOISE_DEFAULT if settings["noise"] is None else settings["noise"])
@@ -972,7 +978,7 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
     say = _say(ns.quiet)
     num_bins = ns.num_bins
     if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
-        raise ValueError(f"--num-bins must be an integer >= 1, got {num_bins!r}.")
+        raise InputValueError(f"--num-bins must be an integer >= 1, got {num_bins!r}.")
     run = runs.load_run(ns.run, samples=True)
     out = ns.out or run.path
     dataset, method = run.config["arguments"]["dataset"], run.config["arguments"]["method"]
@@ -1104,7 +1110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     try:
         return ns.handler(ns)
-    except (CLIError, ValueError, TypeError, OSError) as e:
+    except (InputError, OSError) as e:
+        # the library's own checks (and files that cannot be read or written) are the user's
+        # to fix: one line, no traceback; any other exception is a bug and shows its traceback
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -39,6 +39,7 @@ from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Array
+from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "THRESHOLDS",
@@ -136,14 +137,14 @@ class Convergence(NamedTuple):
 def _chains_draws(name: str, a: Any) -> np.ndarray:
     arr = np.asarray(a)
     if arr.ndim < 2:
-        raise ValueError(
+        raise InputValueError(
             f"{name} has shape {arr.shape}; diagnostics need (chains, draws, ...): use "
             "mcmc.get_samples(group_by_chain=True)."
         )
     if arr.shape[1] < 4:
-        raise ValueError(f"{name} has {arr.shape[1]} draws per chain; split R-hat needs >= 4.")
+        raise InputValueError(f"{name} has {arr.shape[1]} draws per chain; split R-hat needs >= 4.")
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN/inf draws; diagnostics are undefined.")
+        raise InputValueError(f"{name} contains NaN/inf draws; diagnostics are undefined.")
     return arr
 
 
@@ -171,11 +172,11 @@ def weight_space(samples: Mapping[str, Array]) -> Convergence:
         ValueError: arrays without a chain axis, fewer than 4 draws, or non-finite draws.
     """
     if not samples:
-        raise ValueError("samples is empty; pass mcmc.get_samples(group_by_chain=True).")
+        raise InputValueError("samples is empty; pass mcmc.get_samples(group_by_chain=True).")
     arrays = {k: _chains_draws(f"samples[{k!r}]", v) for k, v in samples.items()}
     lead = {v.shape[:2] for v in arrays.values()}
     if len(lead) != 1:
-        raise ValueError(f"sites disagree on (chains, draws): {sorted(lead)}.")
+        raise InputValueError(f"sites disagree on (chains, draws): {sorted(lead)}.")
     return _diagnose(arrays)
 
 
@@ -223,7 +224,7 @@ def sampler_summary(mcmc: Any) -> list[dict[str, float]]:
     extra = mcmc.get_extra_fields(group_by_chain=True)
     needed = {"accept_prob", "diverging"} - set(extra)
     if needed:
-        raise ValueError(
+        raise InputValueError(
             f"the MCMC run did not collect {sorted(needed)}; run it with "
             "extra_fields=('accept_prob', 'diverging', 'num_steps')."
         )
@@ -256,7 +257,7 @@ def to_inference_data(
     if model is None:
         return idata
     if x is None:
-        raise ValueError("x is required with model: the inputs to predict at.")
+        raise InputValueError("x is required with model: the inputs to predict at.")
     samples = mcmc.get_samples(group_by_chain=True)
     chains, draws = next(iter(samples.values())).shape[:2]
     pred = predict(model, samples, x, chunk_size=chunk_size)

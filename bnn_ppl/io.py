@@ -40,6 +40,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from bnn_ppl.validation import InputTypeError, InputValueError
+
 __all__ = [
     "atomic_write",
     "write_json",
@@ -123,10 +125,10 @@ def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
     with zipfile.ZipFile(buf, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
         for key, value in arrays.items():
             if not isinstance(key, str) or not key:
-                raise TypeError(f"npz keys must be non-empty strings, got {key!r}.")
+                raise InputTypeError(f"npz keys must be non-empty strings, got {key!r}.")
             arr = np.asarray(value)
             if arr.dtype.hasobject:
-                raise TypeError(
+                raise InputTypeError(
                     f"array {key!r} has dtype {arr.dtype}, which can only be stored by "
                     "pickling; convert it to a numeric array."
                 )
@@ -169,12 +171,12 @@ def load_npz(path: str | os.PathLike, *, sha256: str | None = None) -> dict[str,
     with open(path, "rb") as f:
         data = f.read()
     if sha256 is not None and sha256_bytes(data) != sha256:
-        raise ValueError(
+        raise InputValueError(
             f"{path}: checksum mismatch (expected sha256 {sha256[:12]}..., got "
             f"{sha256_bytes(data)[:12]}...); the file is truncated or corrupted."
         )
     if not data.startswith(b"PK"):
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not an .npz archive (it is empty, truncated, or another format such as a "
             ".npy or a pickle); bnn_ppl only reads .npz files it can load without pickle."
         )
@@ -186,7 +188,7 @@ def load_npz(path: str | os.PathLike, *, sha256: str | None = None) -> dict[str,
                     out[key] = npz[key]
                 except ValueError as e:
                     if "allow_pickle" in str(e) or "Object arrays" in str(e):
-                        raise ValueError(
+                        raise InputValueError(
                             f"{path}: array {key!r} holds Python objects (dtype object) and "
                             "could only be loaded by unpickling it, which bnn_ppl refuses to do "
                             "(a pickle can run arbitrary code). Store numeric arrays only."
@@ -195,11 +197,11 @@ def load_npz(path: str | os.PathLike, *, sha256: str | None = None) -> dict[str,
     except ValueError as e:
         if str(e).startswith(path):
             raise
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not a valid .npz archive (truncated or corrupted?): {e}"
         ) from e
     except Exception as e:  # zipfile/zlib/struct errors of a damaged archive: say which file
-        raise ValueError(
+        raise InputValueError(
             f"{path} is not a valid .npz archive (truncated or corrupted?): {type(e).__name__}: {e}"
         ) from e
     return out

@@ -28,7 +28,7 @@ import numpy as np
 import numpyro.distributions as dist
 
 from bnn_ppl.types import Array
-from bnn_ppl.validation import check_labels, check_positive
+from bnn_ppl.validation import InputTypeError, InputValueError, check_labels, check_positive
 
 __all__ = ["Likelihood", "Categorical", "Gaussian", "GaussianPrediction"]
 
@@ -82,7 +82,7 @@ class Categorical:
 
     def check_targets(self, y: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
         if len(out_shape) != 2:
-            raise ValueError(
+            raise InputValueError(
                 f"Categorical needs a network output of shape (n, num_classes), got {out_shape}."
             )
         return check_labels("y", y, out_shape[-1])
@@ -122,12 +122,12 @@ class Gaussian:
         if isinstance(self.scale, dist.Distribution):
             d = self.scale
             if d.event_shape != () or d.batch_shape != ():
-                raise ValueError(
+                raise InputValueError(
                     f"Gaussian scale prior must be a scalar distribution, got batch shape "
                     f"{d.batch_shape} and event shape {d.event_shape}."
                 )
             if bool(d.support(jnp.asarray(-1.0))) or not bool(d.support(jnp.asarray(1.0))):
-                raise ValueError(
+                raise InputValueError(
                     f"Gaussian scale prior must have positive support (e.g. HalfNormal, "
                     f"LogNormal, Gamma), got {type(d).__name__} with support {d.support}."
                 )
@@ -143,16 +143,18 @@ class Gaussian:
     def check_targets(self, y: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
         expected = out_shape[:1] if len(out_shape) == 2 and out_shape[1] == 1 else out_shape
         if y.ndim == 1 and len(out_shape) == 2 and out_shape[1] != 1:
-            raise ValueError(
+            raise InputValueError(
                 f"y has shape {y.shape} but the network has {out_shape[1]} outputs; pass y of "
                 f"shape (n, {out_shape[1]}) or use a network with one output."
             )
         if y.shape != tuple(expected) and y.shape != tuple(out_shape):
-            raise ValueError(
+            raise InputValueError(
                 f"y has shape {y.shape}, which does not match the network output {out_shape}."
             )
         if not np.issubdtype(y.dtype, np.floating):
-            raise TypeError(f"y must be floating point for a Gaussian likelihood, got {y.dtype}.")
+            raise InputTypeError(
+                f"y must be floating point for a Gaussian likelihood, got {y.dtype}."
+            )
         return y
 
     @staticmethod

@@ -67,6 +67,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from bnn_ppl.types import Array
+from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "ReliabilityCurve",
@@ -149,14 +150,14 @@ def _check_values(x: Array, name: str, kind: str = "finite") -> None:
         bad = ~np.isfinite(a)
         if bad.any():  # otherwise finite entries overflowed a row sum: caught below
             where = f" at index {_first(bad)}" if a.ndim else ""
-            raise ValueError(
+            raise InputValueError(
                 f"{name} must be finite (no NaN or inf); found {a[_first(bad)]}{where} "
                 f"({int(bad.sum())} of {a.size} entries are NaN or inf)"
             )
     if kind == "positive" and not lo > 0:
         bad = a <= 0
         where = f" at index {_first(bad)}" if a.ndim else ""
-        raise ValueError(
+        raise InputValueError(
             f"{name} must be positive (> 0); found {a[_first(bad)]}{where} "
             f"({int(bad.sum())} of {a.size} entries are <= 0)"
         )
@@ -168,7 +169,7 @@ def _check_values(x: Array, name: str, kind: str = "finite") -> None:
     )
     if lo < 0:
         i = np.unravel_index(int(np.argmin(a)), a.shape)
-        raise ValueError(
+        raise InputValueError(
             f"{name} must be non-negative probabilities; the most negative entry is "
             f"{a[i]:.6g} at index {tuple(int(j) for j in i)} "
             f"({int((a < 0).sum())} of {a.size} entries are negative). {hint}"
@@ -183,20 +184,22 @@ def _check_values(x: Array, name: str, kind: str = "finite") -> None:
         )
         if a.shape[0] > 1 and np.all(np.abs(a.sum(axis=0) - 1) <= atol):
             msg += f" The columns of {name} sum to 1: did you pass it transposed, as (K, n)?"
-        raise ValueError(msg)
+        raise InputValueError(msg)
 
 
 def _check_probs(probs: object, name: str = "probs") -> Array:
     """Validate the shape of a ``(n, K)`` probability matrix, ``n, K >= 1``."""
     probs = _as_float(probs)
     if probs.ndim != 2:
-        raise ValueError(f"{name} must be 2-D with shape (n, K); got shape {probs.shape}")
+        raise InputValueError(f"{name} must be 2-D with shape (n, K); got shape {probs.shape}")
     if probs.shape[0] == 0:
-        raise ValueError(
+        raise InputValueError(
             f"{name} must contain at least one example (n >= 1); got shape {probs.shape}"
         )
     if probs.shape[1] == 0:
-        raise ValueError(f"{name} must have at least one class (K >= 1); got shape {probs.shape}")
+        raise InputValueError(
+            f"{name} must have at least one class (K >= 1); got shape {probs.shape}"
+        )
     return probs
 
 
@@ -205,16 +208,16 @@ def _check_labels(labels: object, n: int, num_classes: int) -> Array:
     concrete = _is_concrete(labels)
     arr = jnp.asarray(labels)
     if arr.ndim != 1 or arr.shape[0] != n:
-        raise ValueError(
+        raise InputValueError(
             f"labels must be 1-D with shape (n,) = ({n},) to match probs; got shape {arr.shape}"
         )
     if not jnp.issubdtype(arr.dtype, jnp.integer):
-        raise ValueError(f"labels must have an integer dtype; got {arr.dtype}")
+        raise InputValueError(f"labels must have an integer dtype; got {arr.dtype}")
     if concrete:
         values = np.asarray(labels)
         lo, hi = int(values.min()), int(values.max())
         if lo < 0 or hi >= num_classes:
-            raise ValueError(
+            raise InputValueError(
                 f"labels must lie in [0, K) = [0, {num_classes}); got values in [{lo}, {hi}]"
             )
     return arr
@@ -231,7 +234,7 @@ def _check_pair(probs_a: object, probs_b: object) -> tuple[Array, Array]:
     probs_a = _check_probs(probs_a, "probs_a")
     probs_b = _check_probs(probs_b, "probs_b")
     if probs_a.shape != probs_b.shape:
-        raise ValueError(
+        raise InputValueError(
             "probs_a and probs_b must have the same shape (n, K); "
             f"got {probs_a.shape} and {probs_b.shape}"
         )
@@ -242,20 +245,22 @@ def _check_pair(probs_a: object, probs_b: object) -> tuple[Array, Array]:
 
 def _check_binning(num_bins: int, binning: str) -> None:
     if isinstance(num_bins, bool) or not isinstance(num_bins, (int, np.integer)):
-        raise ValueError(f"num_bins must be a Python int >= 1 (static under jit); got {num_bins!r}")
+        raise InputValueError(
+            f"num_bins must be a Python int >= 1 (static under jit); got {num_bins!r}"
+        )
     if num_bins < 1:
-        raise ValueError(f"num_bins must be >= 1; got {num_bins}")
+        raise InputValueError(f"num_bins must be >= 1; got {num_bins}")
     if binning not in _BINNINGS:
-        raise ValueError(f"binning must be one of {_BINNINGS}; got {binning!r}")
+        raise InputValueError(f"binning must be one of {_BINNINGS}; got {binning!r}")
 
 
 def _check_targets(y: object) -> Array:
     """Validate regression targets of shape ``(n,)`` or ``(n, d)``."""
     y = _as_float(y)
     if y.ndim not in (1, 2):
-        raise ValueError(f"y must have shape (n,) or (n, d); got shape {y.shape}")
+        raise InputValueError(f"y must have shape (n,) or (n, d); got shape {y.shape}")
     if y.shape[0] == 0 or y.size == 0:
-        raise ValueError(f"y must be non-empty (n >= 1, d >= 1); got shape {y.shape}")
+        raise InputValueError(f"y must be non-empty (n >= 1, d >= 1); got shape {y.shape}")
     return y
 
 
@@ -269,7 +274,7 @@ def _check_scale_like(
     except ValueError:
         shape = None
     if shape != tuple(target_shape):
-        raise ValueError(
+        raise InputValueError(
             f"{name} must be broadcastable to the shape of {target_name} "
             f"{tuple(target_shape)}; got shape {x.shape}"
         )
@@ -712,7 +717,9 @@ def rmse(mean: Array, y: Array, y_scale: float | Array = 1.0) -> Array:
     y = _check_targets(y)
     mean = _as_float(mean)
     if mean.shape != y.shape:
-        raise ValueError(f"mean must have the same shape as y {y.shape}; got shape {mean.shape}")
+        raise InputValueError(
+            f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
+        )
     y_scale = _check_y_scale(y_scale, y.shape)
     _check_values(mean, "mean")
     _check_values(y, "y")
@@ -762,7 +769,9 @@ def gaussian_nll(mean: Array, scale: Array, y: Array, y_scale: float | Array = 1
     y = _check_targets(y)
     mean = _as_float(mean)
     if mean.shape != y.shape:
-        raise ValueError(f"mean must have the same shape as y {y.shape}; got shape {mean.shape}")
+        raise InputValueError(
+            f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
+        )
     scale = _check_scale_like(scale, y.shape, "scale", "mean")
     y_scale = _check_y_scale(y_scale, y.shape)
     _check_values(mean, "mean")
@@ -816,12 +825,12 @@ def mixture_nll(means: Array, scales: Array, y: Array, y_scale: float | Array = 
     y = _check_targets(y)
     means = _as_float(means)
     if means.ndim != y.ndim + 1 or means.shape[1:] != y.shape:
-        raise ValueError(
+        raise InputValueError(
             f"means must have shape (S,) + y.shape = (S, {', '.join(map(str, y.shape))})"
             f"; got shape {means.shape}"
         )
     if means.shape[0] == 0:
-        raise ValueError(
+        raise InputValueError(
             f"means must contain at least one sample (S >= 1); got shape {means.shape}"
         )
     scales = _check_scale_like(scales, means.shape, "scales", "means")

@@ -53,6 +53,7 @@ from bnn_ppl import validation
 from bnn_ppl.likelihoods import Likelihood
 from bnn_ppl.network import Network, as_network
 from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["BNN", "OBSERVED_SITE", "TEMPER_MODES"]
 
@@ -99,13 +100,13 @@ class BNN:
         self.network: Network = as_network(network)
         self.module = network
         if not (isinstance(prior, _priors.Prior | Mapping) or callable(prior)):
-            raise TypeError(
+            raise InputTypeError(
                 "prior must be a bnn_ppl prior (e.g. bp.priors.Normal(0.3)), a mapping from "
                 f"path patterns to priors, or a callable; got {type(prior).__name__}."
             )
         self.prior = prior
         if not isinstance(likelihood, Likelihood):
-            raise TypeError(
+            raise InputTypeError(
                 "likelihood must be a bnn_ppl likelihood (e.g. bp.likelihoods.Categorical()), "
                 f"got {type(likelihood).__name__}."
             )
@@ -141,7 +142,7 @@ class BNN:
                 for local, d in prior.hyper_sites().items():
                     name = f"{group}.prior_{local}"
                     if name in owner and owner[name] is not prior:
-                        raise ValueError(
+                        raise InputValueError(
                             f"two different hierarchical priors claim the hyper-parameter "
                             f"{name!r}; use one prior object per layer or per='parameter'."
                         )
@@ -155,7 +156,7 @@ class BNN:
             clash = (set(hyper) & set(shapes)) | ({OBSERVED_SITE} & set(sites))
             clash |= set(self.likelihood.latent_sites()) & (set(hyper) | set(shapes))
             if clash:
-                raise ValueError(f"site names {sorted(clash)} are used twice; rename them.")
+                raise InputValueError(f"site names {sorted(clash)} are used twice; rename them.")
             self._weight_names = frozenset(shapes)
             self._cache[key] = _Structure(resolved, hyper, hyper_of, sites)
         return self._cache[key]

@@ -33,6 +33,7 @@ from flax import nnx
 from flax.traverse_util import flatten_dict, unflatten_dict
 
 from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["Network", "as_network", "LinenNetwork", "NnxNetwork"]
 
@@ -67,7 +68,7 @@ class LinenNetwork:
     def _flat(self, variables: Any) -> Params:
         extra = sorted(set(variables) - {"params"})
         if extra:
-            raise ValueError(
+            raise InputValueError(
                 f"network {type(self.module).__name__} has variable collections {extra} besides "
                 "'params'; a BNN samples parameters only (batch statistics do not belong in a "
                 "posterior). Use a normalisation without running statistics (e.g. FRN, "
@@ -137,7 +138,7 @@ def as_network(module: Any) -> Network:
         return NnxNetwork(module)
     if isinstance(module, LinenNetwork | NnxNetwork):
         return module
-    raise TypeError(
+    raise InputTypeError(
         "network must be a flax.linen.Module or a flax.nnx.Module instance, got "
         f"{type(module).__name__}."
     )

@@ -32,6 +32,7 @@ from matplotlib.figure import Figure
 
 from bnn_ppl.io import atomic_write
 from bnn_ppl.metrics import ReliabilityCurve
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "reliability_diagram",
@@ -50,14 +51,14 @@ def _as_numpy(curve: object, name: str) -> dict[str, np.ndarray]:
     """The fields of a ReliabilityCurve-like record as 1-D NumPy arrays of equal length."""
     missing = [f for f in _CURVE_FIELDS if not hasattr(curve, f)]
     if missing:
-        raise TypeError(
+        raise InputTypeError(
             f"curves[{name!r}] must be a bnn_ppl.metrics.ReliabilityCurve (from "
             f"bnn_ppl.metrics.reliability_curve); got {type(curve).__name__} lacking {missing}."
         )
     out = {f: np.asarray(getattr(curve, f), dtype=float) for f in _CURVE_FIELDS}
     shapes = {f: a.shape for f, a in out.items()}
     if len(set(shapes.values())) != 1 or out["count"].ndim != 1:
-        raise ValueError(
+        raise InputValueError(
             f"curves[{name!r}] must have 1-D fields of one length (num_bins,); got {shapes}."
         )
     return out
@@ -114,12 +115,12 @@ def reliability_diagram(
         2
     """
     if not isinstance(curves, Mapping):
-        raise TypeError(
+        raise InputTypeError(
             f"curves must be a mapping of method name -> ReliabilityCurve; got "
             f"{type(curves).__name__}."
         )
     if not curves:
-        raise ValueError("curves is empty; pass at least one method name -> ReliabilityCurve.")
+        raise InputValueError("curves is empty; pass at least one method name -> ReliabilityCurve.")
     data = {str(name): _as_numpy(c, str(name)) for name, c in curves.items()}
 
     if ax is None:
@@ -197,13 +198,13 @@ def rhat_histograms(
         bins: histogram bins (log-spaced over the range of all values).
     """
     if not spaces:
-        raise ValueError("spaces is empty; pass e.g. {'weight space': rhat_values}.")
+        raise InputValueError("spaces is empty; pass e.g. {'weight space': rhat_values}.")
     values = {}
     for name, v in spaces.items():
         arr = np.ravel(v.all_rhat() if hasattr(v, "all_rhat") else np.asarray(v, dtype=float))
         arr = arr[np.isfinite(arr)]
         if arr.size == 0:
-            raise ValueError(f"spaces[{name!r}] has no finite R-hat values.")
+            raise InputValueError(f"spaces[{name!r}] has no finite R-hat values.")
         values[name] = arr
     lo = min(min(a.min() for a in values.values()), min(thresholds)) * 0.999
     hi = max(max(a.max() for a in values.values()), max(thresholds)) * 1.001
@@ -217,8 +218,13 @@ def rhat_histograms(
         for j, t in enumerate(thresholds):
             ax.axvline(t, color="k", ls="--", lw=1)
             # stagger the labels: thresholds sit close together on a log axis
-            ax.text(t, top * (0.95 - 0.12 * j), f" {t:g}: {np.mean(arr > t):.0%} above",
-                    va="top", fontsize=8)
+            ax.text(
+                t,
+                top * (0.95 - 0.12 * j),
+                f" {t:g}: {np.mean(arr > t):.0%} above",
+                va="top",
+                fontsize=8,
+            )
         ax.set_xscale("log")
         ax.set_ylabel("count")
         ax.set_title(f"{name} (n = {arr.size})")
@@ -253,20 +259,25 @@ def regression_band(
     arrays = {k: np.ravel(np.asarray(v, dtype=float)) for k, v in arrays.items()}
     for k, v in arrays.items():
         if v.shape != xg.shape:
-            raise ValueError(f"{k} must have the shape of x_grid {xg.shape}; got {v.shape}.")
-    fig, ax = (Figure(figsize=(6.4, 4.0), layout="constrained"), None) if ax is None \
+            raise InputValueError(f"{k} must have the shape of x_grid {xg.shape}; got {v.shape}.")
+    fig, ax = (
+        (Figure(figsize=(6.4, 4.0), layout="constrained"), None)
+        if ax is None
         else (_root_figure(ax), ax)
+    )
     if ax is None:
         ax = fig.add_subplot()
-    ax.fill_between(xg, arrays["lower"], arrays["upper"], color="C0", alpha=0.25,
-                    label="credible band")
+    ax.fill_between(
+        xg, arrays["lower"], arrays["upper"], color="C0", alpha=0.25, label="credible band"
+    )
     if draws is not None:
         for d in np.asarray(draws, dtype=float).reshape(-1, xg.size):
             ax.plot(xg, d, color="C0", lw=0.5, alpha=0.3)
     ax.plot(xg, arrays["mean"], color="C0", lw=2, label=label)
     if x_train is not None and y_train is not None:
-        ax.scatter(np.ravel(x_train), np.ravel(y_train), s=10, color="k", zorder=3,
-                   label="training data")
+        ax.scatter(
+            np.ravel(x_train), np.ravel(y_train), s=10, color="k", zorder=3, label="training data"
+        )
     ax.set_xlabel("x")
     ax.set_ylabel("y")
     ax.legend(loc="best", fontsize=8)
@@ -277,8 +288,10 @@ def _arviz_figure(plot: object) -> Figure:
     viz = getattr(plot, "viz", None)
     fig = viz["figure"].item() if viz is not None and "figure" in viz.data_vars else None
     if not isinstance(fig, Figure):
-        raise RuntimeError("ArviZ did not return a matplotlib figure; is arviz-plots installed "
-                           "with its matplotlib backend?")
+        raise RuntimeError(
+            "ArviZ did not return a matplotlib figure; is arviz-plots installed "
+            "with its matplotlib backend?"
+        )
     return fig
 
 
@@ -313,5 +326,5 @@ def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: float = 150) -> No
         ['empty.png']
     """
     if not isinstance(fig, Figure):
-        raise TypeError(f"fig must be a matplotlib.figure.Figure; got {type(fig).__name__}.")
+        raise InputTypeError(f"fig must be a matplotlib.figure.Figure; got {type(fig).__name__}.")
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=dpi))

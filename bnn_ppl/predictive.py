@@ -31,6 +31,7 @@ from bnn_ppl import validation
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["predict", "prior_predictive", "bma", "flatten_samples"]
 
@@ -44,7 +45,7 @@ def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
     sites = model.sites(x)
     missing = [k for k in sites if k not in samples]
     if missing:
-        raise ValueError(
+        raise InputValueError(
             f"samples lack sites {missing}; expected the keys {list(sites)} "
             "(as returned by MCMC.get_samples())."
         )
@@ -54,15 +55,17 @@ def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
         a = jnp.asarray(samples[k])
         event = tuple(d.event_shape)
         if a.ndim < len(event) + 1 or tuple(a.shape[a.ndim - len(event) :]) != event:
-            raise ValueError(
+            raise InputValueError(
                 f"samples[{k!r}] has shape {a.shape}; expected (num_samples, *{event}) or "
                 f"(num_chains, num_samples, *{event})."
             )
         batch = a.shape[: a.ndim - len(event)]
         if len(batch) > 2:
-            raise ValueError(f"samples[{k!r}] has {len(batch)} leading axes; at most 2 allowed.")
+            raise InputValueError(
+                f"samples[{k!r}] has {len(batch)} leading axes; at most 2 allowed."
+            )
         if lead is not None and batch != lead:
-            raise ValueError(f"samples[{k!r}] has leading shape {batch}, others have {lead}.")
+            raise InputValueError(f"samples[{k!r}] has leading shape {batch}, others have {lead}.")
         lead = batch
         out[k] = a.reshape(-1, *event)
     return out

@@ -42,7 +42,7 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from bnn_ppl.types import Array, PRNGKey
-from bnn_ppl.validation import check_choice, check_positive
+from bnn_ppl.validation import InputTypeError, InputValueError, check_choice, check_positive
 
 __all__ = [
     "Prior",
@@ -123,7 +123,7 @@ class _LocationScale:
         object.__setattr__(self, "scale", check_positive("scale", self.scale))
         object.__setattr__(self, "loc", float(self.loc))
         if not isinstance(self.fan_in, bool):
-            raise TypeError(f"fan_in must be True or False, got {self.fan_in!r}.")
+            raise InputTypeError(f"fan_in must be True or False, got {self.fan_in!r}.")
 
     def effective_scale(self, shape: tuple[int, ...]) -> float:
         """``scale``, or ``scale / sqrt(fan_in(shape))`` for a fan-in scaled ("He") prior."""
@@ -216,7 +216,7 @@ class ScaleMixtureNormal:
 
     def __post_init__(self) -> None:
         if not 0.0 < float(self.pi) < 1.0:
-            raise ValueError(f"pi must be in (0, 1), got {self.pi!r}.")
+            raise InputValueError(f"pi must be in (0, 1), got {self.pi!r}.")
         object.__setattr__(self, "pi", float(self.pi))
         object.__setattr__(self, "scale1", check_positive("scale1", self.scale1))
         object.__setattr__(self, "scale2", check_positive("scale2", self.scale2))
@@ -268,9 +268,9 @@ class Hierarchical:
         check_choice("per", self.per, ("layer", "parameter"))
         d = self.scale_prior
         if not isinstance(d, dist.Distribution) or d.event_shape != () or d.batch_shape != ():
-            raise TypeError(f"scale_prior must be a scalar numpyro distribution, got {d!r}.")
+            raise InputTypeError(f"scale_prior must be a scalar numpyro distribution, got {d!r}.")
         if bool(d.support(jnp.asarray(-1.0))) or not bool(d.support(jnp.asarray(1.0))):
-            raise ValueError(f"scale_prior must have positive support, got {d.support}.")
+            raise InputValueError(f"scale_prior must have positive support, got {d.support}.")
 
     def hyper_sites(self) -> dict[str, dist.Distribution]:
         return {"scale": self.scale_prior}
@@ -404,7 +404,7 @@ def _matches(pattern: str, path: str) -> bool:
 
 def _check_prior(obj: object, where: str) -> Prior:
     if not isinstance(obj, Prior):
-        raise TypeError(
+        raise InputTypeError(
             f"{where} must be a bnn_ppl prior (e.g. bp.priors.Normal(0.1)), got {obj!r}."
         )
     return obj
@@ -441,7 +441,7 @@ def resolve(spec: PriorSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[str,
         # a catch-all "*" that nothing is left for is harmless (no typo to catch)
         unused = [p for p in spec if p not in used and p != "*"]
         if unused:
-            raise ValueError(
+            raise InputValueError(
                 f"prior patterns {unused} match no parameter (first match wins, so a pattern "
                 f"may also be shadowed by an earlier one). Parameters: {list(shapes)}."
             )
@@ -451,13 +451,13 @@ def resolve(spec: PriorSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[str,
             if prior is not None:
                 out[path] = _check_prior(prior, f"prior({path!r}, {tuple(shape)})")
     else:
-        raise TypeError(
+        raise InputTypeError(
             "prior must be a bnn_ppl prior, a mapping from path patterns to priors, or a "
             f"callable (path, shape) -> prior; got {type(spec).__name__}."
         )
     unmatched = [path for path in shapes if path not in out]
     if unmatched:
-        raise ValueError(
+        raise InputValueError(
             f"no prior for parameters {unmatched}: every parameter needs a prior. Add a pattern "
             f"for them (e.g. '*' as the last key for a default). All parameters: {list(shapes)}."
         )
@@ -479,18 +479,18 @@ def from_string(text: str) -> Prior:
     if key == "studentt":
         key = "student_t"
     if key not in REGISTRY:
-        raise ValueError(f"unknown prior {name!r}; known priors: {sorted(REGISTRY)}.")
+        raise InputValueError(f"unknown prior {name!r}; known priors: {sorted(REGISTRY)}.")
     cls = REGISTRY[key]
     tokens = [a.strip() for a in args.split(",")] if args.strip() else []
     kwargs = {"fan_in": True} if "fan_in" in tokens else {}
     try:
         values = [float(a) for a in tokens if a != "fan_in"]
     except ValueError as e:
-        raise ValueError(f"prior arguments in {text!r} must be numbers: {e}") from None
+        raise InputValueError(f"prior arguments in {text!r} must be numbers: {e}") from None
     numeric = [f for f in fields(cls) if f.name != "fan_in" and not f.name.startswith("_")]
     required = sum(f.default is MISSING for f in numeric)
     if not required <= len(values) <= len(numeric):
-        raise ValueError(
+        raise InputValueError(
             f"prior {text!r}: {cls.__name__} takes {required} to {len(numeric)} numbers "
             f"({', '.join(f.name for f in numeric)}), e.g. "
             f"'{key}:{'3,0.1' if key == 'student_t' else '0.1'}'."

@@ -64,6 +64,7 @@ import bnn_ppl
 from bnn_ppl import metrics as _metrics
 from bnn_ppl.io import load_npz, read_json, save_npz, write_json
 from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "FORMAT",
@@ -207,16 +208,16 @@ def _read_config(folder: str) -> dict[str, Any]:
     try:
         cfg = read_json(path)
     except FileNotFoundError:
-        raise ValueError(
+        raise InputValueError(
             f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass the --out folder "
             "of a `bnn-ppl run`."
         ) from None
     except (OSError, ValueError) as e:
-        raise ValueError(f"{path} is unreadable (damaged?): {e}") from e
+        raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
     if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
-        raise ValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
+        raise InputValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
     if cfg.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(
+        raise InputValueError(
             f"{path} has schema version {cfg.get('schema_version')!r}; this bnn_ppl reads "
             f"version {SCHEMA_VERSION}. Use the bnn_ppl version that wrote it."
         )
@@ -237,17 +238,17 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
     """
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
-        raise ValueError(f"--out {folder} exists and is not a folder.")
+        raise InputValueError(f"--out {folder} exists and is not a folder.")
     if os.path.isdir(folder) and os.listdir(folder):
         if not os.path.exists(os.path.join(folder, CONFIG)):
-            raise ValueError(
+            raise InputValueError(
                 f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
                 "choose a new or empty folder."
             )
         saved = _read_config(folder)
         diff = config_differences(saved, config)
         if diff:
-            raise ValueError(
+            raise InputValueError(
                 f"--out {folder} holds a run with a different configuration; refusing to reuse "
                 "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
                 "original options."
@@ -316,7 +317,7 @@ def predictive_metrics(
     if isinstance(predictions, GaussianPrediction):
         mean, scale = np.asarray(predictions.mean), np.asarray(predictions.scale)
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
-            raise ValueError(
+            raise InputValueError(
                 "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
                 "undefined (lower the step size)."
             )
@@ -326,13 +327,13 @@ def predictive_metrics(
         }
     probs = np.asarray(predictions)
     if not np.all(np.isfinite(probs)):
-        raise ValueError(
+        raise InputValueError(
             "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
             "undefined (lower the step size)."
         )
     avg = probs.mean(axis=0)
     if task != "classification":
-        raise ValueError(f"probabilities given for a {task} task.")
+        raise InputValueError(f"probabilities given for a {task} task.")
     return {
         "accuracy": float(_metrics.accuracy(avg, targets)),
         "nll": float(_metrics.nll(avg, targets)),
@@ -374,7 +375,7 @@ def save_results(
     lead = 2 if chains else 1
     shapes = {np.shape(a)[:lead] for a in [*arrays.values(), *pred.values()]}
     if len(shapes) != 1:
-        raise ValueError(f"samples and predictions disagree on their leading axes: {shapes}.")
+        raise InputValueError(f"samples and predictions disagree on their leading axes: {shapes}.")
     (shape,) = shapes
     targets = np.asarray(targets)
     files = {
@@ -411,26 +412,28 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
-        raise ValueError(f"run folder {folder} does not exist (pass the --out of a bnn-ppl run).")
+        raise InputValueError(
+            f"run folder {folder} does not exist (pass the --out of a bnn-ppl run)."
+        )
     config = _read_config(folder)
     path = os.path.join(folder, METRICS)
     try:
         record = read_json(path)
     except FileNotFoundError:
-        raise ValueError(
+        raise InputValueError(
             f"{folder} holds an unfinished run (no {METRICS}): it was interrupted or failed. "
             "Re-run `bnn-ppl run` with the same options to finish (or resume) it."
         ) from None
     except (OSError, ValueError) as e:
-        raise ValueError(f"{path} is unreadable (damaged?): {e}") from e
+        raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
     try:
         files = record["files"]
         pred = load_npz(os.path.join(folder, PREDICTIONS), sha256=files[PREDICTIONS])
         draws = load_npz(os.path.join(folder, SAMPLES), sha256=files[SAMPLES]) if samples else None
     except (KeyError, TypeError) as e:
-        raise ValueError(f"{path} is not a complete bnn-ppl run record: missing {e}.") from e
+        raise InputValueError(f"{path} is not a complete bnn-ppl run record: missing {e}.") from e
     except FileNotFoundError as e:
-        raise ValueError(f"{folder}: {os.path.basename(e.filename)} is missing.") from e
+        raise InputValueError(f"{folder}: {os.path.basename(e.filename)} is missing.") from e
     targets = pred.pop("targets")
     return Run(folder, config, record, _from_arrays(pred), targets, draws)
 
@@ -460,7 +463,7 @@ def check_comparable(runs: Sequence[Run]) -> None:
                     f"{len(r.targets)} test rows)"
                 )
 
-            raise ValueError(
+            raise InputValueError(
                 "cannot compare runs on different test sets: "
                 f"{describe(ref_data, ref)} vs {describe(data, run)}. Compare runs of the same "
                 "dataset and split."

@@ -1,7 +1,13 @@
 """Input checks, in one place, raised eagerly before anything is traced or compiled.
 
-Every check raises ``ValueError`` (bad value) or ``TypeError`` (bad type) with a message that
-names the argument and says how to fix it. Nothing is dropped, clipped or repaired silently.
+Every check raises :class:`InputValueError` (a ``ValueError``: bad value) or
+:class:`InputTypeError` (a ``TypeError``: bad type) with a message that names the argument and
+says how to fix it. Nothing is dropped, clipped or repaired silently.
+
+Both derive from :class:`InputError`, the one exception type bnn_ppl raises for a bad argument,
+file or configuration. ``except ValueError`` / ``except TypeError`` still work; the command line
+catches ``InputError`` alone, so that a bug (any other exception) shows its traceback instead of
+passing for a user error.
 
 Example:
     >>> import numpy as np
@@ -11,7 +17,7 @@ Example:
     >>> validation.check_positive("temperature", 0.0)
     Traceback (most recent call last):
     ...
-    ValueError: temperature must be a finite number > 0, got 0.0. ...
+    bnn_ppl.validation.InputValueError: temperature must be a finite number > 0, got 0.0. ...
 """
 
 from __future__ import annotations
@@ -23,66 +29,226 @@ from typing import Any
 import jax
 import numpy as np
 
+__all__ = [
+    "InputError",
+    "InputValueError",
+    "InputTypeError",
+    "check_positive",
+    "check_int",
+    "check_number",
+    "check_bool",
+    "check_choice",
+    "as_array",
+    "check_same_length",
+    "check_labels",
+]
+
+
+class InputError(Exception):
+    """Base of every error bnn_ppl raises for a bad argument, file or configuration."""
+
+
+class InputValueError(InputError, ValueError):
+    """A bad value (NaN, out of range, wrong shape, unknown name, ...): a ``ValueError``."""
+
+
+class InputTypeError(InputError, TypeError):
+    """A value of the wrong type (``None`` or a str where a number belongs, ...): a ``TypeError``."""
+
 
 def _is_concrete(a: Any) -> bool:
     return not isinstance(a, jax.core.Tracer)
 
 
+_F32 = np.finfo(np.float32)
+
+
+def _number_type_ok(value: Any) -> bool:
+    if isinstance(value, bool | np.bool_):
+        return False
+    if isinstance(value, int | float | np.floating | np.integer):
+        return True
+    # a concrete 0-d array (jnp.float32(0.3), np.array(2.0)) counts as a number
+    return (
+        hasattr(value, "shape")
+        and np.shape(value) == ()
+        and _is_concrete(value)
+        and np.issubdtype(np.asarray(value).dtype, np.number)
+        and not np.issubdtype(np.asarray(value).dtype, np.complexfloating)
+    )
+
+
+def check_number(
+    name: str,
+    value: Any,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+) -> float:
+    """Return ``float(value)`` if it is a finite real number in the given range.
+
+    Raises:
+        InputTypeError: ``value`` is not a real number (``None``, a str, a bool, complex, ...).
+        InputValueError: NaN, inf, or outside ``[low, high]`` (open ends where not inclusive).
+
+    Example:
+        >>> check_number("target_accept_prob", 0.8, low=0, high=1, low_inclusive=False,
+        ...              high_inclusive=False)
+        0.8
+    """
+    if not _number_type_ok(value):
+        raise InputTypeError(
+            f"{name} must be a real number, got {value!r} ({type(value).__name__})."
+        )
+    v = float(value)
+    if not math.isfinite(v):
+        raise InputValueError(f"{name} must be a finite number, got {v!r}.")
+    if low is not None and (v < low or (v == low and not low_inclusive)):
+        op = ">=" if low_inclusive else ">"
+        raise InputValueError(f"{name} must be {op} {low}, got {v!r}.")
+    if high is not None and (v > high or (v == high and not high_inclusive)):
+        op = "<=" if high_inclusive else "<"
+        raise InputValueError(f"{name} must be {op} {high}, got {v!r}.")
+    return v
+
+
 def check_positive(name: str, value: Any) -> float:
-    """Return ``float(value)`` if it is a finite number > 0, else raise ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
-        if not (hasattr(value, "shape") and np.shape(value) == () and _is_concrete(value)):
-            raise TypeError(f"{name} must be a number, got {type(value).__name__}.")
+    """Return ``float(value)`` if it is a finite number > 0, else raise.
+
+    The value must also survive float32, the dtype everything is computed in: a denormal such
+    as ``1e-320`` (zero in float32) or ``1e39`` (inf in float32) is refused, not rounded.
+
+    Raises:
+        InputTypeError: not a real number.
+        InputValueError: NaN, inf, ``<= 0``, or not representable as a normal float32.
+    """
+    if not _number_type_ok(value):
+        raise InputTypeError(f"{name} must be a number, got {value!r} ({type(value).__name__}).")
     v = float(value)
     if not math.isfinite(v) or v <= 0:
-        raise ValueError(
+        raise InputValueError(
             f"{name} must be a finite number > 0, got {v!r}. Pass a positive value for {name}."
         )
+    if not float(_F32.tiny) <= v <= float(_F32.max):
+        raise InputValueError(
+            f"{name}={v!r} cannot be represented in float32 (normal range "
+            f"[{float(_F32.tiny):.3g}, {float(_F32.max):.3g}]), in which bnn_ppl computes; "
+            f"pass a value in that range."
+        )
     return v
+
+
+def check_int(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``.
+
+    Counts are never rounded: ``2.5`` chains, ``2.0`` (a float), ``"2"``, ``True`` and ``None``
+    are refused with an ``InputTypeError``.
+
+    Example:
+        >>> check_int("num_chains", 2)
+        2
+        >>> check_int("num_chains", 2.5)
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputTypeError: num_chains must be an int, got 2.5 (float). ...
+    """
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        hint = ""
+        if isinstance(value, float | np.floating) and math.isfinite(value) and value == int(value):
+            hint = f" Pass {int(value)}."
+        elif isinstance(value, str):
+            hint = " Convert it with int(...)."
+        raise InputTypeError(
+            f"{name} must be an int, got {value!r} ({type(value).__name__}).{hint or ' Pass a whole number.'}"
+        )
+    v = int(value)
+    if v < minimum or (maximum is not None and v > maximum):
+        bound = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise InputValueError(f"{name} must be an int {bound}, got {v}.")
+    return v
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """Return ``value`` if it is a bool (``True``/``False``), else raise ``InputTypeError``."""
+    if not isinstance(value, bool | np.bool_):
+        raise InputTypeError(
+            f"{name} must be True or False, got {value!r} ({type(value).__name__})."
+        )
+    return bool(value)
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}.")
+        raise InputValueError(f"{name} must be one of {sorted(choices)}, got {value!r}.")
     return value
 
 
 def as_array(name: str, a: Any, *, min_ndim: int = 1) -> np.ndarray:
-    """Convert ``a`` to a NumPy array and check that it is non-empty and finite.
+    """Convert ``a`` to a NumPy array and check that it is non-empty, real and finite.
+
+    Values must also survive the conversion to what JAX computes in (float32 and int32 unless
+    ``jax_enable_x64`` is on): ``1e39`` would become inf and an int64 above 2**31 would wrap
+    around, so both are refused rather than changed.
 
     Raises:
-        TypeError: ``a`` is ``None`` or not numeric.
-        ValueError: ``a`` is empty, has fewer than ``min_ndim`` dimensions or holds NaN/inf.
+        InputTypeError: ``a`` is ``None``, traced, complex or not numeric.
+        InputValueError: ``a`` is empty, has fewer than ``min_ndim`` dimensions, holds NaN/inf
+            or values out of the computing dtype's range.
     """
     if a is None:
-        raise TypeError(f"{name} must be an array, got None.")
+        raise InputTypeError(f"{name} must be an array, got None.")
     if not _is_concrete(a):
-        raise TypeError(f"{name} must be a concrete array, not a traced value (call outside jit).")
+        raise InputTypeError(
+            f"{name} must be a concrete array, not a traced value (call outside jit)."
+        )
     arr = np.asarray(a)
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise InputTypeError(
+            f"{name} is complex (dtype {arr.dtype}); bnn_ppl works on real data. Pass the real "
+            f"part (np.real({name})) or split real and imaginary parts into features."
+        )
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.bool_)
     ):
-        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}.")
+        raise InputTypeError(f"{name} must be a numeric array, got dtype {arr.dtype}.")
     if arr.ndim < min_ndim:
-        raise ValueError(
+        raise InputValueError(
             f"{name} must have at least {min_ndim} dimension(s), got shape {arr.shape}."
         )
     if arr.size == 0 or arr.shape[0] == 0:
-        raise ValueError(f"{name} is empty (shape {arr.shape}); pass at least one example.")
-    if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
-        raise ValueError(
-            f"{name} contains {bad} NaN/inf value(s); remove or impute them before fitting "
-            "(bnn_ppl never drops or repairs data silently)."
-        )
+        raise InputValueError(f"{name} is empty (shape {arr.shape}); pass at least one example.")
+    x64 = bool(jax.config.jax_enable_x64)
+    if np.issubdtype(arr.dtype, np.floating):
+        if not np.all(np.isfinite(arr)):
+            bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+            raise InputValueError(
+                f"{name} contains {bad} NaN/inf value(s); remove or impute them before fitting "
+                "(bnn_ppl never drops or repairs data silently)."
+            )
+        if not x64 and arr.dtype.itemsize > 4 and np.max(np.abs(arr)) > _F32.max:
+            raise InputValueError(
+                f"{name} holds values up to {float(np.max(np.abs(arr))):.3g}, beyond float32's "
+                f"range ({float(_F32.max):.3g}) in which JAX computes: they would become inf. "
+                f"Rescale {name} (standardise it) or enable jax_enable_x64."
+            )
+    elif np.issubdtype(arr.dtype, np.integer) and not x64 and arr.dtype.itemsize > 4:
+        info = np.iinfo(np.int32)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise InputValueError(
+                f"{name} holds integers in [{lo}, {hi}], outside int32's range in which JAX "
+                f"computes: they would wrap around. Re-index them or enable jax_enable_x64."
+            )
     return arr
 
 
 def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) -> None:
     """Raise ``ValueError`` unless ``a`` and ``b`` have the same leading (example) dimension."""
     if a.shape[0] != b.shape[0]:
-        raise ValueError(
+        raise InputValueError(
             f"{name_a} and {name_b} must have the same number of rows (examples): "
             f"{name_a} has {a.shape[0]}, {name_b} has {b.shape[0]}."
         )
@@ -91,17 +257,17 @@ def check_same_length(name_a: str, a: np.ndarray, name_b: str, b: np.ndarray) ->
 def check_labels(name: str, y: np.ndarray, num_classes: int) -> np.ndarray:
     """Check integer class labels in ``[0, num_classes)`` with shape ``(n,)``."""
     if y.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of class indices, got shape {y.shape}.")
+        raise InputValueError(f"{name} must be a 1-D array of class indices, got shape {y.shape}.")
     if not np.issubdtype(y.dtype, np.integer):
         if np.issubdtype(y.dtype, np.floating) and np.all(np.mod(y, 1) == 0):
-            raise TypeError(
+            raise InputTypeError(
                 f"{name} must hold integer class indices, got dtype {y.dtype}; "
                 f"convert with {name}.astype(int)."
             )
-        raise TypeError(f"{name} must hold integer class indices, got dtype {y.dtype}.")
+        raise InputTypeError(f"{name} must hold integer class indices, got dtype {y.dtype}.")
     lo, hi = int(y.min()), int(y.max())
     if lo < 0 or hi >= num_classes:
-        raise ValueError(
+        raise InputValueError(
             f"{name} must lie in [0, {num_classes}) for a network with {num_classes} outputs, "
             f"got values in [{lo}, {hi}]. Check the labels or the network's output size."
         )

@@ -99,6 +99,7 @@ from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "ATMCState",
@@ -341,7 +342,7 @@ class ATMC(SGMCMCKernel):
         if momentum_noise is None:
             momentum_noise = default_momentum_noise(self.initial_step_size)
         if not momentum_noise >= 0:
-            raise ValueError(f"momentum_noise must be >= 0, got {momentum_noise!r}.")
+            raise InputValueError(f"momentum_noise must be >= 0, got {momentum_noise!r}.")
         self.momentum_noise = float(momentum_noise)
         self._init_fn = init
         self._step = build_kernel(self.momentum_noise, self.mass, self.c)

@@ -68,6 +68,7 @@ from bnn_ppl.io import load_npz, read_json, save_npz, sha256_file, write_json
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Params, PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -350,7 +351,7 @@ def _versions() -> dict[str, str]:
 def _potential_of(kernel: Any) -> FullBatchPotential:
     pot = getattr(kernel, "potential", None)
     if not isinstance(kernel, numpyro.infer.HMC) or not isinstance(pot, FullBatchPotential):
-        raise TypeError(
+        raise InputTypeError(
             "run_chain needs a bnn_ppl.inference.HMC or NUTS kernel built on a "
             f"FullBatchPotential (e.g. HMC(full_batch_potential(model, x, y), ...)), got "
             f"{type(kernel).__name__}."
@@ -361,17 +362,19 @@ def _potential_of(kernel: Any) -> FullBatchPotential:
 def _as_key(key: Any) -> jax.Array:
     if isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
         if key.shape != ():
-            raise ValueError(f"rng_key must be a single key, got a batch of shape {key.shape}.")
+            raise InputValueError(
+                f"rng_key must be a single key, got a batch of shape {key.shape}."
+            )
         return key
     raw = np.asarray(key)
     if raw.dtype == np.uint32 and raw.shape == (2,):
         return jax.random.wrap_key_data(jnp.asarray(raw))
-    raise TypeError(f"rng_key must be a key from jax.random.key(seed), got {key!r}.")
+    raise InputTypeError(f"rng_key must be a key from jax.random.key(seed), got {key!r}.")
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+        raise InputValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
     return int(value)
 
 
@@ -492,7 +495,7 @@ def _state_from_host(
             for m, w in zip(meta, want, strict=False)
             if m != w
         ]
-        raise ValueError(
+        raise InputValueError(
             "the checkpointed sampler state does not fit this kernel (a different sampler, "
             f"model or NumPyro version?): {len(meta)} saved leaves vs {len(want)} expected; "
             + "; ".join(diff[:5])
@@ -516,11 +519,11 @@ def _read_record(folder: str, json_name: str) -> dict[str, Any]:
     try:
         rec = read_json(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path} is unreadable (truncated or corrupted?): {e}") from e
+        raise InputValueError(f"{path} is unreadable (truncated or corrupted?): {e}") from e
     if not isinstance(rec, dict) or rec.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a {FORMAT} record.")
+        raise InputValueError(f"{path} is not a {FORMAT} record.")
     if rec.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(
+        raise InputValueError(
             f"{path} has schema version {rec.get('schema_version')!r}; this bnn_ppl reads "
             f"version {SCHEMA_VERSION}. Use the bnn_ppl version that wrote it."
         )
@@ -532,16 +535,18 @@ def _read_record(folder: str, json_name: str) -> dict[str, Any]:
         and all(isinstance(seg, dict) and "draws" in seg for seg in rec["segments"])
     )
     if not ok:
-        raise ValueError(f"{path} is an incomplete checkpoint record.")
+        raise InputValueError(f"{path} is an incomplete checkpoint record.")
     return rec
 
 
 def _verify_file(folder: str, entry: Mapping[str, str]) -> None:
     path = os.path.join(folder, entry["file"])
     if not os.path.exists(path):
-        raise ValueError(f"{path} is missing.")
+        raise InputValueError(f"{path} is missing.")
     if sha256_file(path) != entry["sha256"]:
-        raise ValueError(f"{path} does not match its recorded checksum (truncated or corrupted).")
+        raise InputValueError(
+            f"{path} does not match its recorded checksum (truncated or corrupted)."
+        )
 
 
 def _find_checkpoint(folder: str, *, verify: bool) -> _Checkpoint | None:
@@ -579,7 +584,7 @@ def _find_checkpoint(folder: str, *, verify: bool) -> _Checkpoint | None:
             )
         return _Checkpoint(rec, arrays)
     if problems:
-        raise ValueError(
+        raise InputValueError(
             f"checkpoint_dir {folder} holds no usable checkpoint: "
             + "; ".join(problems)
             + ". Restore the damaged files, or delete the folder to start the run over."
@@ -594,12 +599,12 @@ def _load_state(folder: str, rec: Mapping[str, Any]) -> dict[str, np.ndarray]:
     try:
         leaves = [(m["name"], m["dtype"], list(m["shape"])) for m in rec["state"]["leaves"]]
     except (KeyError, TypeError) as e:
-        raise ValueError(f"the record of {path} has a malformed leaf list: {e}") from e
+        raise InputValueError(f"the record of {path} has a malformed leaf list: {e}") from e
     for i, (name, dtype, shape) in enumerate(leaves):
         a = arrays.get(f"leaf_{i:05d}")
         if a is None or str(a.dtype) != dtype or list(a.shape) != shape:
             got = "missing" if a is None else f"{a.dtype}{list(a.shape)}"
-            raise ValueError(f"{path}: leaf {name} is {got}, its record says {dtype}{shape}.")
+            raise InputValueError(f"{path}: leaf {name} is {got}, its record says {dtype}{shape}.")
     return arrays
 
 
@@ -637,7 +642,7 @@ def _check_config(folder: str, cfg: dict[str, Any]) -> None:
     path = os.path.join(folder, "config.json")
     if not os.path.exists(path):
         if any(_STATE_JSON.match(n) for n in os.listdir(folder)):
-            raise ValueError(
+            raise InputValueError(
                 f"checkpoint_dir {folder} holds checkpoints but no config.json; refusing to "
                 "resume a run whose configuration is unknown. Use a new checkpoint_dir."
             )
@@ -657,15 +662,15 @@ def _check_config(folder: str, cfg: dict[str, Any]) -> None:
         if saved.get("format") != FORMAT:
             raise KeyError("format")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise ValueError(f"{path} is not a {FORMAT} config file (damaged?): {e}") from e
+        raise InputValueError(f"{path} is not a {FORMAT} config file (damaged?): {e}") from e
     if saved.get("schema_version") != SCHEMA_VERSION:
-        raise ValueError(
+        raise InputValueError(
             f"{path} has schema version {saved.get('schema_version')!r}; this bnn_ppl reads "
             f"version {SCHEMA_VERSION}."
         )
     diff = _config_diff(saved_cfg, cfg)
     if diff:
-        raise ValueError(
+        raise InputValueError(
             f"checkpoint_dir {folder} belongs to a run with a different configuration; "
             "refusing to resume. Differences:\n"
             + "\n".join(diff)
@@ -784,7 +789,7 @@ def run_chain(
     thinning = _check_int("thinning", thinning, 1)
     keep_checkpoints = _check_int("keep_checkpoints", keep_checkpoints, 2)
     if num_samples < thinning:
-        raise ValueError(
+        raise InputValueError(
             f"num_samples ({num_samples}) must be >= thinning ({thinning}); no draw would be kept."
         )
     extra_fields = tuple(extra_fields)
@@ -801,7 +806,7 @@ def run_chain(
     if num_chains > 1:
         lead = {np.shape(a)[:1] for a in jax.tree.leaves(init_params)}
         if lead != {(num_chains,)}:
-            raise ValueError(
+            raise InputValueError(
                 f"init_params must have a leading axis of num_chains={num_chains}, got leading "
                 f"shapes {sorted(lead)}; use pot.init_params(key, num_chains)."
             )
@@ -840,7 +845,7 @@ def run_chain(
             try:
                 _get_field(template, f)
             except AttributeError:
-                raise ValueError(
+                raise InputValueError(
                     f"extra_fields: the sampler state has no field {f!r} (HMCState fields: "
                     f"{', '.join(type(template)._fields)})."
                 ) from None
@@ -1046,7 +1051,7 @@ def _num_chains(folder: str) -> int:
     try:
         return int(read_json(os.path.join(folder, "config.json"))["config"]["run"]["num_chains"])
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{folder}/config.json is missing or damaged: {e}") from e
+        raise InputValueError(f"{folder}/config.json is missing or damaged: {e}") from e
 
 
 def _load(checkpoint_dir: str | os.PathLike, kind: str) -> dict[str, np.ndarray]:
@@ -1074,7 +1079,9 @@ def load_predictions(checkpoint_dir: str | os.PathLike) -> np.ndarray | Gaussian
     (leading ``num_chains`` axis for several chains)."""
     arrays = _load(checkpoint_dir, "predictions")
     if not arrays:
-        raise ValueError(f"{checkpoint_dir} holds no saved predictions (x_predict not given?).")
+        raise InputValueError(
+            f"{checkpoint_dir} holds no saved predictions (x_predict not given?)."
+        )
     return arrays["probs"] if "probs" in arrays else GaussianPrediction(**arrays)
 
 

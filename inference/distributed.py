@@ -78,6 +78,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from bnn_ppl.inference.potential import DATA_AXIS, ShardedData, _device_rows
+from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "DistributedSettings",
@@ -125,9 +126,9 @@ def _as_int(name: str, value: str, minimum: int) -> int:
     try:
         v = int(value)
     except ValueError:
-        raise ValueError(f"${name} must be an integer, got {value!r}.") from None
+        raise InputValueError(f"${name} must be an integer, got {value!r}.") from None
     if v < minimum:
-        raise ValueError(f"${name} must be >= {minimum}, got {v}.")
+        raise InputValueError(f"${name} must be >= {minimum}, got {v}.")
     return v
 
 
@@ -154,7 +155,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> DistributedSe
     if coordinator is None and env.get("MASTER_ADDR", "").strip():
         port = env.get("MASTER_PORT", "").strip()
         if not port:
-            raise ValueError("$MASTER_ADDR is set but $MASTER_PORT is not; set both.")
+            raise InputValueError("$MASTER_ADDR is set but $MASTER_PORT is not; set both.")
         coordinator = ("MASTER_ADDR", f"{env['MASTER_ADDR'].strip()}:{port}")
     count = _first(env, NUM_PROCESSES_VARS)
     pid = _first(env, PROCESS_ID_VARS)
@@ -170,18 +171,18 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> DistributedSe
             "process count": " or ".join("$" + v for v in NUM_PROCESSES_VARS),
             "process id": " or ".join("$" + v for v in PROCESS_ID_VARS),
         }
-        raise ValueError(
+        raise InputValueError(
             "multi-process settings are incomplete: "
             + "; ".join(f"{k} missing (set {names[k]})" for k in missing)
             + "."
         )
     assert coordinator is not None and count is not None and pid is not None
     if ":" not in coordinator[1] or not coordinator[1].rsplit(":", 1)[1].isdigit():
-        raise ValueError(f"${coordinator[0]} must be host:port, got {coordinator[1]!r}.")
+        raise InputValueError(f"${coordinator[0]} must be host:port, got {coordinator[1]!r}.")
     num = _as_int(count[0], count[1], 1)
     index = _as_int(pid[0], pid[1], 0)
     if index >= num:
-        raise ValueError(f"${pid[0]}={index} must be < ${count[0]}={num}.")
+        raise InputValueError(f"${pid[0]}={index} must be < ${count[0]}={num}.")
     return DistributedSettings(coordinator[1], num, index)
 
 
@@ -286,15 +287,15 @@ def process_rows(
         [slice(0, 24, None), slice(24, 37, None)]
     """
     if isinstance(num_data, bool) or not isinstance(num_data, int | np.integer) or num_data < 1:
-        raise ValueError(f"num_data must be a positive int, got {num_data!r}.")
+        raise InputValueError(f"num_data must be a positive int, got {num_data!r}.")
     devices = order_by_process(jax.devices() if devices is None else devices)
     me = jax.process_index() if process_index is None else process_index
     _, _, _, blocks = _blocks(int(num_data), devices, chunk_size)
     if me not in blocks:
-        raise ValueError(f"process {me} owns none of the {len(devices)} devices.")
+        raise InputValueError(f"process {me} owns none of the {len(devices)} devices.")
     start, stop = blocks[me]
     if stop <= start:
-        raise ValueError(
+        raise InputValueError(
             f"with {num_data} rows over {len(devices)} devices process {me} would get no rows; "
             "use fewer devices or a smaller chunk_size."
         )
@@ -336,7 +337,7 @@ def place_process_local(
     devices = order_by_process(devices)
     owners = {d.process_index for d in devices}
     if owners != set(range(jax.process_count())):
-        raise ValueError(
+        raise InputValueError(
             f"the devices of a multi-process potential must include devices of every process "
             f"(0..{jax.process_count() - 1}); they cover processes {sorted(owners)}."
         )
@@ -345,7 +346,7 @@ def place_process_local(
     table = np.asarray(multihost_utils.process_allgather(info.astype(np.int32)))
     table = table.reshape(jax.process_count(), 2)
     if len(set(table[:, 1].tolist())) > 1:
-        raise ValueError(
+        raise InputValueError(
             "the processes called full_batch_potential with different arguments (trailing shapes "
             "or dtypes of x/y, chunk_size, dtype or devices differ; fingerprints "
             f"{table[:, 1].tolist()}): every process must pass the same arguments, apart from "
@@ -360,7 +361,7 @@ def place_process_local(
             f"process {p}: rows {a}:{b} ({b - a} rows, got {counts[p]})"
             for p, (a, b) in sorted(blocks.items())
         )
-        raise ValueError(
+        raise InputValueError(
             f"in a multi-process run each process passes its own block of rows, and with "
             f"{n} rows in all over {len(devices)} devices these are: {expected}. Use "
             f"bnn_ppl.inference.distributed.process_rows({n}, chunk_size={chunk_size}) on each "

@@ -41,6 +41,7 @@ from bnn_ppl.inference.svi import default_optimizer
 from bnn_ppl.model import BNN
 from bnn_ppl.network import NnxNetwork
 from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["MAPResult", "map_estimate", "deep_ensemble"]
 
@@ -111,13 +112,13 @@ def _setup(
     chunk_size: int | None,
 ) -> tuple:
     if not isinstance(model, BNN):
-        raise TypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
+        raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     num_steps = int(validation.check_positive("num_steps", num_steps))
     pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size)
     if minibatch_size is not None:
         minibatch_size = int(validation.check_positive("minibatch_size", minibatch_size))
         if minibatch_size > pot.num_data:
-            raise ValueError(
+            raise InputValueError(
                 f"minibatch_size={minibatch_size} exceeds the {pot.num_data} training rows; "
                 "use minibatch_size=None for full batch."
             )
@@ -197,7 +198,7 @@ def deep_ensemble(
     """
     num_members = int(validation.check_positive("num_members", num_members))
     if init_method == "network" and isinstance(model.network, NnxNetwork):
-        raise ValueError(
+        raise InputValueError(
             "init_method='network' gives every member the same start for an nnx network; "
             "use init_method='prior' for a deep ensemble."
         )

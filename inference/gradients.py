@@ -61,6 +61,7 @@ from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_ba
 from bnn_ppl.inference.schedules import Schedule, as_schedule
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "GradFn",
@@ -103,7 +104,9 @@ def gradient_estimator(
         batch_size: rows per batch, ``1 <= batch_size <= num_data``; ``None``: full batch.
     """
     if not isinstance(potential, FullBatchPotential):
-        raise TypeError(f"potential must be a FullBatchPotential, got {type(potential).__name__}.")
+        raise InputTypeError(
+            f"potential must be a FullBatchPotential, got {type(potential).__name__}."
+        )
     batch_size = _check_batch_size(batch_size, potential.num_data)
     if batch_size is None:
         full = jax.value_and_grad(potential.potential_fn_gen(data))
@@ -139,9 +142,9 @@ def _check_batch_size(batch_size: Any, num_data: int) -> int | None:
     if batch_size is None:
         return None
     if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
-        raise TypeError(f"batch_size must be a positive int or None, got {batch_size!r}.")
+        raise InputTypeError(f"batch_size must be a positive int or None, got {batch_size!r}.")
     if not 1 <= batch_size <= num_data:
-        raise ValueError(
+        raise InputValueError(
             f"batch_size must lie in [1, {num_data}] (the number of training rows), got "
             f"{batch_size}; use batch_size=None for full-batch gradients."
         )
@@ -235,23 +238,25 @@ class SGMCMCKernel(MCMCKernel):
     ):
         if isinstance(potential, BNN):
             if x is None or y is None:
-                raise ValueError("a BNN needs its data: pass x and y.")
+                raise InputValueError("a BNN needs its data: pass x and y.")
             potential = full_batch_potential(
                 potential, x, y, chunk_size=chunk_size, devices=devices
             )
         elif x is not None or y is not None:
-            raise ValueError("x and y go with a BNN; a FullBatchPotential already has its data.")
+            raise InputValueError(
+                "x and y go with a BNN; a FullBatchPotential already has its data."
+            )
         if potential is None and potential_fn is None:
-            raise ValueError("pass a FullBatchPotential, a BNN with x and y, or potential_fn.")
+            raise InputValueError("pass a FullBatchPotential, a BNN with x and y, or potential_fn.")
         if potential is not None and potential_fn is not None:
-            raise ValueError("pass either a potential (or BNN) or potential_fn, not both.")
+            raise InputValueError("pass either a potential (or BNN) or potential_fn, not both.")
         if potential is not None and not isinstance(potential, FullBatchPotential):
-            raise TypeError(
+            raise InputTypeError(
                 "potential must be a FullBatchPotential or a bnn_ppl.BNN, got "
                 f"{type(potential).__name__}."
             )
         if potential_fn is not None and batch_size is not None:
-            raise ValueError(
+            raise InputValueError(
                 "batch_size needs a FullBatchPotential (it draws rows of its data); a plain "
                 "potential_fn gives full-batch gradients only."
             )
@@ -299,7 +304,7 @@ class SGMCMCKernel(MCMCKernel):
         model_kwargs: dict,
     ) -> SGMCMCState:
         if init_params is None and self.potential is None:
-            raise ValueError("init_params are required with potential_fn.")
+            raise InputValueError("init_params are required with potential_fn.")
         est = self._estimator(model_args)
 
         def one(key: PRNGKey, params: Any) -> SGMCMCState:

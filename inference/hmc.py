@@ -49,6 +49,7 @@ from bnn_ppl import validation
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
 from bnn_ppl.model import BNN
 from bnn_ppl.types import PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["HMC", "NUTS", "hmc", "nuts", "default_trajectory_length", "CHAIN_METHODS"]
 
@@ -94,7 +95,7 @@ class HMC(_OnPotential, numpyro.infer.HMC):
 
     def __init__(self, potential: FullBatchPotential, **kwargs: Any):
         if not isinstance(potential, FullBatchPotential):
-            raise TypeError(f"potential must be a FullBatchPotential, got {type(potential)}.")
+            raise InputTypeError(f"potential must be a FullBatchPotential, got {type(potential)}.")
         if kwargs.get("num_steps") is not None and "trajectory_length" not in kwargs:
             kwargs["trajectory_length"] = None
         self.potential = potential
@@ -106,7 +107,7 @@ class NUTS(_OnPotential, numpyro.infer.NUTS):
 
     def __init__(self, potential: FullBatchPotential, **kwargs: Any):
         if not isinstance(potential, FullBatchPotential):
-            raise TypeError(f"potential must be a FullBatchPotential, got {type(potential)}.")
+            raise InputTypeError(f"potential must be a FullBatchPotential, got {type(potential)}.")
         self.potential = potential
         super().__init__(potential_fn=potential.potential_fn, **kwargs)
 
@@ -154,7 +155,7 @@ def _run(
     ):
         validation.check_positive(name, v)
     if num_warmup < 0:
-        raise ValueError(f"num_warmup must be >= 0, got {num_warmup}.")
+        raise InputValueError(f"num_warmup must be >= 0, got {num_warmup}.")
     pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size, dtype=dtype)
     key = jax.random.key(0) if rng_key is None else rng_key
     init_key, run_key = jax.random.split(key)

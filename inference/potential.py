@@ -65,6 +65,7 @@ from numpyro.distributions.transforms import Transform
 from bnn_ppl import validation
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["ShardedData", "FullBatchPotential", "full_batch_potential", "DATA_AXIS"]
 
@@ -366,23 +367,25 @@ def full_batch_potential(
             compilation.
     """
     if not isinstance(model, BNN):
-        raise TypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
+        raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
     if chunk_size is not None:
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer):
-            raise TypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
+            raise InputTypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
         validation.check_positive("chunk_size", chunk_size)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(acc, jnp.floating):
-        raise TypeError(f"dtype must be a floating dtype, got {acc}.")
+        raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")
     if acc == jnp.float64 and not jax.config.jax_enable_x64:
-        raise ValueError(
+        raise InputValueError(
             "dtype=float64 needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) "
             "before creating arrays."
         )
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
-        raise ValueError("devices is empty; pass at least one device (default: jax.devices()).")
+        raise InputValueError(
+            "devices is empty; pass at least one device (default: jax.devices())."
+        )
 
     if np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.bool_):
         x_dtype = jnp.dtype(jnp.int32 if x.dtype != np.bool_ else jnp.bool_)  # token ids stay ints

@@ -52,6 +52,7 @@ import numpy as np
 
 from bnn_ppl import validation
 from bnn_ppl.types import Array, PyTree
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "Schedule",
@@ -70,9 +71,9 @@ Schedule = Callable[[Any], Array]
 
 def _check_cycle_length(cycle_length: Any) -> int:
     if isinstance(cycle_length, bool) or not isinstance(cycle_length, int | np.integer):
-        raise TypeError(f"cycle_length must be a positive int, got {cycle_length!r}.")
+        raise InputTypeError(f"cycle_length must be a positive int, got {cycle_length!r}.")
     if cycle_length < 1:
-        raise ValueError(f"cycle_length must be >= 1, got {cycle_length}.")
+        raise InputValueError(f"cycle_length must be >= 1, got {cycle_length}.")
     return int(cycle_length)
 
 
@@ -107,7 +108,7 @@ def polynomial_decay(h0: float, gamma: float = 0.55, b: float = 1.0) -> Schedule
     h0 = validation.check_positive("h0", h0)
     b = validation.check_positive("b", b)
     if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not gamma >= 0:
-        raise ValueError(f"gamma must be a number >= 0, got {gamma!r}.")
+        raise InputValueError(f"gamma must be a number >= 0, got {gamma!r}.")
     gamma = float(gamma)
 
     def schedule(t: Any) -> Array:
@@ -172,7 +173,7 @@ def cycle_end_indices(
         ("thinning", thinning, 1),
     ):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {v!r}.")
+            raise InputValueError(f"{name} must be an int >= {low}, got {v!r}.")
     counters = (
         num_warmup + num_samples % thinning + thinning * np.arange(1, num_samples // thinning + 1)
     )
@@ -209,17 +210,19 @@ def keep_cycle_ends(samples: PyTree, iterations: Any, cycle_length: int) -> PyTr
     it = np.asarray(iterations)
     if it.ndim == 2:
         if not (it == it[:1]).all():
-            raise ValueError("iterations differ between chains; pass one chain's samples.")
+            raise InputValueError("iterations differ between chains; pass one chain's samples.")
         idx, axis = np.flatnonzero((it[0] % n == 0) & (it[0] > 0)), 1
     elif it.ndim == 1:
         idx, axis = np.flatnonzero((it % n == 0) & (it > 0)), 0
     else:
-        raise ValueError(f"iterations must be 1-D or 2-D (chains, samples), got shape {it.shape}.")
+        raise InputValueError(
+            f"iterations must be 1-D or 2-D (chains, samples), got shape {it.shape}."
+        )
 
     def take(a: Any) -> np.ndarray:
         a = np.asarray(a)
         if a.shape[: axis + 1] != it.shape[: axis + 1]:
-            raise ValueError(
+            raise InputValueError(
                 f"a sample leaf of shape {a.shape} does not match iterations of shape {it.shape}."
             )
         return np.take(a, idx, axis=axis)
@@ -235,7 +238,7 @@ def cycle_end_samples(mcmc: Any, cycle_length: int, group_by_chain: bool = False
     """
     extra = mcmc.get_extra_fields(group_by_chain=group_by_chain)
     if "i" not in extra:
-        raise ValueError(
+        raise InputValueError(
             "the MCMC run did not collect the step counter 'i'; run an SG-MCMC kernel of "
             "bnn_ppl.inference (it collects 'i' by default) or pass extra_fields=('i',)."
         )

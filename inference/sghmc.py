@@ -44,6 +44,7 @@ from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["SGHMCState", "SGHMCInfo", "init", "build_kernel", "SGHMC"]
 
@@ -143,7 +144,7 @@ class SGHMC(SGMCMCKernel):
             else validation.check_positive("friction", friction)
         )
         if not 0 <= noise_estimate <= self.friction:
-            raise ValueError(
+            raise InputValueError(
                 f"noise_estimate must lie in [0, friction={self.friction}], got {noise_estimate!r}."
             )
         self.noise_estimate = float(noise_estimate)

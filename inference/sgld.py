@@ -45,6 +45,7 @@ from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["SGLDState", "SGLDInfo", "init", "build_kernel", "SGLD"]
 
@@ -162,7 +163,7 @@ class SGLD(SGMCMCKernel):
             init_method=init_method,
         )
         if not 0 <= decay < 1:
-            raise ValueError(f"decay must lie in [0, 1), got {decay!r}.")
+            raise InputValueError(f"decay must lie in [0, 1), got {decay!r}.")
         validation.check_positive("epsilon", epsilon)
         self.preconditioning = bool(preconditioning)
         self._init_fn = lambda position: init(position, self.preconditioning)

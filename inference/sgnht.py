@@ -45,6 +45,7 @@ from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["SGNHTState", "SGNHTInfo", "init", "build_kernel", "SGNHT"]
 
@@ -154,7 +155,7 @@ class SGNHT(SGMCMCKernel):
         if diffusion is None:
             diffusion = -math.log(0.9) / self.initial_step_size
         if not diffusion >= 0:
-            raise ValueError(f"diffusion must be >= 0, got {diffusion!r}.")
+            raise InputValueError(f"diffusion must be >= 0, got {diffusion!r}.")
         self.diffusion = float(diffusion)
         self.diagonal = bool(diagonal)
         self._init_fn = lambda position: init(position, self.diffusion, self.diagonal)

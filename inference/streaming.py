@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["RunningBMA"]
 
@@ -60,14 +61,14 @@ class RunningBMA:
             kind = "probs"
             parts = {"probs": np.asarray(predictions, np.float64)}
         if self.kind is not None and kind != self.kind:
-            raise ValueError(f"RunningBMA holds {self.kind!r} predictions, got {kind!r} ones.")
+            raise InputValueError(f"RunningBMA holds {self.kind!r} predictions, got {kind!r} ones.")
         s = next(iter(parts.values())).shape[0]
         if s == 0:
             return
         for k, v in parts.items():
             total = v.sum(axis=0)
             if k in self.sums and self.sums[k].shape != total.shape:
-                raise ValueError(
+                raise InputValueError(
                     f"RunningBMA: predictions of shape {v.shape[1:]} do not match the running "
                     f"average of shape {self.sums[k].shape}."
                 )
@@ -107,8 +108,8 @@ class RunningBMA:
                 if k.startswith("sum.")
             }
         except (KeyError, IndexError, TypeError, ValueError) as e:
-            raise ValueError(f"not a saved RunningBMA state: {type(e).__name__}: {e}") from e
+            raise InputValueError(f"not a saved RunningBMA state: {type(e).__name__}: {e}") from e
         want = {"probs": {"probs"}, "gaussian": {"mean", "second"}, None: set()}[acc.kind]
         if set(acc.sums) != want or acc.count < 0 or (acc.count == 0) != (acc.kind is None):
-            raise ValueError(f"not a saved RunningBMA state: keys {sorted(arrays)}.")
+            raise InputValueError(f"not a saved RunningBMA state: keys {sorted(arrays)}.")
         return acc

@@ -45,6 +45,7 @@ from numpyro.optim import optax_to_numpyro
 from bnn_ppl import validation
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["SVIResult", "svi_mean_field", "default_optimizer"]
 
@@ -118,7 +119,7 @@ def svi_mean_field(
         An :class:`SVIResult` (guide, fitted params, ELBO trace).
     """
     if not isinstance(model, BNN):
-        raise TypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
+        raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
     num_steps = int(validation.check_positive("num_steps", num_steps))
     init_scale = validation.check_positive("init_scale", init_scale)
@@ -126,14 +127,14 @@ def svi_mean_field(
     if minibatch_size is not None:
         minibatch_size = int(validation.check_positive("minibatch_size", minibatch_size))
         if minibatch_size > len(x):
-            raise ValueError(
+            raise InputValueError(
                 f"minibatch_size={minibatch_size} exceeds the {len(x)} training rows; "
                 "use minibatch_size=None for full batch."
             )
     if init_loc is not None:
         missing = sorted(set(model.sites(x)) - set(init_loc))
         if missing:
-            raise ValueError(f"init_loc lacks sites {missing}; pass a value for every site.")
+            raise InputValueError(f"init_loc lacks sites {missing}; pass a value for every site.")
         init_loc_fn = init_to_value(values=dict(init_loc))
     else:
         init_loc_fn = init_to_sample

@@ -66,6 +66,7 @@ import jax
 import jax.numpy as jnp
 
 from bnn_ppl.models.conv import conv_general_dilated as conv
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["CNNLSTM"]
 
@@ -97,10 +98,12 @@ class CNNLSTM(nn.Module):
     def __call__(self, tokens: jax.Array) -> jax.Array:
         tokens = jnp.asarray(tokens)
         if tokens.ndim != 2:
-            raise ValueError(f"CNNLSTM takes token ids of shape (n, T), got shape {tokens.shape}.")
+            raise InputValueError(
+                f"CNNLSTM takes token ids of shape (n, T), got shape {tokens.shape}."
+            )
         min_len = self.kernel_size + self.pool_size - 1
         if tokens.shape[1] < min_len:
-            raise ValueError(
+            raise InputValueError(
                 f"CNNLSTM needs sequences of at least kernel_size + pool_size - 1 = {min_len} "
                 f"tokens, got {tokens.shape[1]}."
             )

@@ -63,6 +63,7 @@ import flax.linen as nn
 import jax
 
 from bnn_ppl.models.conv import conv_general_dilated as conv
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["LeNet5", "lenet5_bnn_hmc"]
 
@@ -109,12 +110,12 @@ class LeNet5(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         if x.ndim != 4:
-            raise ValueError(
+            raise InputValueError(
                 f"LeNet5 takes NHWC images of shape (n, H, W, C), got shape {x.shape}; reshape "
                 "flat inputs, e.g. x.reshape(-1, 8, 8, 1) for the digits data."
             )
         if min(x.shape[1:3]) < self.min_input_size():
-            raise ValueError(
+            raise InputValueError(
                 f"LeNet5 with these settings needs images of at least {self.min_input_size()}x"
                 f"{self.min_input_size()} pixels, got {x.shape[1]}x{x.shape[2]}."
             )

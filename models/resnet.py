@@ -96,6 +96,7 @@ import jax.numpy as jnp
 
 from bnn_ppl.models.conv import conv_general_dilated as conv
 from bnn_ppl.models.frn import FRN
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["ResNet20FRN", "FRNBlock", "he_normal"]
 
@@ -161,7 +162,9 @@ class ResNet20FRN(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         if x.ndim != 4:
-            raise ValueError(f"ResNet20FRN takes NHWC images (n, H, W, C), got shape {x.shape}.")
+            raise InputValueError(
+                f"ResNet20FRN takes NHWC images (n, H, W, C), got shape {x.shape}."
+            )
         x = _conv(self.width, 3, 1, "stem_conv")(x)
         x = self.activation(FRN(self.eps, name="stem_frn")(x))
         features = self.width

@@ -114,6 +114,7 @@ import jax.numpy as jnp
 from flax.typing import Initializer
 
 from bnn_ppl.models.conv import conv_general_dilated as conv
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["ResNetPP", "ResNetPPBlock", "WNConv", "WNDense", "weight_norm"]
 
@@ -188,7 +189,7 @@ class WNConv(nn.Module):
         ks = tuple(self.kernel_size)
         n = len(ks)
         if not 1 <= n <= 3 or x.ndim != n + 2:
-            raise ValueError(
+            raise InputValueError(
                 f"WNConv with a {n}-D kernel takes inputs (batch, {n} spatial axes, channels), "
                 f"got shape {x.shape}."
             )
@@ -266,7 +267,7 @@ class ResNetPP(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         if x.ndim != 4:
-            raise ValueError(f"ResNetPP takes NHWC images (n, H, W, C), got shape {x.shape}.")
+            raise InputValueError(f"ResNetPP takes NHWC images (n, H, W, C), got shape {x.shape}.")
         x = self.activation(WNConv(self.width, (3, 3), name="stem")(x))
         features = self.width
         for stage in range(3):

@@ -51,6 +51,7 @@ from bnn_ppl.data import tfds as _tfds
 from bnn_ppl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt, corrupt_test_set
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise, standardise_images
 from bnn_ppl.data.tfds import CorruptedTestSets, load_corrupted
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "CORRUPTIONS",
@@ -112,12 +113,12 @@ def load(name: str, **options: Any) -> Dataset:
     if name not in _LOADERS:
         close = difflib.get_close_matches(str(name), _LOADERS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown dataset {name!r}; available: {available()}.{hint}")
+        raise InputValueError(f"unknown dataset {name!r}; available: {available()}.{hint}")
     loader = _LOADERS[name]
     accepted = _options(loader)
     unknown = sorted(set(options) - set(accepted))
     if unknown:
-        raise TypeError(
+        raise InputTypeError(
             f"load({name!r}) got unexpected option(s) {unknown}; it accepts {accepted}."
         )
     return loader(**options)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl.data.dataset import Dataset
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["CORRUPTIONS", "IMAGE_FORMATS", "SEVERITIES", "corrupt", "corrupt_test_set"]
 
@@ -106,15 +107,15 @@ _FUNCTIONS: dict[str, Callable[[np.ndarray, float, np.random.Generator], np.ndar
 
 def _check_kind_severity(kind: Any, severity: Any) -> int:
     if kind not in _PARAMETERS:
-        raise ValueError(f"unknown corruption {kind!r}; available: {list(CORRUPTIONS)}.")
+        raise InputValueError(f"unknown corruption {kind!r}; available: {list(CORRUPTIONS)}.")
     if isinstance(severity, bool):
-        raise ValueError(f"severity must be an integer in 1..5, got {severity!r}.")
+        raise InputValueError(f"severity must be an integer in 1..5, got {severity!r}.")
     try:
         severity = operator.index(severity)
     except TypeError:
-        raise ValueError(f"severity must be an integer in 1..5, got {severity!r}.") from None
+        raise InputValueError(f"severity must be an integer in 1..5, got {severity!r}.") from None
     if severity not in SEVERITIES:
-        raise ValueError(f"severity must be an integer in 1..5, got {severity}.")
+        raise InputValueError(f"severity must be an integer in 1..5, got {severity}.")
     return severity
 
 
@@ -145,14 +146,14 @@ def corrupt(x: np.ndarray, kind: str, severity: int, *, seed: int = 0) -> np.nda
     severity = _check_kind_severity(kind, severity)
     x = np.asarray(x)
     if x.ndim not in (3, 4):
-        raise ValueError(f"x must be images (n, H, W) or (n, H, W, C), got shape {x.shape}.")
+        raise InputValueError(f"x must be images (n, H, W) or (n, H, W, C), got shape {x.shape}.")
     if not np.issubdtype(x.dtype, np.floating):
-        raise ValueError(
+        raise InputValueError(
             f"x must be floating point in [0, 1], got dtype {x.dtype}; divide 8-bit pixels "
             "by 255 first."
         )
     if x.size and (np.isnan(x).any() or x.min() < 0.0 or x.max() > 1.0):
-        raise ValueError(
+        raise InputValueError(
             f"x must hold values in [0, 1] without NaN, got range [{np.nanmin(x)}, "
             f"{np.nanmax(x)}]; divide 8-bit pixels by 255 (scikit-learn digits by 16)."
         )
@@ -186,7 +187,7 @@ def corrupt_test_set(
         (True, True)
     """
     if data.name not in IMAGE_FORMATS:
-        raise ValueError(
+        raise InputValueError(
             f"corrupt_test_set knows the image layout of {sorted(IMAGE_FORMATS)}, not "
             f"{data.name!r}; call corrupt() on images in [0, 1] instead."
         )

@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from bnn_ppl.validation import InputValueError
+
 __all__ = ["DataNotFoundError", "Dataset", "standardise", "standardise_images"]
 
 
@@ -101,7 +103,7 @@ def standardise_images(
         ((2, 2, 2, 3), dtype('float32'), (3,))
     """
     if train.ndim != 4 or test.ndim != 4 or train.shape[1:] != test.shape[1:]:
-        raise ValueError(
+        raise InputValueError(
             f"images must be (n, height, width, channels) with matching shapes, got "
             f"train {train.shape} and test {test.shape}."
         )

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl.data.dataset import Dataset, standardise
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["breast_cancer", "diabetes", "digits", "iris", "wine"]
 
@@ -37,13 +38,13 @@ def _check_split_args(seed: Any, test_fraction: Any) -> tuple[int, float]:
     try:
         seed = operator.index(seed)
     except TypeError:
-        raise TypeError(f"seed must be an integer, got {type(seed).__name__}.") from None
+        raise InputTypeError(f"seed must be an integer, got {type(seed).__name__}.") from None
     if isinstance(test_fraction, bool) or not isinstance(
         test_fraction, int | float | np.integer | np.floating
     ):
-        raise TypeError(f"test_fraction must be a number, got {type(test_fraction).__name__}.")
+        raise InputTypeError(f"test_fraction must be a number, got {type(test_fraction).__name__}.")
     if not (math.isfinite(test_fraction) and 0.0 < test_fraction < 1.0):
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}.")
+        raise InputValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}.")
     return int(seed), float(test_fraction)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl.data.dataset import Dataset, standardise
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["GAP", "TEST_RANGE", "TRAIN_RANGE", "gap1d", "gap1d_mean"]
 
@@ -46,9 +47,9 @@ def _count(name: str, value: Any, minimum: int) -> int:
     try:
         v = operator.index(value)
     except TypeError:
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}.") from None
+        raise InputTypeError(f"{name} must be an integer, got {type(value).__name__}.") from None
     if v < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {v}.")
+        raise InputValueError(f"{name} must be >= {minimum}, got {v}.")
     return v
 
 
@@ -73,9 +74,9 @@ def gap1d(
     if isinstance(noise_scale, bool) or not isinstance(
         noise_scale, int | float | np.integer | np.floating
     ):
-        raise TypeError(f"noise_scale must be a number, got {type(noise_scale).__name__}.")
+        raise InputTypeError(f"noise_scale must be a number, got {type(noise_scale).__name__}.")
     if not (np.isfinite(noise_scale) and noise_scale >= 0):
-        raise ValueError(f"noise_scale must be a finite number >= 0, got {noise_scale!r}.")
+        raise InputValueError(f"noise_scale must be a finite number >= 0, got {noise_scale!r}.")
     rng = np.random.default_rng(seed)
     left = rng.uniform(TRAIN_RANGE[0], GAP[0], size=num_train - num_train // 2)
     right = rng.uniform(GAP[1], TRAIN_RANGE[1], size=num_train // 2)

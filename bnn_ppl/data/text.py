@@ -30,6 +30,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from bnn_ppl.validation import InputValueError
+
 __all__ = ["OOV", "PAD", "build_vocabulary", "encode", "tokenise"]
 
 PAD = 0
@@ -56,7 +58,7 @@ def build_vocabulary(texts: Iterable[str | bytes], size: int) -> dict[str, int]:
     Ids 0 (:data:`PAD`) and 1 (:data:`OOV`) are reserved, so ids are in ``[0, size)``.
     """
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 3:
-        raise ValueError(
+        raise InputValueError(
             f"vocab_size must be an integer >= 3 (ids 0 and 1 are padding and unknown "
             f"words), got {size!r}."
         )
@@ -68,7 +70,7 @@ def build_vocabulary(texts: Iterable[str | bytes], size: int) -> dict[str, int]:
 def encode(texts: Iterable[str | bytes], vocabulary: Mapping[str, int], max_len: int) -> np.ndarray:
     """Token ids of each text, ``(n, max_len)`` int32, truncated and padded at the front."""
     if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer) or max_len < 1:
-        raise ValueError(f"max_len must be an integer >= 1, got {max_len!r}.")
+        raise InputValueError(f"max_len must be an integer >= 1, got {max_len!r}.")
     rows = []
     for text in texts:
         ids = [vocabulary.get(token, OOV) for token in tokenise(text)][-int(max_len) :]

@@ -48,6 +48,7 @@ import numpy as np
 
 from bnn_ppl.data import text
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise_images
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "IMAGE_SETS",
@@ -194,7 +195,7 @@ def _images(source: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def _check_labels(name: str, y: np.ndarray, num_classes: int) -> None:
     if y.size and (y.min() < 0 or y.max() >= num_classes):
-        raise ValueError(
+        raise InputValueError(
             f"{name}: labels must be in [0, {num_classes}), got [{y.min()}, {y.max()}]."
         )
 
@@ -212,7 +213,9 @@ def load_images(name: str, *, data_dir: str | os.PathLike | None = None) -> Data
         ImportError: tensorflow-datasets is not installed.
     """
     if name not in IMAGE_SETS:
-        raise ValueError(f"unknown tfds image data set {name!r}; available: {sorted(IMAGE_SETS)}.")
+        raise InputValueError(
+            f"unknown tfds image data set {name!r}; available: {sorted(IMAGE_SETS)}."
+        )
     tfds = _import_tfds()
     train, test = _open(tfds, name, None, ["train", "test"], data_dir)
     x_train, y_train = _images(train)
@@ -243,13 +246,15 @@ def load_imdb(
         max_len: length of every sequence (longer reviews keep their last ``max_len`` tokens).
     """
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer):
-        raise TypeError(f"vocab_size must be an integer, got {type(vocab_size).__name__}.")
+        raise InputTypeError(f"vocab_size must be an integer, got {type(vocab_size).__name__}.")
     if vocab_size < 3:
-        raise ValueError(f"vocab_size must be >= 3 (ids 0 and 1 are reserved), got {vocab_size}.")
+        raise InputValueError(
+            f"vocab_size must be >= 3 (ids 0 and 1 are reserved), got {vocab_size}."
+        )
     if isinstance(max_len, bool) or not isinstance(max_len, int | np.integer):
-        raise TypeError(f"max_len must be an integer, got {type(max_len).__name__}.")
+        raise InputTypeError(f"max_len must be an integer, got {type(max_len).__name__}.")
     if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}.")
+        raise InputValueError(f"max_len must be >= 1, got {max_len}.")
     tfds = _import_tfds()
     train, test = _open(tfds, "imdb_reviews", "plain_text", ["train", "test"], data_dir)
     texts, labels = {}, {}
@@ -353,7 +358,7 @@ def load_corrupted(
         >>> x, y = shifted["fog", 5]  # doctest: +SKIP
     """
     if clean.name != "cifar10":
-        raise ValueError(
+        raise InputValueError(
             f"load_corrupted reads cifar10_corrupted and needs the clean 'cifar10' Dataset for "
             f"its training statistics, got {clean.name!r}. For other image sets use "
             "bp.data.corrupt_test_set."
@@ -366,17 +371,17 @@ def load_corrupted(
         corruptions = [corruptions]
     for kind in corruptions or []:
         if kind not in kinds:
-            raise ValueError(f"unknown corruption {kind!r}; cifar10_corrupted has {kinds}.")
+            raise InputValueError(f"unknown corruption {kind!r}; cifar10_corrupted has {kinds}.")
     for severity in severities or []:
         if isinstance(severity, bool) or severity not in levels:
-            raise ValueError(f"severity must be in {levels}, got {severity!r}.")
+            raise InputValueError(f"severity must be in {levels}, got {severity!r}.")
     keys = [
         (k, s)
         for k, s in known
         if (corruptions is None or k in corruptions) and (severities is None or s in severities)
     ]
     if not keys:
-        raise ValueError("no (corruption, severity) pair requested; pass non-empty lists.")
+        raise InputValueError("no (corruption, severity) pair requested; pass non-empty lists.")
 
     roots: dict[tuple[str, int], Path | None] = {}
     missing, looked_first = [], None

@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["ENV_VAR", "FOLDERS", "SOURCE", "load_uci", "read_table"]
 
@@ -122,14 +123,14 @@ def read_table(path: str | os.PathLike, *, integer: bool = False) -> np.ndarray:
             if not fields:
                 continue
             if rows and len(fields) != len(rows[0]):
-                raise ValueError(
+                raise InputValueError(
                     f"{path}, line {lineno}: {len(fields)} value(s), but line {lines[0]} has "
                     f"{len(rows[0])} (ragged rows)."
                 )
             rows.append(fields)
             lines.append(lineno)
     if not rows:
-        raise ValueError(f"{path} is empty.")
+        raise InputValueError(f"{path} is empty.")
     kind = "an integer" if integer else "a number"
     try:
         table = np.array(rows, dtype=np.int64 if integer else np.float64)
@@ -139,7 +140,7 @@ def read_table(path: str | os.PathLike, *, integer: bool = False) -> np.ndarray:
                 try:
                     int(token) if integer else float(token)
                 except (ValueError, OverflowError):
-                    raise ValueError(
+                    raise InputValueError(
                         f"{path}, line {lineno}, column {column}: {token!r} is not {kind}."
                     ) from None
         raise
@@ -147,7 +148,7 @@ def read_table(path: str | os.PathLike, *, integer: bool = False) -> np.ndarray:
         finite = np.isfinite(table)
         if not finite.all():
             row, column = np.argwhere(~finite)[0]
-            raise ValueError(
+            raise InputValueError(
                 f"{path}, line {lines[row]}, column {column}: {rows[row][column]!r} is not a "
                 f"finite number (NaN/inf); bnn_ppl never drops or imputes values."
             )
@@ -158,20 +159,22 @@ def _read_indices(path: Path, bound: int, what: str) -> np.ndarray:
     idx = read_table(path, integer=True).ravel()
     bad = (idx < 0) | (idx >= bound)
     if bad.any():
-        raise ValueError(
+        raise InputValueError(
             f"{path}: index {int(idx[bad][0])} is out of range for {bound} {what} "
             f"(0-based indices in [0, {bound - 1}])."
         )
     values, counts = np.unique(idx, return_counts=True)
     if (counts > 1).any():
-        raise ValueError(f"{path}: index {int(values[counts > 1][0])} appears more than once.")
+        raise InputValueError(f"{path}: index {int(values[counts > 1][0])} appears more than once.")
     return idx
 
 
 def _read_count(path: Path) -> int:
     value = read_table(path, integer=True)
     if value.size != 1 or value.item() < 1:
-        raise ValueError(f"{path} must hold one positive integer, got {value.ravel().tolist()}.")
+        raise InputValueError(
+            f"{path} must hold one positive integer, got {value.ravel().tolist()}."
+        )
     return int(value.item())
 
 
@@ -190,17 +193,17 @@ def load_uci(name: str, *, split: int = 0, data_dir: str | os.PathLike | None = 
         DataNotFoundError: no local copy (the message says where to get one).
     """
     if name not in FOLDERS:
-        raise ValueError(f"unknown UCI data set {name!r}; available: {sorted(FOLDERS)}.")
+        raise InputValueError(f"unknown UCI data set {name!r}; available: {sorted(FOLDERS)}.")
     if isinstance(split, bool):
-        raise TypeError(f"split must be an integer, got {split!r}.")
+        raise InputTypeError(f"split must be an integer, got {split!r}.")
     try:
         split = operator.index(split)
     except TypeError:
-        raise TypeError(f"split must be an integer, got {type(split).__name__}.") from None
+        raise InputTypeError(f"split must be an integer, got {type(split).__name__}.") from None
     folder = _find(name, data_dir)
     n_splits = _read_count(folder / "n_splits.txt")
     if not 0 <= split < n_splits:
-        raise ValueError(
+        raise InputValueError(
             f"split must be in [0, {n_splits - 1}] for 'uci/{name}' ({n_splits} standard "
             f"splits), got {split}."
         )
@@ -209,16 +212,16 @@ def load_uci(name: str, *, split: int = 0, data_dir: str | os.PathLike | None = 
     features = _read_indices(folder / "index_features.txt", columns, "columns")
     target = _read_indices(folder / "index_target.txt", columns, "columns")
     if target.size != 1:
-        raise ValueError(f"{folder / 'index_target.txt'} must name one column, got {target}.")
+        raise InputValueError(f"{folder / 'index_target.txt'} must name one column, got {target}.")
     if target[0] in features:
-        raise ValueError(
+        raise InputValueError(
             f"{folder}: target column {int(target[0])} is also listed in index_features.txt."
         )
     train = _read_indices(folder / f"index_train_{split}.txt", len(data), "rows")
     test = _read_indices(folder / f"index_test_{split}.txt", len(data), "rows")
     overlap = np.intersect1d(train, test)
     if overlap.size:
-        raise ValueError(
+        raise InputValueError(
             f"{folder}: split {split} has {overlap.size} row(s) in both the training and the "
             f"test indices (e.g. row {int(overlap[0])})."
         )
