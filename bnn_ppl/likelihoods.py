@@ -20,7 +20,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ import numpyro.distributions as dist
 from bnn_ppl.types import Array
 from bnn_ppl.validation import InputTypeError, InputValueError, check_labels, check_positive
 
-__all__ = ["Likelihood", "Categorical", "Gaussian", "GaussianPrediction"]
+__all__ = ["Likelihood", "Categorical", "Gaussian", "GaussianPrediction", "conform_targets"]
 
 
 class GaussianPrediction(NamedTuple):
@@ -55,8 +55,13 @@ class Likelihood(Protocol):
         """Priors of the likelihood's own latent parameters, keyed by site name."""
         ...
 
+    def target_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the targets for a network output of shape ``out_shape = (n, ...)``."""
+        ...
+
     def check_targets(self, y: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
-        """Validate targets against the network's output shape ``(n, ...)``; return them."""
+        """Validate targets against the network's output shape ``(n, ...)``; return them in
+        :meth:`target_shape` (see :func:`conform_targets`)."""
         ...
 
     def log_prob(self, out: Array, y: Array, latent: dict[str, Array]) -> Array:
@@ -66,6 +71,41 @@ class Likelihood(Protocol):
     def predict(self, out: Array, latent: dict[str, Array]) -> Array | GaussianPrediction:
         """Predictive distribution at the network output (probabilities or a Gaussian)."""
         ...
+
+
+def conform_targets(likelihood: Likelihood, y: Any, out_shape: tuple[int, ...]) -> Any:
+    """The one target-shape rule, applied by every path (model, potential, SVI, metrics).
+
+    Targets must have ``likelihood.target_shape(out_shape)``: ``(n,)`` class indices for a
+    categorical, ``(n,)`` for a one-output regression network and ``(n, d)`` for ``d``
+    outputs. For a one-output network, ``(n, 1)`` targets mean the same as ``(n,)`` and are
+    reshaped to it (never broadcast against ``(n,)`` outputs into ``(n, n)``). Any other shape
+    is an error. Works on NumPy arrays and on traced JAX arrays (shapes are static).
+
+    Example:
+        >>> import numpy as np
+        >>> conform_targets(Gaussian(0.1), np.zeros((5, 1)), (5, 1)).shape
+        (5,)
+        >>> conform_targets(Gaussian(0.1), np.zeros((5, 2)), (5, 1))
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: y has shape (5, 2), which does not fit ...
+    """
+    want = tuple(likelihood.target_shape(tuple(out_shape)))
+    shape = tuple(np.shape(y))
+    if shape == want:
+        return y
+    if len(out_shape) >= 2 and out_shape[-1] == 1 and shape == tuple(out_shape):
+        return y.reshape(want)
+    if len(shape) == 1 and len(out_shape) == 2 and out_shape[1] != 1 and want == out_shape:
+        raise InputValueError(
+            f"y has shape {shape} but the network has {out_shape[1]} outputs; pass y of shape "
+            f"(n, {out_shape[1]}) or use a network with one output."
+        )
+    raise InputValueError(
+        f"y has shape {shape}, which does not fit the network output {tuple(out_shape)}: "
+        f"{type(likelihood).__name__} needs targets of shape {want}."
+    )
 
 
 @dataclass(frozen=True)
@@ -80,11 +120,15 @@ class Categorical:
     def latent_sites(self) -> dict[str, dist.Distribution]:
         return {}
 
-    def check_targets(self, y: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
+    def target_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...]:
         if len(out_shape) != 2:
             raise InputValueError(
                 f"Categorical needs a network output of shape (n, num_classes), got {out_shape}."
             )
+        return tuple(out_shape[:1])
+
+    def check_targets(self, y: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
+        self.target_shape(out_shape)
         return check_labels("y", y, out_shape[-1])
 
     def log_prob(self, out: Array, y: Array, latent: dict[str, Array]) -> Array:
@@ -140,22 +184,17 @@ class Gaussian:
     def _noise(self, latent: dict[str, Array]) -> Array:
         return latent[NOISE_SITE] if isinstance(self.scale, dist.Distribution) else self.scale
 
+    def target_shape(self, out_shape: tuple[int, ...]) -> tuple[int, ...]:
+        out_shape = tuple(out_shape)
+        return out_shape[:1] if len(out_shape) == 2 and out_shape[1] == 1 else out_shape
+
     def check_targets(self, y: np.ndarray, out_shape: tuple[int, ...]) -> np.ndarray:
-        expected = out_shape[:1] if len(out_shape) == 2 and out_shape[1] == 1 else out_shape
-        if y.ndim == 1 and len(out_shape) == 2 and out_shape[1] != 1:
-            raise InputValueError(
-                f"y has shape {y.shape} but the network has {out_shape[1]} outputs; pass y of "
-                f"shape (n, {out_shape[1]}) or use a network with one output."
-            )
-        if y.shape != tuple(expected) and y.shape != tuple(out_shape):
-            raise InputValueError(
-                f"y has shape {y.shape}, which does not match the network output {out_shape}."
-            )
         if not np.issubdtype(y.dtype, np.floating):
             raise InputTypeError(
-                f"y must be floating point for a Gaussian likelihood, got {y.dtype}."
+                f"y must be floating point for a Gaussian likelihood, got {y.dtype}; "
+                f"convert with y.astype(float)."
             )
-        return y
+        return conform_targets(self, y, out_shape)
 
     @staticmethod
     def _match(out: Array, y: Array) -> Array:

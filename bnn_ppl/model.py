@@ -50,14 +50,15 @@ from numpyro.distributions.transforms import Transform, biject_to
 
 from bnn_ppl import priors as _priors
 from bnn_ppl import validation
-from bnn_ppl.likelihoods import Likelihood
+from bnn_ppl.likelihoods import Likelihood, conform_targets
 from bnn_ppl.network import Network, as_network
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["BNN", "OBSERVED_SITE", "TEMPER_MODES"]
+__all__ = ["BNN", "OBSERVED_SITE", "PRIOR_TEMPERING_SITE", "TEMPER_MODES"]
 
 OBSERVED_SITE = "y"
+PRIOR_TEMPERING_SITE = "prior_tempering"
 TEMPER_MODES = ("likelihood", "posterior")
 
 
@@ -153,7 +154,23 @@ class BNN:
             sites.update({k: resolved[k].distribution(shapes[k]) for k in shapes})
             for name, d in self.likelihood.latent_sites().items():
                 sites[name] = d
-            clash = (set(hyper) & set(shapes)) | ({OBSERVED_SITE} & set(sites))
+            for other in self._cache.values():
+                theirs = {k: tuple(d.event_shape) for k, d in other.sites.items()}
+                ours = {k: tuple(d.event_shape) for k, d in sites.items()}
+                if theirs != ours:
+                    diff = sorted(
+                        k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)
+                    )
+                    raise InputValueError(
+                        f"inputs with per-example shape {key[0]} give this BNN other parameter "
+                        f"shapes than the inputs it was first used with ("
+                        + ", ".join(f"{k}: {ours.get(k)} vs {theirs.get(k)}" for k in diff[:4])
+                        + "). A BNN's parameters have one shape: check the feature count of "
+                        "the data, or build a new BNN for data of another shape."
+                    )
+            clash = (set(hyper) & set(shapes)) | (
+                {OBSERVED_SITE, PRIOR_TEMPERING_SITE} & set(sites)
+            )
             clash |= set(self.likelihood.latent_sites()) & (set(hyper) | set(shapes))
             if clash:
                 raise InputValueError(f"site names {sorted(clash)} are used twice; rename them.")
@@ -272,14 +289,29 @@ class BNN:
         return out
 
     # ---------------------------------------------------------------- checking
+    def _check_x(self, x: Any, name: str = "x") -> np.ndarray:
+        """Validate inputs: a real, finite, non-empty array of shape ``(n, ...features)`` whose
+        per-example shape gives the parameter shapes this model already has."""
+        x = validation.as_array(name, x)
+        if x.ndim < 2:
+            raise InputValueError(
+                f"{name} has shape {x.shape}, but inputs are (n, ...features) with one row per "
+                f"example; for a single feature pass {name}[:, None] (shape ({x.shape[0]}, 1))."
+            )
+        self._structure(x)
+        return x
+
     def check_data(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Validate inputs and targets for this model; return them as NumPy arrays.
+        """Validate inputs and targets for this model; return them as NumPy arrays, the targets
+        in the likelihood's target shape (:func:`bnn_ppl.likelihoods.conform_targets`).
 
         Raises:
-            ValueError, TypeError: empty or non-finite data, different numbers of rows, targets
-                that do not fit the likelihood (labels out of range, wrong shape or dtype).
+            InputValueError, InputTypeError: empty, complex or non-finite data, 1-D inputs,
+                inputs whose feature shape does not fit the model's parameters, different
+                numbers of rows, targets that do not fit the likelihood (labels out of range,
+                wrong shape or dtype).
         """
-        x = validation.as_array("x", x)
+        x = self._check_x(x)
         y = validation.as_array("y", y)
         validation.check_same_length("x", x, "y", y)
         return x, self.likelihood.check_targets(y, self.output_shape(x))
@@ -292,15 +324,33 @@ class BNN:
 
         ``subsample_size=b`` evaluates the likelihood on a random minibatch of ``b`` rows
         (``numpyro.plate`` subsampling, which scales the log-likelihood by ``n / b``).
+
+        Targets follow :func:`bnn_ppl.likelihoods.conform_targets` (``(n, 1)`` targets of a
+        one-output network are read as ``(n,)``), traced or not. With ``temper="posterior"``
+        the prior sites are sampled untempered and a factor site ``"prior_tempering"`` adds
+        ``(1/T - 1) log p(θ)``: NumPyro's ``handlers.scale`` would also scale the Jacobian of
+        a constrained site's transform, and the convention of this library (the potential,
+        SVI, MAP, SG-MCMC) is a tempered density over the *constrained* parameters.
         """
         if not isinstance(x, jax.core.Tracer):
             if y is not None and not isinstance(y, jax.core.Tracer):
                 x, y = self.check_data(x, y)
             else:
-                x = validation.as_array("x", x)
-        with handlers.scale(scale=self.prior_scale):
-            params = self._sample_sites(x, numpyro.sample)
+                x = self._check_x(x)
+        terms: list[Array] = []
+
+        def draw(name: str, d: dist.Distribution) -> Array:
+            value = numpyro.sample(name, d)
+            if self.prior_scale != 1.0:
+                terms.append(jnp.sum(d.log_prob(value)))
+            return value
+
+        params = self._sample_sites(x, draw)
+        if self.prior_scale != 1.0:
+            numpyro.factor(PRIOR_TEMPERING_SITE, (self.prior_scale - 1.0) * sum(terms))
         weights, latent = self.split(params)
+        if y is not None:
+            y = conform_targets(self.likelihood, y, self.output_shape(x))
         with (
             numpyro.plate("data", x.shape[0], subsample_size=subsample_size) as idx,
             handlers.scale(scale=self.likelihood_scale),

@@ -42,7 +42,15 @@ import numpyro.distributions as dist
 from numpyro.distributions import constraints
 
 from bnn_ppl.types import Array, PRNGKey
-from bnn_ppl.validation import InputTypeError, InputValueError, check_choice, check_positive
+from bnn_ppl.validation import (
+    InputError,
+    InputTypeError,
+    InputValueError,
+    check_bool,
+    check_choice,
+    check_number,
+    check_positive,
+)
 
 __all__ = [
     "Prior",
@@ -121,9 +129,8 @@ class _LocationScale:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scale", check_positive("scale", self.scale))
-        object.__setattr__(self, "loc", float(self.loc))
-        if not isinstance(self.fan_in, bool):
-            raise InputTypeError(f"fan_in must be True or False, got {self.fan_in!r}.")
+        object.__setattr__(self, "loc", check_number("loc", self.loc))
+        object.__setattr__(self, "fan_in", check_bool("fan_in", self.fan_in))
 
     def effective_scale(self, shape: tuple[int, ...]) -> float:
         """``scale``, or ``scale / sqrt(fan_in(shape))`` for a fan-in scaled ("He") prior."""
@@ -186,7 +193,8 @@ class StudentT:
     def __post_init__(self) -> None:
         object.__setattr__(self, "df", check_positive("df", self.df))
         object.__setattr__(self, "scale", check_positive("scale", self.scale))
-        object.__setattr__(self, "loc", float(self.loc))
+        object.__setattr__(self, "loc", check_number("loc", self.loc))
+        object.__setattr__(self, "fan_in", check_bool("fan_in", self.fan_in))
 
     effective_scale = _LocationScale.effective_scale
     hyper_sites = _LocationScale.hyper_sites
@@ -215,9 +223,11 @@ class ScaleMixtureNormal:
     fan_in: bool = False
 
     def __post_init__(self) -> None:
-        if not 0.0 < float(self.pi) < 1.0:
-            raise InputValueError(f"pi must be in (0, 1), got {self.pi!r}.")
-        object.__setattr__(self, "pi", float(self.pi))
+        pi = check_number(
+            "pi", self.pi, low=0.0, high=1.0, low_inclusive=False, high_inclusive=False
+        )
+        object.__setattr__(self, "pi", pi)
+        object.__setattr__(self, "fan_in", check_bool("fan_in", self.fan_in))
         object.__setattr__(self, "scale1", check_positive("scale1", self.scale1))
         object.__setattr__(self, "scale2", check_positive("scale2", self.scale2))
 
@@ -472,8 +482,14 @@ def from_string(text: str) -> Prior:
     ``Normal(1.0, fan_in=True)`` (scale/√fan_in per layer).
 
     Raises:
-        ValueError: unknown family (the message lists the known ones) or malformed arguments.
+        InputValueError: unknown family (the message lists the known ones), malformed
+            arguments, or values the prior refuses (NaN/inf, a scale <= 0 or beyond float32).
+        InputTypeError: ``text`` is not a string.
     """
+    if not isinstance(text, str):
+        raise InputTypeError(
+            f"a prior string must be a str like 'normal:0.3', got {text!r} ({type(text).__name__})."
+        )
     name, _, args = text.partition(":")
     key = name.strip().lower().replace("-", "_")
     if key == "studentt":
@@ -495,4 +511,7 @@ def from_string(text: str) -> Prior:
             f"({', '.join(f.name for f in numeric)}), e.g. "
             f"'{key}:{'3,0.1' if key == 'student_t' else '0.1'}'."
         )
-    return cls(*values, **kwargs)
+    try:
+        return cls(*values, **kwargs)
+    except InputError as e:
+        raise type(e)(f"prior {text!r}: {e}") from None

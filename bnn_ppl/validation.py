@@ -53,7 +53,7 @@ class InputValueError(InputError, ValueError):
 
 
 class InputTypeError(InputError, TypeError):
-    """A value of the wrong type (``None`` or a str where a number belongs, ...): a ``TypeError``."""
+    """A value of the wrong type (``None`` or a str where a number belongs): a ``TypeError``."""
 
 
 def _is_concrete(a: Any) -> bool:
@@ -105,12 +105,16 @@ def check_number(
     v = float(value)
     if not math.isfinite(v):
         raise InputValueError(f"{name} must be a finite number, got {v!r}.")
-    if low is not None and (v < low or (v == low and not low_inclusive)):
-        op = ">=" if low_inclusive else ">"
-        raise InputValueError(f"{name} must be {op} {low}, got {v!r}.")
-    if high is not None and (v > high or (v == high and not high_inclusive)):
-        op = "<=" if high_inclusive else "<"
-        raise InputValueError(f"{name} must be {op} {high}, got {v!r}.")
+    too_low = low is not None and (v < low or (v == low and not low_inclusive))
+    too_high = high is not None and (v > high or (v == high and not high_inclusive))
+    if too_low or too_high:
+        if low is not None and high is not None:
+            rng = f"in {'[' if low_inclusive else '('}{low}, {high}{']' if high_inclusive else ')'}"
+        elif low is not None:
+            rng = f"{'>=' if low_inclusive else '>'} {low}"
+        else:
+            rng = f"{'<=' if high_inclusive else '<'} {high}"
+        raise InputValueError(f"{name} must be {rng}, got {v!r}.")
     return v
 
 
@@ -160,8 +164,9 @@ def check_int(name: str, value: Any, *, minimum: int = 1, maximum: int | None = 
             hint = f" Pass {int(value)}."
         elif isinstance(value, str):
             hint = " Convert it with int(...)."
+        hint = hint or " Pass a whole number."
         raise InputTypeError(
-            f"{name} must be an int, got {value!r} ({type(value).__name__}).{hint or ' Pass a whole number.'}"
+            f"{name} must be an int, got {value!r} ({type(value).__name__}).{hint}"
         )
     v = int(value)
     if v < minimum or (maximum is not None and v > maximum):

@@ -77,7 +77,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from bnn_ppl.inference.potential import DATA_AXIS, ShardedData, _device_rows
+from bnn_ppl.inference.potential import DATA_AXIS, ShardedData, _device_rows, pad_rows
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -372,8 +372,7 @@ def place_process_local(
     local = (b - a) * rows  # rows of this process's devices, padding included
 
     def pad(v: np.ndarray) -> np.ndarray:
-        missing = local - v.shape[0]
-        return np.concatenate([v, np.zeros((missing, *v.shape[1:]), v.dtype)]) if missing else v
+        return pad_rows(v, local)
 
     mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
     sharding = NamedSharding(mesh, P(DATA_AXIS))

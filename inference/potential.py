@@ -11,8 +11,9 @@
   gradient too holds one chunk of activations at a time, memory does not grow with the data,
   and no forward pass is recomputed (``jax.checkpoint`` would: 1.35x slower for an MLP);
 * rows are padded so that every device holds the same whole number of chunks, and padded rows
-  are masked out (``jnp.where``, so a padded row cannot leak even a NaN): the value equals the
-  unpadded one; no row is ever dropped;
+  are masked out (``jnp.where``): the value and gradient equal the unpadded ones; no row is
+  ever dropped. Padding rows repeat real rows (:func:`pad_rows`), so a network that is NaN at
+  an all-zero input cannot poison the gradient through the padding either;
 * the log prior is computed once, outside the sharded part;
 * with one chunk per device there is no loop at all;
 * parameters live in unconstrained space (the likelihood's noise scale through a log
@@ -317,6 +318,36 @@ def _device_rows(n: int, num_devices: int, chunk_size: int | None) -> tuple[int,
     return -(-per_device // num_chunks), num_chunks
 
 
+def compute_dtype(dtype: Any) -> jnp.dtype:
+    """The dtype an input or target array is computed in: bools stay bools, integers become
+    int32 (int64 with ``jax_enable_x64``), floats float32 (float64 with ``jax_enable_x64`` for
+    float64 data). :func:`bnn_ppl.validation.as_array` has already refused values that this
+    conversion would change."""
+    dtype = np.dtype(dtype)
+    x64 = bool(jax.config.jax_enable_x64)
+    if dtype == np.bool_:
+        return jnp.dtype(jnp.bool_)
+    if np.issubdtype(dtype, np.integer):
+        return jnp.dtype(jnp.int64 if x64 and dtype.itemsize > 4 else jnp.int32)
+    return jnp.dtype(jnp.float64 if x64 and dtype == np.float64 else jnp.float32)
+
+
+def pad_rows(a: np.ndarray, total: int) -> np.ndarray:
+    """``a`` with rows appended up to ``total`` rows, by repeating its own rows cyclically.
+
+    Padding rows are masked out of every sum; they copy real rows (not zeros) so that the
+    network never sees an input that no real row is: a function that is NaN or infinite at an
+    all-zero row (a log, a division) cannot reach the value *or the gradient* through the
+    padding (a masked NaN still turns a gradient into NaN: ``0 * NaN``).
+    """
+    n = a.shape[0]
+    if total <= n:
+        return a
+    if n == 0:
+        return np.zeros((total, *a.shape[1:]), a.dtype)
+    return np.concatenate([a, a[np.arange(total - n) % n]])
+
+
 @jax.custom_jvp
 def _params_only(a: Array) -> Array:
     """Identity that refuses to be differentiated (the chunked gradient covers parameters)."""
@@ -370,9 +401,7 @@ def full_batch_potential(
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
     if chunk_size is not None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer):
-            raise InputTypeError(f"chunk_size must be a positive int, got {chunk_size!r}.")
-        validation.check_positive("chunk_size", chunk_size)
+        chunk_size = validation.check_int("chunk_size", chunk_size, minimum=1)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(acc, jnp.floating):
         raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")
@@ -387,13 +416,9 @@ def full_batch_potential(
             "devices is empty; pass at least one device (default: jax.devices())."
         )
 
-    if np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.bool_):
-        x_dtype = jnp.dtype(jnp.int32 if x.dtype != np.bool_ else jnp.bool_)  # token ids stay ints
-    else:
-        x_dtype = jnp.dtype(
-            jnp.float64 if jax.config.jax_enable_x64 and x.dtype == np.float64 else jnp.float32
-        )
-    y_dtype = y.dtype if np.issubdtype(y.dtype, np.integer) else x_dtype
+    # x and y each keep their own kind: integer inputs (token ids) stay integers, and float
+    # targets stay floats whatever the inputs are
+    x_dtype, y_dtype = compute_dtype(x.dtype), compute_dtype(y.dtype)
     if len({d.process_index for d in devices}) > 1:
         # several processes (jax.distributed): x, y are this process's block of rows; the
         # global layout is the single-process one (see bnn_ppl.inference.distributed)
@@ -408,11 +433,7 @@ def full_batch_potential(
         padded = len(devices) * num_chunks * chunk
 
         def pad(a: np.ndarray) -> np.ndarray:
-            return (
-                np.concatenate([a, np.zeros((padded - n, *a.shape[1:]), a.dtype)])
-                if padded > n
-                else a
-            )
+            return pad_rows(a, padded)
 
         mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
         sharding = NamedSharding(mesh, P(DATA_AXIS))

@@ -76,28 +76,69 @@ def test_potential_equals_hand_written_log_joint(x64, temperature, temper, chunk
 
 
 def test_padding_is_masked_even_when_padded_rows_would_be_nan(x64):
-    # A network whose output is NaN on an all-zero row: padding rows are zeros, so a mask by
-    # multiplication (0 * NaN = NaN) would poison the sum; ours must not.
+    # A network whose output is -inf/NaN on an all-zero row. Zero padding rows masked by
+    # multiplication (0 * NaN = NaN) would poison the value, and masked by jnp.where they still
+    # poison the gradient (its zero cotangent meets an infinite derivative): the padding must not.
     class Weird(MLP):
         def __call__(self, x):
             out = super().__call__(x)
-            return jnp.where(jnp.all(x == 0, axis=-1, keepdims=True), jnp.nan, out)
+            return out + jnp.log(jnp.sum(x**2, axis=-1, keepdims=True))
 
     x, y = _regression_data(n=11)
     model = bp.BNN(Weird(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
     pot = full_batch_potential(model, x, y, chunk_size=4, dtype=jnp.float64)
     assert pot.data.x.shape[0] == 12  # one padded row
+    assert not np.asarray(pot.data.mask)[11]
     params = pot.init_params(jax.random.key(0))
-    value = pot.potential_fn(params)
+    value, grad = pot.value_and_grad(params)
     assert np.isfinite(value)
     ll = model.log_likelihood(params, jnp.asarray(x), jnp.asarray(y)).sum()
     np.testing.assert_allclose(pot.log_likelihood(params), ll, rtol=1e-12)
+    # the gradient equals the unpadded one (one chunk of exactly the 11 rows, no padding)
+    exact = full_batch_potential(model, x, y, chunk_size=11, dtype=jnp.float64)
+    assert exact.data.x.shape[0] == 11
+    want_value, want_grad = exact.value_and_grad(params)
+    np.testing.assert_allclose(value, want_value, rtol=1e-12)
+    for k in params:
+        assert np.all(np.isfinite(grad[k])), k
+        np.testing.assert_allclose(grad[k], want_grad[k], rtol=1e-10, atol=1e-12)
 
 
+def test_padding_rows_repeat_real_rows():
+    from bnn_ppl.inference.potential import pad_rows
+
+    a = np.arange(10).reshape(5, 2)
+    np.testing.assert_array_equal(pad_rows(a, 8)[5:], a[:3])
+    np.testing.assert_array_equal(pad_rows(a, 13)[5:], np.concatenate([a, a[:3]]))
+    assert pad_rows(a, 5) is a
+
+
+def test_float_targets_stay_floats_with_integer_or_bool_inputs():
+    # integer inputs (token ids) with float targets: the targets stay floats (issue: 0.7 -> 0)
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, size=(9, 3))
+    y = rng.normal(size=9) + 0.5
+    model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    pot = full_batch_potential(model, x, y, chunk_size=4)
+    assert pot.data.x.dtype == jnp.int32 and pot.data.y.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(pot.data.y)[:9], y, rtol=1e-6)
+    bools = full_batch_potential(model, x > 2, y, chunk_size=4)
+    assert bools.data.x.dtype == jnp.bool_ and bools.data.y.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(bools.data.y)[:9], y, rtol=1e-6)
+    u = pot.init_params(jax.random.key(0))
+    want = model.log_likelihood(pot.postprocess_fn(u), jnp.asarray(x), jnp.asarray(y, jnp.float32))
+    got = pot.log_likelihood(pot.postprocess_fn(u))
+    scale = float(jnp.sum(jnp.abs(want)))
+    assert abs(float(got) - float(jnp.sum(want))) <= 8 * np.finfo(np.float32).eps * scale
+
+
+@pytest.mark.parametrize("temper", ["likelihood", "posterior"])
 @pytest.mark.parametrize("hierarchical", [False, True])
-def test_potential_matches_numpyro_potential_energy(x64, hierarchical):
+def test_potential_matches_numpyro_potential_energy(x64, hierarchical, temper):
     """Our sharded potential and NumPyro's own (from the same model) agree, with a noise prior
-    and, optionally, a hierarchical per-layer prior scale (both positive, log-transformed)."""
+    and, optionally, a hierarchical per-layer prior scale (both positive, log-transformed), in
+    both temper modes: every path tempers the density over the constrained parameters and
+    leaves the Jacobian of the log transform untempered."""
     x, y = _regression_data()
     first = (bp.priors.Hierarchical(dist.HalfNormal(1.0)) if hierarchical
              else bp.priors.Laplace(0.5))
@@ -106,7 +147,7 @@ def test_potential_matches_numpyro_potential_energy(x64, hierarchical):
         prior={"Dense_0": first, "*": bp.priors.StudentT(4.0, 0.8)},
         likelihood=bp.likelihoods.Gaussian(scale=dist.LogNormal(-1.0, 0.5)),
         temperature=0.5,
-        temper="likelihood",
+        temper=temper,
     )
     pot = full_batch_potential(model, x, y, chunk_size=7, dtype=jnp.float64)
     info = initialize_model(jax.random.key(0), model, model_args=(x, y))
@@ -120,25 +161,32 @@ def test_potential_matches_numpyro_potential_energy(x64, hierarchical):
     # postprocess: unconstrained -> constrained noise scale
     u = pot.init_params(jax.random.key(0))
     np.testing.assert_allclose(pot.postprocess_fn(u)["noise_scale"], np.exp(u["noise_scale"]))
-
-
-def test_posterior_tempering_does_not_temper_the_jacobian(x64):
-    x, y = _regression_data(n=9)
-    noise_prior = dist.HalfNormal(1.0)
-    model = bp.BNN(
-        MLP(hidden=(), out=1),
-        bp.priors.Normal(1.0),
-        bp.likelihoods.Gaussian(scale=noise_prior),
-        temperature=0.25,
-        temper="posterior",
-    )
-    pot = full_batch_potential(model, x, y, dtype=jnp.float64)
-    u = pot.init_params(jax.random.key(3))
+    # and both equal the documented density: -[s_p log p(θ) + s_l log p(D|θ) + log|J|]
     params = pot.postprocess_fn(u)
-    log_joint = model.log_prior(params, x) + model.log_likelihood(params, x, y).sum()
-    # density over u: p(theta(u))^(1/T) * |d theta / d u| with theta = exp(u)
-    want = -(log_joint / 0.25 + u["noise_scale"])
-    np.testing.assert_allclose(pot.value_and_grad(u)[0], want, rtol=1e-12)
+    log_det = sum(float(u[k]) if np.ndim(u[k]) == 0 else float(np.sum(u[k]))
+                  for k in u if k == "noise_scale" or k.endswith("prior_scale"))
+    want = -(model.prior_scale * model.log_prior(params, x)
+             + model.likelihood_scale * model.log_likelihood(params, x, y).sum() + log_det)
+    np.testing.assert_allclose(info.potential_fn(u), want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(37,), (37, 1)])
+def test_one_output_targets_of_shape_n_1_mean_the_same_on_every_path(x64, shape):
+    """(n, 1) targets of a one-output network are (n,) everywhere: the NumPyro model used to
+    broadcast them against (n,) outputs into an (n, n) log-likelihood."""
+    x, y = _regression_data()
+    model = bp.BNN(MLP(hidden=(3,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.3))
+    pot = full_batch_potential(model, x, y, dtype=jnp.float64)
+    info = initialize_model(jax.random.key(0), model, model_args=(x, y.reshape(shape)))
+    u = pot.init_params(jax.random.key(1))
+    np.testing.assert_allclose(info.potential_fn(u), pot.potential_fn(u), rtol=1e-12)
+    # traced targets (NUTS(model) with jit_model_args=True) follow the same rule
+    from numpyro.infer.util import potential_energy
+
+    traced = jax.jit(lambda yy: potential_energy(model, (x, yy), {}, u))(y.reshape(shape))
+    np.testing.assert_allclose(traced, pot.potential_fn(u), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"y has shape \(37, 2\)"):
+        jax.jit(lambda yy: potential_energy(model, (x, yy), {}, u))(np.zeros((37, 2)))
 
 
 def test_linen_and_nnx_mlp_give_the_same_potential():
