@@ -289,9 +289,14 @@ class BNN:
         return out
 
     # ---------------------------------------------------------------- checking
-    def _check_x(self, x: Any, name: str = "x") -> np.ndarray:
-        """Validate inputs: a real, finite, non-empty array of shape ``(n, ...features)`` whose
-        per-example shape gives the parameter shapes this model already has."""
+    def check_inputs(self, x: Any, name: str = "x") -> np.ndarray:
+        """Validate inputs and return them as a NumPy array: real, finite, non-empty, of shape
+        ``(n, ...features)``, with a per-example shape that gives the parameter shapes this
+        model already has (a BNN's parameters have one shape).
+
+        Raises:
+            InputValueError, InputTypeError: naming ``name`` and the fix.
+        """
         x = validation.as_array(name, x)
         if x.ndim < 2:
             raise InputValueError(
@@ -311,7 +316,7 @@ class BNN:
                 numbers of rows, targets that do not fit the likelihood (labels out of range,
                 wrong shape or dtype).
         """
-        x = self._check_x(x)
+        x = self.check_inputs(x)
         y = validation.as_array("y", y)
         validation.check_same_length("x", x, "y", y)
         return x, self.likelihood.check_targets(y, self.output_shape(x))
@@ -336,7 +341,7 @@ class BNN:
             if y is not None and not isinstance(y, jax.core.Tracer):
                 x, y = self.check_data(x, y)
             else:
-                x = self._check_x(x)
+                x = self.check_inputs(x)
         terms: list[Array] = []
 
         def draw(name: str, d: dist.Distribution) -> Array:

@@ -110,14 +110,14 @@ def predict(
         :class:`~bnn_ppl.likelihoods.GaussianPrediction` whose ``mean`` and ``scale`` have shape
         ``(num_samples, n)`` (or ``(num_samples, n, d)``).
     """
-    x = validation.as_array("x", x)
+    x = model.check_inputs(x)
     n = x.shape[0]
-    chunk = n if chunk_size is None else int(validation.check_positive("chunk_size", chunk_size))
+    chunk = n if chunk_size is None else validation.check_int("chunk_size", chunk_size)
     chunk = min(chunk, n)
     sample_chunk = (
         1
         if sample_chunk_size is None
-        else int(validation.check_positive("sample_chunk_size", sample_chunk_size))
+        else validation.check_int("sample_chunk_size", sample_chunk_size)
     )
     flat = flatten_samples(model, samples, x)
     num_chunks = -(-n // chunk)
@@ -153,8 +153,8 @@ def prior_predictive(
         >>> f.mean.shape
         (8, 50)
     """
-    x = validation.as_array("x", x)
-    num_samples = int(validation.check_positive("num_samples", num_samples))
+    x = model.check_inputs(x)
+    num_samples = validation.check_int("num_samples", num_samples)
     key = jax.random.key(0) if rng_key is None else rng_key
     draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(key, num_samples))
     return predict(model, draws, x, chunk_size=chunk_size)
@@ -168,7 +168,30 @@ def bma(predictions: Array | GaussianPrediction) -> Array | GaussianPrediction:
     mixture likelihood use :func:`bnn_ppl.metrics.mixture_nll` on the per-sample predictions).
     """
     if isinstance(predictions, GaussianPrediction):
-        mean = predictions.mean.mean(axis=0)
-        second = (predictions.scale**2 + predictions.mean**2).mean(axis=0)
-        return GaussianPrediction(mean, jnp.sqrt(jnp.maximum(second - mean**2, 0.0)))
-    return jnp.mean(jnp.asarray(predictions), axis=0)
+        means, scales = jnp.asarray(predictions.mean), jnp.asarray(predictions.scale)
+        _check_draws("predictions.mean", means)
+        if scales.shape != means.shape:
+            raise InputValueError(
+                f"predictions.scale has shape {scales.shape} but predictions.mean has "
+                f"{means.shape}; they must match."
+            )
+        mean = means.mean(axis=0)
+        # law of total variance, written without the cancellation of E[m²] - E[m]²
+        var = (scales**2).mean(axis=0) + ((means - mean) ** 2).mean(axis=0)
+        return GaussianPrediction(mean, jnp.sqrt(var))
+    probs = jnp.asarray(predictions)
+    _check_draws("predictions", probs)
+    return jnp.mean(probs, axis=0)
+
+
+def _check_draws(name: str, a: Array) -> None:
+    if a.ndim < 2:
+        raise InputValueError(
+            f"{name} has shape {a.shape}; bma averages over a leading axis of draws, e.g. "
+            f"(num_samples, n, num_classes) as returned by bp.predict."
+        )
+    if a.shape[0] == 0:
+        raise InputValueError(
+            f"{name} holds no draws (shape {a.shape}): the average of nothing is undefined; "
+            f"pass at least one posterior draw."
+        )

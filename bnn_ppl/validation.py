@@ -23,10 +23,11 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
@@ -38,9 +39,13 @@ __all__ = [
     "check_number",
     "check_bool",
     "check_choice",
+    "check_key",
     "as_array",
     "check_same_length",
     "check_labels",
+    "check_batch_size",
+    "check_init_values",
+    "check_finite_result",
 ]
 
 
@@ -184,6 +189,30 @@ def check_bool(name: str, value: Any) -> bool:
     return bool(value)
 
 
+def check_key(name: str, key: Any) -> Any:
+    """Return ``key`` if it is one JAX random key: a typed key (``jax.random.key(0)``) or a raw
+    ``uint32`` key of shape ``(2,)`` (``jax.random.PRNGKey(0)``); else raise.
+
+    An int seed is refused rather than converted, so that the same seed cannot silently mean two
+    different streams in two places (write ``jax.random.key(seed)``).
+    """
+    if isinstance(key, jax.core.Tracer):
+        return key
+    if hasattr(key, "dtype") and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if np.shape(key) != ():
+            raise InputValueError(
+                f"{name} must be one key, got an array of keys of shape {np.shape(key)}; pass "
+                f"{name}[0] or split it yourself."
+            )
+        return key
+    if hasattr(key, "dtype") and np.dtype(key.dtype) == np.uint32 and np.shape(key) == (2,):
+        return key
+    raise InputTypeError(
+        f"{name} must be a JAX random key such as jax.random.key(0), got {key!r} "
+        f"({type(key).__name__})."
+    )
+
+
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
     """Raise ``ValueError`` unless ``value`` is one of ``choices``."""
     if value not in choices:
@@ -277,3 +306,70 @@ def check_labels(name: str, y: np.ndarray, num_classes: int) -> np.ndarray:
             f"got values in [{lo}, {hi}]. Check the labels or the network's output size."
         )
     return y
+
+
+def check_batch_size(name: str, batch_size: Any, num_data: int) -> int | None:
+    """``None`` (full batch) or an int in ``[1, num_data]``; a larger batch is refused, never
+    clamped to the data."""
+    if batch_size is None:
+        return None
+    batch_size = check_int(name, batch_size)
+    if batch_size > num_data:
+        raise InputValueError(
+            f"{name}={batch_size} exceeds the {num_data} training rows; use {name}=None for "
+            "full batch."
+        )
+    return batch_size
+
+
+def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, jax.Array]:
+    """Constrained initial values for every site of ``model``: finite, of the site's shape and
+    inside its support. Returns them as arrays."""
+    if not isinstance(values, Mapping):
+        raise InputTypeError(
+            f"{name} must be a dict site -> array (e.g. map_estimate(...).params), got "
+            f"{type(values).__name__}."
+        )
+    sites = model.sites(x)
+    missing = sorted(set(sites) - set(values))
+    extra = sorted(set(values) - set(sites))
+    if missing:
+        raise InputValueError(f"{name} lacks sites {missing}; pass a value for every site.")
+    if extra:
+        raise InputValueError(
+            f"{name} has sites the model does not have: {extra}; its sites are {list(sites)}."
+        )
+    out = {}
+    for k, d in sites.items():
+        v = as_array(f"{name}[{k!r}]", values[k], min_ndim=0)
+        if v.shape != tuple(d.event_shape):
+            raise InputValueError(
+                f"{name}[{k!r}] has shape {v.shape}, the site has {tuple(d.event_shape)}."
+            )
+        if not bool(np.all(d.support(jnp.asarray(v)))):
+            raise InputValueError(f"{name}[{k!r}] lies outside the site's support {d.support}.")
+        out[k] = jnp.asarray(v)
+    return out
+
+
+def check_finite_result(method: str, losses: Any, params: Any) -> None:
+    """Raise :class:`~bnn_ppl.validation.InputValueError` if an optimisation ended in NaN/inf.
+
+    A diverged fit is never returned as a result: the message says at which step the loss first
+    stopped being finite and what usually causes it.
+    """
+    losses = np.asarray(losses)
+    finite = np.isfinite(losses)
+    leaves_ok = all(bool(np.all(np.isfinite(np.asarray(v)))) for v in jax.tree.leaves(params))
+    if finite.all() and leaves_ok:
+        return
+    first = int(np.argmin(finite.reshape(-1, losses.shape[-1]).all(0))) if not finite.all() else -1
+    where = (
+        f"the loss is not finite from step {first}"
+        if first >= 0
+        else "the parameters are not finite"
+    )
+    raise InputValueError(
+        f"{method} diverged: {where}. Usual causes: a learning_rate too large for this model, "
+        "an extreme prior scale or temperature, or unstandardised data. Nothing was returned."
+    )

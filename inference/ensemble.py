@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import optax
 
 from bnn_ppl import validation
@@ -108,25 +107,31 @@ def _setup(
     minibatch_size: int | None,
     optimizer: optax.GradientTransformation | None,
     learning_rate: float,
+    init_method: str,
+    rng_key: PRNGKey | None,
     devices: Sequence[jax.Device] | None,
     chunk_size: int | None,
-) -> tuple:
+) -> tuple[FullBatchPotential, Callable, PRNGKey]:
+    """Check every argument (before anything is compiled), then build the potential and fit."""
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
-    num_steps = int(validation.check_positive("num_steps", num_steps))
-    pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size)
-    if minibatch_size is not None:
-        minibatch_size = int(validation.check_positive("minibatch_size", minibatch_size))
-        if minibatch_size > pot.num_data:
-            raise InputValueError(
-                f"minibatch_size={minibatch_size} exceeds the {pot.num_data} training rows; "
-                "use minibatch_size=None for full batch."
-            )
+    x, y = model.check_data(x, y)
+    num_steps = validation.check_int("num_steps", num_steps)
+    minibatch_size = validation.check_batch_size("minibatch_size", minibatch_size, len(x))
+    learning_rate = validation.check_positive("learning_rate", learning_rate)
+    validation.check_choice("init_method", init_method, ("prior", "network"))
+    if rng_key is not None:
+        validation.check_key("rng_key", rng_key)
     if optimizer is None:
-        optimizer = default_optimizer(
-            validation.check_positive("learning_rate", learning_rate), num_steps
+        optimizer = default_optimizer(learning_rate, num_steps)
+    elif not isinstance(optimizer, optax.GradientTransformation):
+        raise InputTypeError(
+            f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)), got "
+            f"{type(optimizer).__name__}."
         )
-    return pot, _fitter(pot, optimizer, num_steps, minibatch_size)
+    pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size)
+    key = jax.random.key(0) if rng_key is None else rng_key
+    return pot, _fitter(pot, optimizer, num_steps, minibatch_size), key
 
 
 def map_estimate(
@@ -158,17 +163,29 @@ def map_estimate(
         rng_key: random key (default ``jax.random.key(0)``).
         devices, chunk_size: as in :func:`~bnn_ppl.inference.full_batch_potential`.
     """
-    pot, fit = _setup(
-        model, x, y, num_steps, minibatch_size, optimizer, learning_rate, devices, chunk_size
-    )
-    key = jax.random.key(0) if rng_key is None else rng_key
-    init_key, fit_key = jax.random.split(key)
-    u0 = (
-        pot.init_params(init_key, method=init_method)
+    init = (
+        None
         if init_params is None
-        else pot.unconstrain({k: jnp.asarray(v) for k, v in init_params.items()})
+        else validation.check_init_values("init_params", init_params, model, x)
     )
-    return jax.jit(fit)(fit_key, u0, pot.data)
+    pot, fit, key = _setup(
+        model,
+        x,
+        y,
+        num_steps,
+        minibatch_size,
+        optimizer,
+        learning_rate,
+        init_method,
+        rng_key,
+        devices,
+        chunk_size,
+    )
+    init_key, fit_key = jax.random.split(key)
+    u0 = pot.init_params(init_key, method=init_method) if init is None else pot.unconstrain(init)
+    result = jax.jit(fit)(fit_key, u0, pot.data)
+    validation.check_finite_result("map_estimate", result.losses, result.params)
+    return result
 
 
 def deep_ensemble(
@@ -193,20 +210,34 @@ def deep_ensemble(
     leading member axis, the layout of ``MCMC.get_samples()``.
 
     Raises:
-        ValueError: ``num_members < 1``, or ``init_method="network"`` with an nnx network (whose
-            initial values do not depend on the key, so every member would be the same).
+        InputValueError: ``num_members < 1``, ``init_method="network"`` with an nnx network (whose
+            initial values do not depend on the key, so every member would be the same), any
+            bad argument (before anything compiles), or a member whose optimisation diverged.
     """
-    num_members = int(validation.check_positive("num_members", num_members))
+    num_members = validation.check_int("num_members", num_members)
+    if not isinstance(model, BNN):
+        raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     if init_method == "network" and isinstance(model.network, NnxNetwork):
         raise InputValueError(
             "init_method='network' gives every member the same start for an nnx network; "
             "use init_method='prior' for a deep ensemble."
         )
-    pot, fit = _setup(
-        model, x, y, num_steps, minibatch_size, optimizer, learning_rate, devices, chunk_size
+    pot, fit, key = _setup(
+        model,
+        x,
+        y,
+        num_steps,
+        minibatch_size,
+        optimizer,
+        learning_rate,
+        init_method,
+        rng_key,
+        devices,
+        chunk_size,
     )
-    key = jax.random.key(0) if rng_key is None else rng_key
     keys = jax.random.split(key, num_members)
     split = jax.vmap(jax.random.split)(keys)
     u0 = jax.vmap(lambda k: pot.init_params(k, method=init_method))(split[:, 0])
-    return jax.jit(jax.vmap(fit, in_axes=(0, 0, None)))(split[:, 1], u0, pot.data)
+    result = jax.jit(jax.vmap(fit, in_axes=(0, 0, None)))(split[:, 1], u0, pot.data)
+    validation.check_finite_result("deep_ensemble", result.losses, result.params)
+    return result

@@ -168,12 +168,16 @@ class FullBatchPotential:
         (see :meth:`bnn_ppl.BNN.init`).
         """
 
+        key = validation.check_key("key", key)
+        validation.check_choice("method", method, ("prior", "network"))
+        if num_chains is not None:
+            num_chains = validation.check_int("num_chains", num_chains)
+
         def one(k: PRNGKey) -> Params:
             return self.unconstrain(self.model.init(k, self._x_spec, method=method))
 
         if num_chains is None:
             return one(key)
-        num_chains = int(validation.check_positive("num_chains", num_chains))
         return jax.vmap(one)(jax.random.split(key, num_chains))
 
     # ------------------------------------------------------------------ density

@@ -45,7 +45,7 @@ from numpyro.optim import optax_to_numpyro
 from bnn_ppl import validation
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
-from bnn_ppl.validation import InputTypeError, InputValueError
+from bnn_ppl.validation import InputTypeError
 
 __all__ = ["SVIResult", "svi_mean_field", "default_optimizer"]
 
@@ -63,7 +63,7 @@ class SVIResult(NamedTuple):
 
     def sample_posterior(self, key: PRNGKey, num_samples: int) -> Params:
         """Draws from the fitted guide, keyed by site, with a leading sample axis."""
-        num_samples = int(validation.check_positive("num_samples", num_samples))
+        num_samples = validation.check_int("num_samples", num_samples)
         return self.guide.sample_posterior(key, self.params, sample_shape=(num_samples,))
 
     def means(self) -> Params:
@@ -121,26 +121,25 @@ def svi_mean_field(
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
-    num_steps = int(validation.check_positive("num_steps", num_steps))
+    num_steps = validation.check_int("num_steps", num_steps)
     init_scale = validation.check_positive("init_scale", init_scale)
-    num_particles = int(validation.check_positive("num_particles", num_particles))
-    if minibatch_size is not None:
-        minibatch_size = int(validation.check_positive("minibatch_size", minibatch_size))
-        if minibatch_size > len(x):
-            raise InputValueError(
-                f"minibatch_size={minibatch_size} exceeds the {len(x)} training rows; "
-                "use minibatch_size=None for full batch."
-            )
+    num_particles = validation.check_int("num_particles", num_particles)
+    learning_rate = validation.check_positive("learning_rate", learning_rate)
+    progress_bar = validation.check_bool("progress_bar", progress_bar)
+    key = jax.random.key(0) if rng_key is None else validation.check_key("rng_key", rng_key)
+    minibatch_size = validation.check_batch_size("minibatch_size", minibatch_size, len(x))
     if init_loc is not None:
-        missing = sorted(set(model.sites(x)) - set(init_loc))
-        if missing:
-            raise InputValueError(f"init_loc lacks sites {missing}; pass a value for every site.")
-        init_loc_fn = init_to_value(values=dict(init_loc))
+        init_loc_fn = init_to_value(
+            values=validation.check_init_values("init_loc", init_loc, model, x)
+        )
     else:
         init_loc_fn = init_to_sample
     if optimizer is None:
-        optimizer = default_optimizer(
-            validation.check_positive("learning_rate", learning_rate), num_steps
+        optimizer = default_optimizer(learning_rate, num_steps)
+    elif not isinstance(optimizer, optax.GradientTransformation):
+        raise InputTypeError(
+            f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)), got "
+            f"{type(optimizer).__name__}."
         )
     guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=init_scale)
     elbo_cls = TraceMeanField_ELBO if model.prior_scale == 1.0 else Trace_ELBO
@@ -148,6 +147,6 @@ def svi_mean_field(
     svi = SVI(
         model, guide, optax_to_numpyro(optimizer), elbo_cls(num_particles=num_particles), **kwargs
     )
-    key = jax.random.key(0) if rng_key is None else rng_key
     result = svi.run(key, num_steps, x, y, progress_bar=progress_bar)
+    validation.check_finite_result("svi_mean_field", result.losses, result.params)
     return SVIResult(guide=guide, params=result.params, losses=result.losses)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bnn_ppl.validation import InputValueError
+from bnn_ppl.validation import InputError, InputValueError
 
 __all__ = ["DataNotFoundError", "Dataset", "standardise", "standardise_images"]
 
@@ -58,7 +58,7 @@ class Dataset(NamedTuple):
         return "classification" if self.num_classes > 0 else "regression"
 
 
-class DataNotFoundError(FileNotFoundError):
+class DataNotFoundError(InputError, FileNotFoundError):
     """A data set is not on this machine.
 
     bnn_ppl never downloads: the message names the data set, every place that was searched,
