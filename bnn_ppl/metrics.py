@@ -67,7 +67,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from bnn_ppl.types import Array
-from bnn_ppl.validation import InputValueError
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "ReliabilityCurve",
@@ -95,11 +95,29 @@ def _is_concrete(x: object) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
-def _as_float(x: object) -> Array:
-    """Convert to a JAX array with a floating dtype (ints are promoted)."""
-    arr = jnp.asarray(x)
-    if not jnp.issubdtype(arr.dtype, jnp.floating):
-        arr = arr.astype(jnp.result_type(float))
+def _as_float(x: object, name: str) -> Array:
+    """A floating array (ints are promoted). Concrete input stays a NumPy array, checked on the
+    host: converting it to a JAX array compiles a program, and no bad input may compile."""
+    if not _is_concrete(x):
+        arr = jnp.asarray(x)
+        return arr if jnp.issubdtype(arr.dtype, jnp.floating) else arr.astype(float)
+    if x is None:
+        raise InputTypeError(f"{name} must be an array, got None")
+    arr = np.asarray(x)
+    floating = jnp.issubdtype(arr.dtype, jnp.floating)  # bfloat16 included
+    if arr.dtype == object or not (floating or arr.dtype.kind in "iu"):
+        raise InputTypeError(f"{name} must be a real numeric array; got dtype {arr.dtype}")
+    if not floating:
+        return arr.astype(jax.dtypes.canonicalize_dtype(float))
+    target = jax.dtypes.canonicalize_dtype(arr.dtype)  # float32 unless jax_enable_x64
+    if target != arr.dtype and arr.size:
+        big = float(np.max(np.abs(arr)))
+        if np.isfinite(big) and big > float(np.finfo(target).max):
+            raise InputValueError(
+                f"{name} holds values up to {big:.3g}, beyond {target}'s range in which "
+                f"bnn_ppl computes; rescale {name} or enable jax_enable_x64"
+            )
+        arr = arr.astype(target)
     return arr
 
 
@@ -161,6 +179,12 @@ def _check_values(x: Array, name: str, kind: str = "finite") -> None:
             f"{name} must be positive (> 0); found {a[_first(bad)]}{where} "
             f"({int(bad.sum())} of {a.size} entries are <= 0)"
         )
+    if kind == "positive" and a.dtype == np.float32 and lo < np.finfo(a.dtype).tiny:
+        raise InputValueError(
+            f"{name} holds {float(lo):.3g}, below the smallest normal float32 "
+            f"({float(np.finfo(np.float32).tiny):.3g}) in which bnn_ppl computes; rescale "
+            f"{name} or enable jax_enable_x64"
+        )
     if kind != "probs":
         return
     hint = (
@@ -189,7 +213,7 @@ def _check_values(x: Array, name: str, kind: str = "finite") -> None:
 
 def _check_probs(probs: object, name: str = "probs") -> Array:
     """Validate the shape of a ``(n, K)`` probability matrix, ``n, K >= 1``."""
-    probs = _as_float(probs)
+    probs = _as_float(probs, name)
     if probs.ndim != 2:
         raise InputValueError(f"{name} must be 2-D with shape (n, K); got shape {probs.shape}")
     if probs.shape[0] == 0:
@@ -205,17 +229,20 @@ def _check_probs(probs: object, name: str = "probs") -> Array:
 
 def _check_labels(labels: object, n: int, num_classes: int) -> Array:
     """Validate integer labels of shape ``(n,)`` with values in ``[0, K)``."""
-    concrete = _is_concrete(labels)
-    arr = jnp.asarray(labels)
+    if not _is_concrete(labels):
+        arr = jnp.asarray(labels)
+    elif labels is None:
+        raise InputTypeError("labels must be an array of class indices, got None")
+    else:
+        arr = np.asarray(labels)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise InputValueError(
             f"labels must be 1-D with shape (n,) = ({n},) to match probs; got shape {arr.shape}"
         )
     if not jnp.issubdtype(arr.dtype, jnp.integer):
         raise InputValueError(f"labels must have an integer dtype; got {arr.dtype}")
-    if concrete:
-        values = np.asarray(labels)
-        lo, hi = int(values.min()), int(values.max())
+    if _is_concrete(labels):
+        lo, hi = int(arr.min()), int(arr.max())
         if lo < 0 or hi >= num_classes:
             raise InputValueError(
                 f"labels must lie in [0, K) = [0, {num_classes}); got values in [{lo}, {hi}]"
@@ -256,7 +283,7 @@ def _check_binning(num_bins: int, binning: str) -> None:
 
 def _check_targets(y: object) -> Array:
     """Validate regression targets of shape ``(n,)`` or ``(n, d)``."""
-    y = _as_float(y)
+    y = _as_float(y, "y")
     if y.ndim not in (1, 2):
         raise InputValueError(f"y must have shape (n,) or (n, d); got shape {y.shape}")
     if y.shape[0] == 0 or y.size == 0:
@@ -268,7 +295,7 @@ def _check_scale_like(
     x: object, target_shape: tuple[int, ...], name: str, target_name: str
 ) -> Array:
     """Validate that ``x`` broadcasts to ``target_shape`` without enlarging it."""
-    x = _as_float(x)
+    x = _as_float(x, name)
     try:
         shape = np.broadcast_shapes(x.shape, target_shape)
     except ValueError:
@@ -715,7 +742,7 @@ def rmse(mean: Array, y: Array, y_scale: float | Array = 1.0) -> Array:
     7.0711
     """
     y = _check_targets(y)
-    mean = _as_float(mean)
+    mean = _as_float(mean, "mean")
     if mean.shape != y.shape:
         raise InputValueError(
             f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
@@ -767,7 +794,7 @@ def gaussian_nll(mean: Array, scale: Array, y: Array, y_scale: float | Array = 1
     1.6121
     """
     y = _check_targets(y)
-    mean = _as_float(mean)
+    mean = _as_float(mean, "mean")
     if mean.shape != y.shape:
         raise InputValueError(
             f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
@@ -823,7 +850,7 @@ def mixture_nll(means: Array, scales: Array, y: Array, y_scale: float | Array = 
     1.4189
     """
     y = _check_targets(y)
-    means = _as_float(means)
+    means = _as_float(means, "means")
     if means.ndim != y.ndim + 1 or means.shape[1:] != y.shape:
         raise InputValueError(
             f"means must have shape (S,) + y.shape = (S, {', '.join(map(str, y.shape))})"

@@ -70,6 +70,8 @@ class _Structure(NamedTuple):
     hyper: dict[str, dist.Distribution]
     hyper_of: dict[str, dict[str, str]]
     sites: dict[str, dist.Distribution]
+    out_tail: tuple[int, ...]
+    """The network output's shape after the batch axis."""
 
 
 class BNN:
@@ -128,7 +130,7 @@ class BNN:
         """Multiplier of the log-prior: ``1/T`` if ``temper="posterior"`` else 1."""
         return 1.0 / self.temperature if self.temper == "posterior" else 1.0
 
-    def _structure(self, x: Any) -> _Structure:
+    def _structure(self, x: Any, name: str = "x") -> _Structure:
         key = (tuple(np.shape(x)[1:]), jnp.result_type(x))
         if key not in self._cache:
             example = jax.ShapeDtypeStruct((1, *key[0]), key[1])
@@ -162,8 +164,8 @@ class BNN:
                         k for k in theirs.keys() | ours.keys() if theirs.get(k) != ours.get(k)
                     )
                     raise InputValueError(
-                        f"inputs with per-example shape {key[0]} give this BNN other parameter "
-                        f"shapes than the inputs it was first used with ("
+                        f"{name} has per-example shape {key[0]}, which gives this BNN other "
+                        f"parameter shapes than the inputs it was first used with ("
                         + ", ".join(f"{k}: {ours.get(k)} vs {theirs.get(k)}" for k in diff[:4])
                         + "). A BNN's parameters have one shape: check the feature count of "
                         "the data, or build a new BNN for data of another shape."
@@ -175,7 +177,9 @@ class BNN:
             if clash:
                 raise InputValueError(f"site names {sorted(clash)} are used twice; rename them.")
             self._weight_names = frozenset(shapes)
-            self._cache[key] = _Structure(resolved, hyper, hyper_of, sites)
+            params = {k: jax.ShapeDtypeStruct(shapes[k], jnp.float32) for k in shapes}
+            out = jax.eval_shape(self.network.apply, params, example)
+            self._cache[key] = _Structure(resolved, hyper, hyper_of, sites, tuple(out.shape[1:]))
         return self._cache[key]
 
     def priors(self, x: Any) -> dict[str, _priors.Prior]:
@@ -204,15 +208,9 @@ class BNN:
         return {k: biject_to(d.support) for k, d in self.sites(x).items()}
 
     def output_shape(self, x: Any) -> tuple[int, ...]:
-        """Shape of the network output for inputs ``x`` (computed abstractly)."""
-        n = np.shape(x)[0]
-        example = jax.ShapeDtypeStruct((1, *np.shape(x)[1:]), jnp.result_type(x))
-        sites = self.sites(x)
-        params = {
-            k: jax.ShapeDtypeStruct(sites[k].event_shape, jnp.float32) for k in self.priors(x)
-        }
-        out = jax.eval_shape(self.network.apply, params, example)
-        return (n, *out.shape[1:])
+        """Shape of the network output for inputs ``x`` (computed abstractly, once per input
+        shape)."""
+        return (np.shape(x)[0], *self._structure(x).out_tail)
 
     def describe(self, x: Any) -> str:
         """A table of every site, its shape and its prior (the parameter tree a prior sees)."""
@@ -303,7 +301,7 @@ class BNN:
                 f"{name} has shape {x.shape}, but inputs are (n, ...features) with one row per "
                 f"example; for a single feature pass {name}[:, None] (shape ({x.shape[0]}, 1))."
             )
-        self._structure(x)
+        self._structure(x, name)
         return x
 
     def check_data(self, x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:

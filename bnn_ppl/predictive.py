@@ -40,7 +40,8 @@ def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
     """Check ``samples`` against the model's sites and return them with one leading axis.
 
     Raises:
-        ValueError: a site is missing, or the shapes do not match the model's parameters.
+        InputValueError: a site is missing, the shapes do not match the model's parameters, a
+            site holds no draws, or a draw is NaN/inf.
     """
     sites = model.sites(x)
     missing = [k for k in sites if k not in samples]
@@ -50,25 +51,31 @@ def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
             "(as returned by MCMC.get_samples())."
         )
     lead = None
-    out = {}
     for k, d in sites.items():
-        a = jnp.asarray(samples[k])
-        event = tuple(d.event_shape)
-        if a.ndim < len(event) + 1 or tuple(a.shape[a.ndim - len(event) :]) != event:
+        a = samples[k]
+        shape, event = tuple(np.shape(a)), tuple(d.event_shape)
+        if len(shape) < len(event) + 1 or shape[len(shape) - len(event) :] != event:
             raise InputValueError(
-                f"samples[{k!r}] has shape {a.shape}; expected (num_samples, *{event}) or "
+                f"samples[{k!r}] has shape {shape}; expected (num_samples, *{event}) or "
                 f"(num_chains, num_samples, *{event})."
             )
-        batch = a.shape[: a.ndim - len(event)]
+        batch = shape[: len(shape) - len(event)]
         if len(batch) > 2:
             raise InputValueError(
                 f"samples[{k!r}] has {len(batch)} leading axes; at most 2 allowed."
             )
         if lead is not None and batch != lead:
             raise InputValueError(f"samples[{k!r}] has leading shape {batch}, others have {lead}.")
+        if 0 in batch:
+            raise InputValueError(f"samples[{k!r}] holds no draws (shape {shape}).")
+        # checked on the host: an eager jnp op would compile a program per shape
+        if not isinstance(a, jax.core.Tracer) and not np.all(np.isfinite(np.asarray(a))):
+            raise InputValueError(
+                f"samples[{k!r}] holds NaN/inf values: these draws come from a run that "
+                "diverged; check the sampler's summary (bnn_ppl.diagnostics.sampler_summary)."
+            )
         lead = batch
-        out[k] = a.reshape(-1, *event)
-    return out
+    return {k: jnp.asarray(samples[k]).reshape(-1, *d.event_shape) for k, d in sites.items()}
 
 
 @partial(jax.jit, static_argnames=("model", "chunk_size", "sample_chunk_size", "num_chunks"))
@@ -155,7 +162,7 @@ def prior_predictive(
     """
     x = model.check_inputs(x)
     num_samples = validation.check_int("num_samples", num_samples)
-    key = jax.random.key(0) if rng_key is None else rng_key
+    key = jax.random.key(0) if rng_key is None else validation.check_key("rng_key", rng_key)
     draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(key, num_samples))
     return predict(model, draws, x, chunk_size=chunk_size)
 
@@ -168,30 +175,32 @@ def bma(predictions: Array | GaussianPrediction) -> Array | GaussianPrediction:
     mixture likelihood use :func:`bnn_ppl.metrics.mixture_nll` on the per-sample predictions).
     """
     if isinstance(predictions, GaussianPrediction):
-        means, scales = jnp.asarray(predictions.mean), jnp.asarray(predictions.scale)
-        _check_draws("predictions.mean", means)
-        if scales.shape != means.shape:
+        means = _check_draws("predictions.mean", predictions.mean)
+        scales = _check_draws("predictions.scale", predictions.scale)
+        if np.shape(scales) != np.shape(means):
             raise InputValueError(
-                f"predictions.scale has shape {scales.shape} but predictions.mean has "
-                f"{means.shape}; they must match."
+                f"predictions.scale has shape {np.shape(scales)} but predictions.mean has "
+                f"{np.shape(means)}; they must match."
             )
+        if not isinstance(scales, jax.core.Tracer) and np.any(np.asarray(scales) < 0):
+            raise InputValueError("predictions.scale holds negative values; scales are >= 0.")
+        means, scales = jnp.asarray(means), jnp.asarray(scales)
         mean = means.mean(axis=0)
         # law of total variance, written without the cancellation of E[m²] - E[m]²
         var = (scales**2).mean(axis=0) + ((means - mean) ** 2).mean(axis=0)
         return GaussianPrediction(mean, jnp.sqrt(var))
-    probs = jnp.asarray(predictions)
-    _check_draws("predictions", probs)
-    return jnp.mean(probs, axis=0)
+    return jnp.mean(jnp.asarray(_check_draws("predictions", predictions)), axis=0)
 
 
-def _check_draws(name: str, a: Array) -> None:
-    if a.ndim < 2:
+def _check_draws(name: str, a: Any) -> Any:
+    """Per-draw predictions with a leading draw axis: at least one draw, finite (checked on
+    the host, so nothing is compiled before an error)."""
+    if isinstance(a, jax.core.Tracer):
+        return a
+    arr = validation.as_array(name, a, min_ndim=2)
+    if arr.ndim < 2:
         raise InputValueError(
-            f"{name} has shape {a.shape}; bma averages over a leading axis of draws, e.g. "
+            f"{name} has shape {arr.shape}; bma averages over a leading axis of draws, e.g. "
             f"(num_samples, n, num_classes) as returned by bp.predict."
         )
-    if a.shape[0] == 0:
-        raise InputValueError(
-            f"{name} holds no draws (shape {a.shape}): the average of nothing is undefined; "
-            f"pass at least one posterior draw."
-        )
+    return a

@@ -252,7 +252,7 @@ def as_array(name: str, a: Any, *, min_ndim: int = 1) -> np.ndarray:
         raise InputValueError(
             f"{name} must have at least {min_ndim} dimension(s), got shape {arr.shape}."
         )
-    if arr.size == 0 or arr.shape[0] == 0:
+    if arr.size == 0 or (arr.ndim and arr.shape[0] == 0):
         raise InputValueError(f"{name} is empty (shape {arr.shape}); pass at least one example.")
     x64 = bool(jax.config.jax_enable_x64)
     if np.issubdtype(arr.dtype, np.floating):

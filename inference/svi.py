@@ -126,7 +126,8 @@ def svi_mean_field(
     num_particles = validation.check_int("num_particles", num_particles)
     learning_rate = validation.check_positive("learning_rate", learning_rate)
     progress_bar = validation.check_bool("progress_bar", progress_bar)
-    key = jax.random.key(0) if rng_key is None else validation.check_key("rng_key", rng_key)
+    if rng_key is not None:
+        validation.check_key("rng_key", rng_key)
     minibatch_size = validation.check_batch_size("minibatch_size", minibatch_size, len(x))
     if init_loc is not None:
         init_loc_fn = init_to_value(
@@ -147,6 +148,7 @@ def svi_mean_field(
     svi = SVI(
         model, guide, optax_to_numpyro(optimizer), elbo_cls(num_particles=num_particles), **kwargs
     )
+    key = jax.random.key(0) if rng_key is None else rng_key
     result = svi.run(key, num_steps, x, y, progress_bar=progress_bar)
     validation.check_finite_result("svi_mean_field", result.losses, result.params)
     return SVIResult(guide=guide, params=result.params, losses=result.losses)
