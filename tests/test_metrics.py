@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import logsumexp as np_logsumexp
-from tolerances import assert_sums_close
+from tolerances import assert_sums_close, log_density_magnitude, mixture_nll_magnitude
 
 from bnn_ppl import metrics
 
@@ -62,34 +62,10 @@ def _ece_magnitude(probs: np.ndarray, labels: np.ndarray) -> float:
     return float((probs.argmax(axis=1) == labels).mean() + probs.max(axis=1).mean())
 
 
-def _log_density_magnitude(mean, scale, y, y_scale=1.0) -> np.ndarray:
-    """Per entry, the sum of |terms| of a Gaussian log-density in standardised units plus the
-    unit change: 0.5 log(2 pi), log(scale), log(y_scale) and, the square expanded,
-    0.5 (|y| + |mean|)^2 / scale^2 (it bounds y^2, 2 y mean and mean^2, which cancel)."""
-    scale = np.asarray(scale, np.float64)
-    return (
-        0.5 * np.log(2 * np.pi)
-        + np.abs(np.log(scale))
-        + np.abs(np.log(y_scale))
-        + 0.5 * (np.abs(y) + np.abs(mean)) ** 2 / scale**2
-    )
-
-
 def _gaussian_nll_magnitude(mean, scale, y, y_scale=1.0) -> float:
     """Sum of |terms| of ``gaussian_nll``: the rows' mean of the per-row sums over ``d``."""
-    m = np.broadcast_to(_log_density_magnitude(mean, scale, y, y_scale), np.shape(mean))
+    m = np.broadcast_to(log_density_magnitude(mean, scale, y, y_scale), np.shape(mean))
     return float(m.reshape(m.shape[0], -1).sum(axis=1).mean())
-
-
-def _mixture_nll_magnitude(means, scales, y, y_scale=1.0) -> float:
-    """Sum of |terms| of ``mixture_nll``, to first order: per row, log S plus the components'
-    log-density terms weighted by their share of the mixture density (the weights by which
-    ``logsumexp`` passes on each component's error), averaged over rows."""
-    m = np.broadcast_to(_log_density_magnitude(means, scales, y, y_scale), np.shape(means))
-    per_component = m.reshape(m.shape[0], m.shape[1], -1).sum(axis=2)  # (S, n)
-    logc = stats.norm.logpdf(y, means, scales).reshape(m.shape[0], m.shape[1], -1).sum(axis=2)
-    weights = np.exp(logc - np_logsumexp(logc, axis=0))
-    return float((np.log(m.shape[0]) + (weights * per_component).sum(axis=0)).mean())
 
 
 def _random_probs(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
@@ -446,7 +422,7 @@ def test_mixture_nll_identical_components_equals_single():
     scale = rng.uniform(0.3, 2.0, size=15)
     single = metrics.mixture_nll(mean[None], scale[None], y)
     double = metrics.mixture_nll(np.stack([mean, mean]), np.stack([scale, scale]), y)
-    magnitude = _mixture_nll_magnitude(np.stack([mean, mean]), np.stack([scale, scale]), y)
+    magnitude = mixture_nll_magnitude(np.stack([mean, mean]), np.stack([scale, scale]), y)
     assert_sums_close(double, single, magnitude, 15 * 2 * 4)
 
 
@@ -460,7 +436,7 @@ def test_mixture_nll_matches_scipy_brute_force():
     dens = stats.norm.pdf(y * y_sd + y_mu, means * y_sd + y_mu, scales * y_sd)  # (S, n)
     expected = -np.log(dens.mean(axis=0)).mean()
     out = metrics.mixture_nll(means, scales, y, y_scale=y_sd)
-    assert_sums_close(out, expected, _mixture_nll_magnitude(means, scales, y, y_sd), s * n * 4)
+    assert_sums_close(out, expected, mixture_nll_magnitude(means, scales, y, y_sd), s * n * 4)
     # multi-output (S, n, d): components are products over d
     means3 = rng.normal(size=(s, n, 2))
     scales3 = rng.uniform(0.2, 2.0, size=(s, n, 2))
@@ -468,7 +444,7 @@ def test_mixture_nll_matches_scipy_brute_force():
     logc = stats.norm.logpdf(y3, means3, scales3).sum(axis=-1)  # (S, n)
     expected3 = -(np_logsumexp(logc, axis=0) - math.log(s)).mean()
     out3 = metrics.mixture_nll(means3, scales3, y3)
-    assert_sums_close(out3, expected3, _mixture_nll_magnitude(means3, scales3, y3), s * n * 2 * 4)
+    assert_sums_close(out3, expected3, mixture_nll_magnitude(means3, scales3, y3), s * n * 2 * 4)
 
 
 def test_mixture_nll_is_stable_far_in_the_tails():
@@ -480,7 +456,7 @@ def test_mixture_nll_is_stable_far_in_the_tails():
     logc = stats.norm.logpdf(50.0, np.array([0.0, 1.0]), 0.01)
     expected = -(np_logsumexp(logc) - math.log(2))
     assert np.isfinite(float(out))
-    assert_sums_close(out, expected, _mixture_nll_magnitude(means, scales, y), 2 * 4)
+    assert_sums_close(out, expected, mixture_nll_magnitude(means, scales, y), 2 * 4)
 
 
 # --------------------------------------------------------------------------- #
@@ -537,7 +513,7 @@ def test_regression_metrics_under_jit():
     logc = stats.norm.logpdf(2 * y_np, 2 * m_np, 2 * s_np)
     want_m = -(np_logsumexp(logc, axis=0) - math.log(4)).mean()
     got_m = jax.jit(metrics.mixture_nll)(means, scales, y, 2.0)
-    assert_sums_close(got_m, want_m, _mixture_nll_magnitude(m_np, s_np, y_np, 2.0), 4 * 9 * 4)
+    assert_sums_close(got_m, want_m, mixture_nll_magnitude(m_np, s_np, y_np, 2.0), 4 * 9 * 4)
 
 
 def test_shape_errors_are_raised_under_jit_too():

@@ -54,6 +54,8 @@ __all__ = [
     "C",
     "EPS32",
     "assert_sums_close",
+    "log_density_magnitude",
+    "mixture_nll_magnitude",
     "per_row_magnitudes",
     "potential_magnitudes",
     "prior_magnitude",
@@ -180,3 +182,32 @@ def potential_magnitudes(pot: Any, u: Any, x: Any, y: Any) -> tuple[float, dict[
     rest_grad = jax.jit(jax.grad(rest))(u)
     grad_mag = jax.tree.map(lambda m, g: m + np.abs(np.asarray(g, np.float64)), grad_mag, rest_grad)
     return value_mag, grad_mag
+
+
+def log_density_magnitude(mean: Any, scale: Any, y: Any, y_scale: Any = 1.0) -> np.ndarray:
+    """Per entry, the sum of |terms| of a Gaussian log-density in standardised units plus the
+    unit change: 0.5 log(2 pi), |log scale|, |log y_scale| and, the square expanded,
+    0.5 (|y| + |mean|)^2 / scale^2 (it bounds y^2, 2 y mean and mean^2, which cancel)."""
+    scale = np.asarray(scale, np.float64)
+    return (
+        0.5 * np.log(2 * np.pi)
+        + np.abs(np.log(scale))
+        + np.abs(np.log(y_scale))
+        + 0.5 * (np.abs(y) + np.abs(mean)) ** 2 / scale**2
+    )
+
+
+def mixture_nll_magnitude(means: Any, scales: Any, y: Any, y_scale: Any = 1.0) -> float:
+    """Sum of |terms| of :func:`bnn_ppl.metrics.mixture_nll` (``means``/``scales`` of shape
+    ``(S, n)`` or ``(S, n, d)``), to first order: per row, log S plus the components'
+    log-density terms weighted by their share of the mixture density (the weights with which
+    ``logsumexp`` passes on each component's error), averaged over the rows."""
+    from scipy import stats
+    from scipy.special import logsumexp
+
+    shape = np.shape(means)
+    m = np.broadcast_to(log_density_magnitude(means, scales, y, y_scale), shape)
+    per_component = m.reshape(shape[0], shape[1], -1).sum(axis=2)  # (S, n)
+    logc = stats.norm.logpdf(y, means, scales).reshape(shape[0], shape[1], -1).sum(axis=2)
+    weights = np.exp(logc - logsumexp(logc, axis=0))
+    return float((np.log(shape[0]) + (weights * per_component).sum(axis=0)).mean())
