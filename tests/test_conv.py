@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from tolerances import assert_sums_close
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential
@@ -35,6 +36,21 @@ def _dn(x_ndim):
     return {3: ("NWC", "WIO", "NWC"), 4: ("NHWC", "HWIO", "NHWC")}[x_ndim]
 
 
+def _magnitudes(x, w, kw, ct):
+    """Sums of |terms| behind every entry of the output and of its input and kernel gradients
+    for the cotangent ``ct``: the same (bilinear) convolution and its VJP, on |x|, |w|, |ct|."""
+    conv = lambda a, b: lax.conv_general_dilated(a, b, **kw)  # noqa: E731
+    y_mag, vjp = jax.vjp(conv, jnp.abs(x), jnp.abs(w))
+    return (y_mag, *vjp(jnp.abs(ct)))
+
+
+def _num_terms(w_shape, y_shape, groups=1):
+    """Terms summed per entry: output (window x input channels per group), input gradient
+    (window x output channels per group), kernel gradient (batch x output positions)."""
+    window = int(np.prod(w_shape[:-2]))
+    return window * w_shape[-2], window * w_shape[-1] // groups, int(np.prod(y_shape[:-1]))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_values_and_gradients_equal_lax(case):
     xs, ws, kw = CASES[case]
@@ -53,10 +69,27 @@ def test_values_and_gradients_equal_lax(case):
     (v1, y1), g1 = jax.jit(
         jax.value_and_grad(loss, argnums=(1, 2), has_aux=True), static_argnums=0
     )(conv_general_dilated, x, w)
-    np.testing.assert_allclose(y1, y0, rtol=1e-5, atol=1e-5)
-    for a, b in zip(g1, g0, strict=True):
+    # float32 sums in other orders (tests/tolerances.py)
+    mags = _magnitudes(x, w, kw, jnp.sin(y0) + y0 * jnp.cos(y0))  # ct = d loss / d y
+    terms = _num_terms(ws, y0.shape, kw.get("feature_group_count", 1))
+    for what, a, b, mag, n in zip(
+        ("output", "input gradient", "kernel gradient"),
+        (y1, *g1),
+        (y0, *g0),
+        mags,
+        terms,
+        strict=True,
+    ):
         assert a.shape == b.shape
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+        assert_sums_close(a, b, mag, n, what=what)
+    # a real difference is far outside: a flipped kernel (correlation vs convolution), the
+    # kernel gradient of all but the last example
+    flipped = lax.conv_general_dilated(x, jnp.flip(w, range(len(xs) - 2)), **kw)
+    with pytest.raises(AssertionError, match="output"):
+        assert_sums_close(y1, flipped, mags[0], terms[0], what="output")
+    short = jax.grad(lambda w: loss(lax.conv_general_dilated, x[:-1], w)[0])(w)
+    with pytest.raises(AssertionError, match="kernel gradient"):
+        assert_sums_close(g1[1], short, mags[2], terms[2], what="kernel gradient")
 
 
 def test_gradient_under_vmap_matches_lax():
@@ -65,14 +98,17 @@ def test_gradient_under_vmap_matches_lax():
     x = jnp.asarray(rng.normal(size=(2, 6, 6, 2)), jnp.float32)
     ws = jnp.asarray(rng.normal(size=(3, 3, 3, 2, 4)), jnp.float32)
     dn = ("NHWC", "HWIO", "NHWC")
+    kw = dict(window_strides=(1, 1), padding="SAME", dimension_numbers=dn)
 
     def grad_of(conv):
-        f = lambda w: jnp.sum(conv(x, w, (1, 1), "SAME", dimension_numbers=dn) ** 2)  # noqa: E731
+        f = lambda w: jnp.sum(conv(x, w, **kw) ** 2)  # noqa: E731
         return jax.jit(jax.vmap(jax.grad(f)))(ws)
 
-    np.testing.assert_allclose(
-        grad_of(conv_general_dilated), grad_of(lax.conv_general_dilated), rtol=1e-4, atol=1e-4
-    )
+    # kernel gradient entries: float32 sums of x * 2y over 2 examples x 36 positions
+    ys = jax.vmap(lambda w: lax.conv_general_dilated(x, w, **kw))(ws)
+    mag = jax.vmap(lambda w, y: _magnitudes(x, w, kw, 2 * y)[2])(ws, ys)
+    assert_sums_close(grad_of(conv_general_dilated), grad_of(lax.conv_general_dilated), mag,
+                      2 * 6 * 6, what="kernel gradient")  # fmt: skip
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="an XLA:CPU layout property")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tolerances import assert_sums_close
 
 import bnn_ppl as bp
 from bnn_ppl.data import synthetic
@@ -24,7 +25,7 @@ def test_bundled_classification_sets(name):
     assert len(d.x_train) + len(d.x_test) == n and d.x_train.shape[1] == features
     assert d.x_train.dtype == np.float32 and d.y_train.dtype == np.int32
     assert len(d.x_test) == int(np.ceil(0.25 * n))
-    np.testing.assert_allclose(d.x_train.mean(0), 0, atol=1e-5)
+    assert_sums_close(d.x_train.mean(0), 0.0, np.abs(d.x_train).mean(0), len(d.x_train))
     # stratified: every class in both splits, in about the same proportion
     assert set(np.unique(d.y_test)) == set(range(classes))
     share = np.bincount(d.y_train, minlength=classes) / len(d.y_train)
@@ -56,13 +57,14 @@ def test_gap1d_has_a_gap_and_a_wider_dense_test_grid():
     x = d.x_train[:, 0] * d.x_std[0] + d.x_mean[0]
     assert np.all(np.abs(x) >= 0.3 - 1e-6) and np.all(np.abs(x) <= 1 + 1e-6)
     assert (x < 0).sum() == 50 and (x > 0).sum() == 50
-    grid = d.x_test[:, 0] * d.x_std[0] + d.x_mean[0]
-    np.testing.assert_allclose(grid, np.linspace(-1.5, 1.5, 301), atol=1e-5)
+    scaled = d.x_test[:, 0] * d.x_std[0]
+    magnitude = np.abs(scaled) + abs(d.x_mean[0])  # two terms that cancel near 0
+    assert_sums_close(scaled + d.x_mean[0], np.linspace(-1.5, 1.5, 301), magnitude, 2)
     # targets are sin(3x) plus noise of the stated scale (in original units)
     y = d.y_train * d.y_std + d.y_mean
     residual = y - synthetic.gap1d_mean(x)
     assert 0.05 < residual.std() < 0.15
-    np.testing.assert_allclose(d.y_train.mean(), 0, atol=1e-6)
+    assert_sums_close(d.y_train.mean(), 0.0, np.abs(d.y_train).mean(), len(d.y_train))
 
 
 def test_gap1d_is_seeded_and_validated():

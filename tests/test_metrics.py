@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import logsumexp as np_logsumexp
+from tolerances import assert_sums_close, log_density_magnitude, mixture_nll_magnitude
 
 from bnn_ppl import metrics
 
@@ -52,6 +53,19 @@ def _ece_reference(probs: np.ndarray, labels: np.ndarray, num_bins: int) -> floa
         if in_bin.any():
             total += in_bin.mean() * abs(correct[in_bin].mean() - conf[in_bin].mean())
     return total
+
+
+def _ece_magnitude(probs: np.ndarray, labels: np.ndarray) -> float:
+    """Sum of |terms| of an ECE (tests/tolerances.py): each bin's gap ``|acc_b - conf_b|`` is a
+    difference of two means, weighted by ``n_b / n``; the terms add up to the accuracy plus
+    the mean confidence. Summed over ``n`` rows and the bins."""
+    return float((probs.argmax(axis=1) == labels).mean() + probs.max(axis=1).mean())
+
+
+def _gaussian_nll_magnitude(mean, scale, y, y_scale=1.0) -> float:
+    """Sum of |terms| of ``gaussian_nll``: the rows' mean of the per-row sums over ``d``."""
+    m = np.broadcast_to(log_density_magnitude(mean, scale, y, y_scale), np.shape(mean))
+    return float(m.reshape(m.shape[0], -1).sum(axis=1).mean())
 
 
 def _random_probs(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
@@ -157,8 +171,9 @@ def test_accuracy_matches_sklearn_accuracy_score(skm):
 
 def test_ece_width_hand_computed():
     out = metrics.ece(ECE_PROBS, ECE_LABELS, num_bins=4)
-    assert float(out) == pytest.approx(1.1 / 6, rel=1e-5)
-    assert float(out) == pytest.approx(_ece_reference(ECE_PROBS, ECE_LABELS, 4), rel=1e-5)
+    magnitude, n = _ece_magnitude(ECE_PROBS, ECE_LABELS), 6 + 4  # rows and bins
+    assert_sums_close(out, 1.1 / 6, magnitude, n)
+    assert_sums_close(out, _ece_reference(ECE_PROBS, ECE_LABELS, 4), magnitude, n)
 
 
 def test_reliability_curve_width_hand_computed():
@@ -196,7 +211,7 @@ def test_ece_width_matches_loop_reference_random():
     probs = _random_probs(rng, 200, 5)
     labels = rng.integers(0, 5, size=200)
     out = metrics.ece(probs, labels, num_bins=10)
-    assert float(out) == pytest.approx(_ece_reference(probs, labels, 10), abs=1e-5)
+    assert_sums_close(out, _ece_reference(probs, labels, 10), _ece_magnitude(probs, labels), 210)
 
 
 def test_ece_mass_hand_computed():
@@ -213,8 +228,8 @@ def test_ece_mass_hand_computed():
     np.testing.assert_allclose(curve.bin_upper, [0.7, 0.9], rtol=1e-6)
     expected = 3 / 5 * abs(2 / 3 - 0.6) + 2 / 5 * abs(0.5 - 0.85)  # = 0.18
     out = metrics.ece(probs, labels, num_bins=2, binning="mass")
-    assert float(out) == pytest.approx(expected, rel=1e-5)
-    assert float(out) == pytest.approx(0.18, rel=1e-5)
+    assert_sums_close(out, expected, _ece_magnitude(probs, labels), 5 + 2)
+    assert_sums_close(out, 0.18, _ece_magnitude(probs, labels), 5 + 2)
 
 
 def test_ece_mass_more_bins_than_examples_and_balanced_sizes():
@@ -223,9 +238,8 @@ def test_ece_mass_more_bins_than_examples_and_balanced_sizes():
     np.testing.assert_array_equal(curve.count, [1, 1, 0])
     assert np.isnan(curve.confidence[2]) and np.isnan(curve.accuracy[2])
     assert np.isnan(curve.bin_lower[2]) and np.isnan(curve.bin_upper[2])
-    assert float(metrics.ece(probs, np.array([0, 1]), num_bins=3, binning="mass")) == (
-        pytest.approx(0.2, rel=1e-5)
-    )
+    out = metrics.ece(probs, np.array([0, 1]), num_bins=3, binning="mass")
+    assert_sums_close(out, 0.2, _ece_magnitude(probs, np.array([0, 1])), 2 + 3)
     rng = np.random.default_rng(1)
     probs = _random_probs(rng, 23, 3)
     labels = rng.integers(0, 3, size=23)
@@ -242,7 +256,7 @@ def test_ece_single_bin_is_global_gap_for_both_binnings():
     gap = abs((probs.argmax(1) == labels).mean() - probs.max(1).mean())
     for binning in ("width", "mass"):
         out = metrics.ece(probs, labels, num_bins=1, binning=binning)
-        assert float(out) == pytest.approx(gap, abs=1e-6)
+        assert_sums_close(out, gap, _ece_magnitude(probs, labels), 50 + 1)
 
 
 def _binary_predictions(
@@ -339,8 +353,8 @@ def test_agreement_and_tv_hand_computed():
     a = np.array([[0.9, 0.1], [0.4, 0.6], [0.5, 0.5]])
     b = np.array([[0.6, 0.4], [0.7, 0.3], [0.5, 0.5]])
     assert float(metrics.agreement(a, b)) == pytest.approx(2 / 3)
-    # per-example TV: 0.3, 0.3, 0.0
-    assert float(metrics.total_variation(a, b)) == pytest.approx(0.2, rel=1e-6)
+    # per-example TV: 0.3, 0.3, 0.0; terms |a_k - b_k| cancel, 1/2 sum_k (|a_k| + |b_k|) = 1
+    assert_sums_close(metrics.total_variation(a, b), 0.2, 1.0, 3 * 2 * 2)
 
 
 # --------------------------------------------------------------------------- #
@@ -366,10 +380,11 @@ def test_gaussian_nll_matches_scipy_standardised():
     scale = rng.uniform(0.3, 2.0, size=30)
     expected = -stats.norm.logpdf(y, mean, scale).mean()
     out = metrics.gaussian_nll(mean, scale, y)
-    assert float(out) == pytest.approx(expected, rel=1e-5)
+    assert_sums_close(out, expected, _gaussian_nll_magnitude(mean, scale, y), 30 * 4)
     # scalar (homoscedastic) scale broadcasts
     expected = -stats.norm.logpdf(y, mean, 0.7).mean()
-    assert float(metrics.gaussian_nll(mean, 0.7, y)) == pytest.approx(expected, rel=1e-5)
+    out = metrics.gaussian_nll(mean, 0.7, y)
+    assert_sums_close(out, expected, _gaussian_nll_magnitude(mean, 0.7, y), 30 * 4)
 
 
 def test_gaussian_nll_y_scale_matches_original_units():
@@ -379,7 +394,7 @@ def test_gaussian_nll_y_scale_matches_original_units():
     y_mu, y_sd = 3.0, 7.5
     expected = -stats.norm.logpdf(y * y_sd + y_mu, mean * y_sd + y_mu, scale * y_sd).mean()
     out = metrics.gaussian_nll(mean, scale, y, y_scale=y_sd)
-    assert float(out) == pytest.approx(expected, rel=1e-5)
+    assert_sums_close(out, expected, _gaussian_nll_magnitude(mean, scale, y, y_sd), 20 * 4)
 
 
 def test_gaussian_nll_multioutput_sums_over_d():
@@ -389,7 +404,7 @@ def test_gaussian_nll_multioutput_sums_over_d():
     y_sd = np.array([1.0, 2.0, 4.0])
     expected = -stats.norm.logpdf(y * y_sd, mean * y_sd, scale * y_sd).sum(axis=1).mean()
     out = metrics.gaussian_nll(mean, scale, y, y_scale=y_sd)
-    assert float(out) == pytest.approx(expected, rel=1e-5)
+    assert_sums_close(out, expected, _gaussian_nll_magnitude(mean, scale, y, y_sd), 10 * 3 * 4)
 
 
 def test_mixture_nll_single_component_equals_gaussian_nll():
@@ -398,7 +413,7 @@ def test_mixture_nll_single_component_equals_gaussian_nll():
     scale = rng.uniform(0.3, 2.0, size=15)
     single = metrics.gaussian_nll(mean, scale, y, y_scale=2.5)
     mix = metrics.mixture_nll(mean[None], scale[None], y, y_scale=2.5)
-    assert float(mix) == pytest.approx(float(single), rel=1e-6)
+    assert_sums_close(mix, single, _gaussian_nll_magnitude(mean, scale, y, 2.5), 15 * 4)
 
 
 def test_mixture_nll_identical_components_equals_single():
@@ -407,7 +422,8 @@ def test_mixture_nll_identical_components_equals_single():
     scale = rng.uniform(0.3, 2.0, size=15)
     single = metrics.mixture_nll(mean[None], scale[None], y)
     double = metrics.mixture_nll(np.stack([mean, mean]), np.stack([scale, scale]), y)
-    assert float(double) == pytest.approx(float(single), rel=1e-6)
+    magnitude = mixture_nll_magnitude(np.stack([mean, mean]), np.stack([scale, scale]), y)
+    assert_sums_close(double, single, magnitude, 15 * 2 * 4)
 
 
 def test_mixture_nll_matches_scipy_brute_force():
@@ -420,7 +436,7 @@ def test_mixture_nll_matches_scipy_brute_force():
     dens = stats.norm.pdf(y * y_sd + y_mu, means * y_sd + y_mu, scales * y_sd)  # (S, n)
     expected = -np.log(dens.mean(axis=0)).mean()
     out = metrics.mixture_nll(means, scales, y, y_scale=y_sd)
-    assert float(out) == pytest.approx(expected, rel=1e-5)
+    assert_sums_close(out, expected, mixture_nll_magnitude(means, scales, y, y_sd), s * n * 4)
     # multi-output (S, n, d): components are products over d
     means3 = rng.normal(size=(s, n, 2))
     scales3 = rng.uniform(0.2, 2.0, size=(s, n, 2))
@@ -428,7 +444,7 @@ def test_mixture_nll_matches_scipy_brute_force():
     logc = stats.norm.logpdf(y3, means3, scales3).sum(axis=-1)  # (S, n)
     expected3 = -(np_logsumexp(logc, axis=0) - math.log(s)).mean()
     out3 = metrics.mixture_nll(means3, scales3, y3)
-    assert float(out3) == pytest.approx(expected3, rel=1e-5)
+    assert_sums_close(out3, expected3, mixture_nll_magnitude(means3, scales3, y3), s * n * 2 * 4)
 
 
 def test_mixture_nll_is_stable_far_in_the_tails():
@@ -440,7 +456,7 @@ def test_mixture_nll_is_stable_far_in_the_tails():
     logc = stats.norm.logpdf(50.0, np.array([0.0, 1.0]), 0.01)
     expected = -(np_logsumexp(logc) - math.log(2))
     assert np.isfinite(float(out))
-    assert float(out) == pytest.approx(expected, rel=1e-5)
+    assert_sums_close(out, expected, mixture_nll_magnitude(means, scales, y), 2 * 4)
 
 
 # --------------------------------------------------------------------------- #
@@ -465,20 +481,22 @@ def test_classification_metrics_under_jit():
     agree = (p_np.argmax(1) == q_np.argmax(1)).mean()
     assert float(jax.jit(metrics.agreement)(probs, other)) == pytest.approx(agree)
     tv = 0.5 * np.abs(p_np - q_np).sum(1).mean()
-    assert float(jax.jit(metrics.total_variation)(probs, other)) == pytest.approx(tv, rel=1e-5)
+    # terms |p_k - q_k| cancel; 1/2 sum_k (|p_k| + |q_k|) = 1 per row (tests/tolerances.py)
+    assert_sums_close(jax.jit(metrics.total_variation)(probs, other), tv, 1.0, 40 * 3 * 2)
 
     f = jax.jit(functools.partial(metrics.ece, num_bins=5))
-    assert float(f(probs, labels)) == pytest.approx(_ece_reference(p_np, y_np, 5), abs=1e-6)
+    ece_magnitude = _ece_magnitude(p_np, y_np)
+    assert_sums_close(f(probs, labels), _ece_reference(p_np, y_np, 5), ece_magnitude, 40 + 5)
     g = jax.jit(functools.partial(metrics.reliability_curve, num_bins=5, binning="mass"))
     curve = g(probs, labels)
     assert isinstance(curve, metrics.ReliabilityCurve)
     np.testing.assert_array_equal(curve.count, [8] * 5)
     h = jax.jit(functools.partial(metrics.ece, num_bins=5, binning="mass"))
     gaps = np.abs(np.asarray(curve.accuracy) - np.asarray(curve.confidence))
-    assert float(h(probs, labels)) == pytest.approx(np.sum(8 / 40 * gaps), abs=1e-6)
+    assert_sums_close(h(probs, labels), np.sum(8 / 40 * gaps), ece_magnitude, 40 + 5)
     # the hand-computed case also holds under jit
     f4 = jax.jit(functools.partial(metrics.ece, num_bins=4))
-    assert float(f4(ECE_PROBS, ECE_LABELS)) == pytest.approx(1.1 / 6, rel=1e-5)
+    assert_sums_close(f4(ECE_PROBS, ECE_LABELS), 1.1 / 6, _ece_magnitude(ECE_PROBS, ECE_LABELS), 10)
 
 
 def test_regression_metrics_under_jit():
@@ -491,11 +509,11 @@ def test_regression_metrics_under_jit():
     assert float(jax.jit(metrics.rmse)(means[0], y, 2.0)) == pytest.approx(want_rmse, rel=1e-5)
     want_g = -stats.norm.logpdf(2 * y_np, 2 * m_np[0], 2 * s_np[0]).mean()
     got_g = jax.jit(metrics.gaussian_nll)(means[0], scales[0], y, 2.0)
-    assert float(got_g) == pytest.approx(want_g, rel=1e-5)
+    assert_sums_close(got_g, want_g, _gaussian_nll_magnitude(m_np[0], s_np[0], y_np, 2.0), 9 * 4)
     logc = stats.norm.logpdf(2 * y_np, 2 * m_np, 2 * s_np)
     want_m = -(np_logsumexp(logc, axis=0) - math.log(4)).mean()
     got_m = jax.jit(metrics.mixture_nll)(means, scales, y, 2.0)
-    assert float(got_m) == pytest.approx(want_m, rel=1e-5)
+    assert_sums_close(got_m, want_m, mixture_nll_magnitude(m_np, s_np, y_np, 2.0), 4 * 9 * 4)
 
 
 def test_shape_errors_are_raised_under_jit_too():

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax.traverse_util import flatten_dict
+from tolerances import assert_sums_close
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential, hmc
@@ -272,6 +273,17 @@ def _frn_reference(x, gamma, beta, tau, eps):
     return np.maximum(gamma * x / np.sqrt(nu2 + eps) + beta, tau)
 
 
+def _frn_terms(x, gamma, beta, eps):
+    """Magnitude and rounding count of FRN's ``gamma * x / sqrt(mean(x^2) + eps) + beta`` for
+    tests/tolerances.py: the two terms of the final sum; the positions summed in the mean of
+    squares, then eps, the square root, the division, gamma, beta (and a scaled input): 5."""
+    x = x.astype(np.float64)
+    axes = tuple(range(1, x.ndim - 1))
+    nu2 = np.mean(x**2, axis=axes, keepdims=True)
+    positions = int(np.prod([x.shape[a] for a in axes]))
+    return np.abs(gamma * x / np.sqrt(nu2 + eps)) + np.abs(beta), positions + 5
+
+
 @pytest.mark.parametrize("shape", [(3, 5, 4, 6), (3, 7, 6), (3, 6)])
 def test_frn_matches_numpy_reference(shape):
     rng = np.random.default_rng(1)
@@ -281,7 +293,7 @@ def test_frn_matches_numpy_reference(shape):
     for eps in (1e-6, 0.5):
         got = FRN(eps=eps).apply({"params": params}, x)
         want = _frn_reference(x, params["gamma"], params["beta"], params["tau"], eps)
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        assert_sums_close(got, want, *_frn_terms(x, params["gamma"], params["beta"], eps))
 
 
 def test_frn_init_and_scale_invariance():
@@ -297,11 +309,18 @@ def test_frn_init_and_scale_invariance():
         "beta": np.zeros(3, np.float32),
         "tau": np.zeros(3, np.float32),
     }
-    z = FRN().apply({"params": params}, x)
-    np.testing.assert_allclose(FRN().apply({"params": params}, 7.0 * x), z, atol=1e-5)
-    # γ = 1, β = τ = 0 (the initial values): max(x / rms(x), 0) per example and channel.
-    rms = np.sqrt(np.mean(x**2, axis=(1, 2), keepdims=True))
-    np.testing.assert_allclose(z, np.maximum(x / rms, 0.0), rtol=1e-5, atol=1e-5)
+    # γ = 1, β = τ = 0 (the initial values): max(x / rms(x), 0) per example and channel, with
+    # rms(x) = sqrt(mean(x^2) + eps); each output is held to its float64 value
+    x = x.astype(np.float64)
+    want = {}
+    for scale in (1.0, 7.0):
+        xs = scale * x
+        want[scale] = np.maximum(xs / np.sqrt(np.mean(xs**2, axis=(1, 2), keepdims=True) + 1e-6), 0)
+        got = FRN().apply({"params": params}, xs.astype(np.float32))
+        assert_sums_close(got, want[scale], *_frn_terms(xs, params["gamma"], params["beta"], 1e-6))
+    # scale-invariant up to eps = 1e-6, which changes the outputs by eps / (2 mean(x^2))
+    # relative (float64 here)
+    np.testing.assert_allclose(want[7.0], want[1.0], rtol=1e-5)
 
 
 # ------------------------------------------------------------------- weight norm
@@ -328,7 +347,11 @@ def test_wn_layers_equal_plain_layers_with_the_effective_kernel():
     want = plain.apply(
         {"params": {"kernel": weight_norm(p["direction"], p["scale"]), "bias": p["bias"]}}, x
     )
-    np.testing.assert_allclose(conv.apply({"params": p}, x), want, rtol=1e-5, atol=1e-5)
+    # float32 sums of 3x3x3 products and the bias (tests/tolerances.py): the same layer on
+    # |x| with |kernel| and |bias| adds up their absolute values
+    magnitude = plain.apply({"params": {"kernel": np.abs(weight_norm(p["direction"], p["scale"])),
+                                        "bias": np.abs(p["bias"])}}, np.abs(x))  # fmt: skip
+    assert_sums_close(conv.apply({"params": p}, x), want, magnitude, 3 * 3 * 3 + 1)
 
     xd = rng.normal(size=(2, 5)).astype(np.float32)
     pd = {
@@ -339,7 +362,11 @@ def test_wn_layers_equal_plain_layers_with_the_effective_kernel():
     want = nn.Dense(3).apply(
         {"params": {"kernel": weight_norm(pd["direction"], pd["scale"]), "bias": pd["bias"]}}, xd
     )
-    np.testing.assert_allclose(WNDense(3).apply({"params": pd}, xd), want, rtol=1e-5, atol=1e-5)
+    magnitude = nn.Dense(3).apply(
+        {"params": {"kernel": np.abs(weight_norm(pd["direction"], pd["scale"])),
+                    "bias": np.abs(pd["bias"])}}, np.abs(xd)
+    )  # fmt: skip
+    assert_sums_close(WNDense(3).apply({"params": pd}, xd), want, magnitude, 5 + 1)
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT
 from flax import nnx
 from numpyro.infer.util import initialize_model
+from tolerances import assert_sums_close, potential_magnitudes
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential
@@ -200,12 +201,11 @@ def test_linen_and_nnx_mlp_give_the_same_potential():
     rename = {f"Dense_{i}.{w}": f"layers.{i}.{w}" for i in range(3) for w in ("kernel", "bias")}
     u_nnx = {rename[k]: v for k, v in u.items()}
     assert set(u_nnx) == set(p_nnx.init_params(jax.random.key(0)))
-    np.testing.assert_allclose(
-        p_linen.value_and_grad(u)[0], p_nnx.value_and_grad(u_nnx)[0], rtol=1e-6
-    )
-    g1, g2 = p_linen.value_and_grad(u)[1], p_nnx.value_and_grad(u_nnx)[1]
-    for k in u:
-        np.testing.assert_allclose(g1[k], g2[rename[k]], rtol=1e-5, atol=1e-6)
+    (v1, g1), (v2, g2) = p_linen.value_and_grad(u), p_nnx.value_and_grad(u_nnx)
+    # float32 sums of 37 per-row terms and the prior (tests/tolerances.py)
+    value_mag, grad_mag = potential_magnitudes(p_linen, u, x, y)
+    assert_sums_close(v1, v2, value_mag, 37 + 1, what="value")
+    assert_sums_close(g1, {k: g2[rename[k]] for k in u}, grad_mag, 37 + 1, what="gradient")
 
 
 def test_classification_potential_counts_every_row():
@@ -214,8 +214,11 @@ def test_classification_potential_counts_every_row():
     pot = full_batch_potential(model, data.x_train, data.y_train, chunk_size=100)
     assert pot.num_data == len(data.x_train) == int(pot.data.mask.sum())
     u = pot.init_params(jax.random.key(0))
-    full = model.log_likelihood(u, jnp.asarray(data.x_train), jnp.asarray(data.y_train)).sum()
-    np.testing.assert_allclose(pot.log_likelihood(u), full, rtol=1e-5)
+    rows = model.log_likelihood(u, jnp.asarray(data.x_train), jnp.asarray(data.y_train))
+    full, magnitude = rows.sum(), np.abs(np.asarray(rows, np.float64)).sum()
+    assert_sums_close(pot.log_likelihood(u), full, magnitude, pot.num_data)
+    with pytest.raises(AssertionError):  # one row left out would be seen
+        assert_sums_close(pot.log_likelihood(u), full - rows[0], magnitude, pot.num_data)
     assert pot.num_params == 64 * 8 + 8 + 8 * 10 + 10
 
 
@@ -273,9 +276,11 @@ SHARDED_SCRIPT = textwrap.dedent(
     import bnn_ppl as bp
     from bnn_ppl.models import MLP
     from bnn_ppl.inference import full_batch_potential
+    sys.path.insert(0, "tests")
+    from tolerances import potential_magnitudes
     assert len(jax.devices()) == 4, jax.devices()
     rng = np.random.default_rng(0)
-    out = {}
+    out, arrays = {}, {}
     for n, chunk in [(1000, 64), (1003, 64), (37, 5), (3, None)]:
         x = rng.normal(size=(n, 6)).astype(np.float32)
         y = (rng.integers(0, 3, size=n)).astype(np.int32)
@@ -286,28 +291,33 @@ SHARDED_SCRIPT = textwrap.dedent(
         u = one.init_params(jax.random.key(0))
         v1, g1 = one.value_and_grad(u)
         v4, g4 = four.value_and_grad(u)
+        vmag, gmag = potential_magnitudes(one, u, x, y)
+        case = f"{n}/{chunk}"
+        arrays.update({f"{case}/value/one": v1, f"{case}/value/four": v4,
+                       f"{case}/value/magnitude": vmag})
+        for k in g1:
+            arrays.update({f"{case}/{k}/one": g1[k], f"{case}/{k}/four": g4[k],
+                           f"{case}/{k}/magnitude": gmag[k]})
         f = jax.jit(lambda u, d: four.potential_fn_gen(d)(u))
         hlo = f.lower(u, four.data).compile().as_text()
-        out[f"{n}/{chunk}"] = dict(
-            v1=float(v1), v4=float(v4),
-            gmax=max(float(np.max(np.abs(np.asarray(g1[k]) - np.asarray(g4[k])))
-                           / (np.max(np.abs(np.asarray(g1[k]))) + 1e-30)) for k in g1),
+        out[case] = dict(
             rows_per_device=four.num_chunks * four.chunk_size,
             padded=int(four.data.x.shape[0]), devices=four.num_devices,
             shard_shapes=sorted({tuple(s.data.shape) for s in four.data.x.addressable_shards}),
             all_reduce="all-reduce" in hlo,
         )
+    np.savez(sys.argv[1], **{k: np.asarray(v) for k, v in arrays.items()})
     print(json.dumps(out))
     """
 )
 
 
-def test_sharded_equals_unsharded_on_four_simulated_devices():
+def test_sharded_equals_unsharded_on_four_simulated_devices(tmp_path):
     env = dict(
         os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", SHARDED_SCRIPT],
+        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "sums.npz")],
         capture_output=True,
         text=True,
         env=env,
@@ -316,14 +326,22 @@ def test_sharded_equals_unsharded_on_four_simulated_devices():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
+    with np.load(tmp_path / "sums.npz") as f:
+        arrays = dict(f)
     for case, r in results.items():
         n = int(case.split("/")[0])
         assert r["devices"] == 4
         assert r["padded"] >= n and r["padded"] == 4 * r["rows_per_device"]
         assert r["shard_shapes"] == [[r["rows_per_device"], 6]], case  # really split 4 ways
         assert r["all_reduce"], case  # the per-device sums meet in a collective
-        assert abs(r["v1"] - r["v4"]) <= 1e-5 * abs(r["v1"]), case
-        assert r["gmax"] <= 1e-5, case
+        # value and every gradient entry: float32 sums of n per-row terms and the prior,
+        # added in another order (tests/tolerances.py)
+        entries = sorted({k.rsplit("/", 1)[0] for k in arrays if k.startswith(case + "/")})
+        assert len(entries) == 1 + 4, entries  # the value and four parameter arrays
+        for e in entries:
+            assert_sums_close(
+                arrays[f"{e}/one"], arrays[f"{e}/four"], arrays[f"{e}/magnitude"], n + 1, what=e
+            )
 
 
 def test_gradient_memory_does_not_grow_with_the_data():
@@ -333,8 +351,9 @@ def test_gradient_memory_does_not_grow_with_the_data():
     temps = []
     for n in (4 * 256, 16 * 256):
         x, y = _regression_data(n=n, d=20, dtype=np.float32)
-        model = bp.BNN(MLP(hidden=(64, 64), out=1), bp.priors.Normal(1.0),
-                       bp.likelihoods.Gaussian(0.5))
+        model = bp.BNN(
+            MLP(hidden=(64, 64), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5)
+        )
         pot = full_batch_potential(model, x, y, chunk_size=256)
         u = pot.init_params(jax.random.key(0))
         f = jax.jit(lambda u, d, pot=pot: jax.value_and_grad(pot.potential_fn_gen(d))(u))
@@ -345,14 +364,16 @@ def test_gradient_memory_does_not_grow_with_the_data():
 def test_one_chunk_compiles_without_a_loop_and_equals_many_chunks():
     """One chunk per device runs without a loop (no scan in the program; XLA:CPU handles
     loop-body convolution gradients badly, jax-ml/jax#12868) and every convolution of the
-    gradient is channels-last; value and gradient equal the 5-chunk ones."""
+    gradient is channels-last; value and gradient equal the 5-chunk ones to the float32
+    rounding of their sums (``tests/tolerances.py``), and a dropped row, a chunk counted twice
+    or one row's inputs off by 0.1% are all told apart."""
     from bnn_ppl.models import LeNet5
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(24, 12, 12, 1)).astype(np.float32)
     y = rng.integers(0, 10, 24)
     model = bp.BNN(LeNet5(out=10), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
-    results = {}
+    results, programs = {}, {}
     for chunk_size in (24, 5):
         pot = full_batch_potential(model, x, y, chunk_size=chunk_size)
         u = pot.init_params(jax.random.key(0))
@@ -364,11 +385,41 @@ def test_one_chunk_compiles_without_a_loop_and_equals_many_chunks():
         if pot.num_chunks == 1 and jax.default_backend() == "cpu":
             assert len(convs) == 5, convs  # 2 forward, 2 kernel- and 1 input-gradient
             assert all("dim_labels=b01f_01io->b01f" in ln for ln in convs), convs
-        results[pot.num_chunks] = f(u, pot.data)
+        results[pot.num_chunks], programs[pot.num_chunks] = f(u, pot.data), f
+
+    # The two programs add the same terms in different orders: 24 per-row terms and the prior
+    # for the value; for a gradient entry, the rows times the output positions that a
+    # convolution's kernel and bias gradients sum over within each row (12x12 for Conv_0,
+    # 6x6 after the first pool for Conv_1), plus the prior.
+    value_mag, grad_mag = potential_magnitudes(pot, u, x, y)
+    positions = {"Conv_0": 12 * 12, "Conv_1": 6 * 6}
+    num_terms = {k: 24 * positions.get(k.split(".")[0], 1) + 1 for k in u}
     (v1, g1), (v5, g5) = results[1], results[5]
-    np.testing.assert_allclose(v1, v5, rtol=1e-5)
-    for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g5), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert_sums_close(v1, v5, value_mag, 24 + 1, what="value")
+    assert_sums_close(g1, g5, grad_mag, num_terms, what="gradient")
+
+    # ... and the comparison has power: the same 5-chunk program (same shapes, no recompile)
+    # on wrong data differs by far more than the tolerance, in the value and the gradient
+    def five_chunks(xb, yb):
+        wrong = full_batch_potential(model, xb, yb, chunk_size=5)
+        assert (wrong.num_chunks, wrong.chunk_size, wrong.data.x.shape[0]) == (5, 5, 25)
+        return programs[5](u, wrong.data)
+
+    keep = np.arange(24) != 7
+    twice = np.r_[0:10, 5:10, 15:24]  # rows 10-14 replaced by rows 5-9
+    nudged = x.copy()
+    nudged[3] *= 1.001
+    bugs = {
+        "row 7 dropped": (x[keep], y[keep]),
+        "rows 5-9 counted twice": (x[twice], y[twice]),
+        "row 3's inputs 0.1% off": (nudged, y),
+    }
+    for bug, (xb, yb) in bugs.items():
+        vb, gb = five_chunks(xb, yb)
+        with pytest.raises(AssertionError, match=f"value with {bug}"):
+            assert_sums_close(v1, vb, value_mag, 24 + 1, what=f"value with {bug}")
+        with pytest.raises(AssertionError, match=f"gradient with {bug}"):
+            assert_sums_close(g1, gb, grad_mag, num_terms, what=f"gradient with {bug}")
 
 
 def test_float64_accumulation_keeps_digits_that_float32_loses(x64):
@@ -411,7 +462,26 @@ def test_gradient_with_respect_to_the_data_is_refused_when_chunked_and_exact_oth
                 dx(params)
         else:
             ref = jax.grad(lambda x, p: jnp.sum(model.log_likelihood(p, x, jnp.asarray(y))))
-            np.testing.assert_allclose(dx(params)[:12], ref(jnp.asarray(x), params), rtol=1e-5)
+            got, want = dx(params)[:12], ref(jnp.asarray(x), params)
+            assert_sums_close(got, want, *_input_gradient_terms(params, x, y, noise=0.5))
+
+
+def _input_gradient_terms(params, x, y, noise):
+    """Magnitude and term count (tests/tolerances.py) of d log N(y_i; f(x_i), noise^2) / d x_ij
+    for a one-hidden-layer ReLU MLP f: r_i sum_h W1[j, h] relu'(h_ih) W2[h] with
+    r_i = (y_i - f_i) / noise^2, where f_i = sum_h W2[h] relu(h_ih) + b2 and
+    h_ih = sum_j x_ij W1[j, h] + b1[h] are sums that can cancel, as can y_i - f_i."""
+    w1, b1 = (np.asarray(params[f"Dense_0.{k}"], np.float64) for k in ("kernel", "bias"))
+    w2, b2 = (np.asarray(params[f"Dense_1.{k}"], np.float64)[..., 0] for k in ("kernel", "bias"))
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    h = x @ w1 + b1
+    r = (y - (np.maximum(h, 0) @ w2 + b2)) / noise**2
+    h_terms = np.abs(x) @ np.abs(w1) + np.abs(b1)
+    r_terms = (np.abs(y) + (h > 0) * h_terms @ np.abs(w2) + np.abs(b2)) / noise**2
+    paths = ((h > 0) * np.abs(w2))[:, None, :] * np.abs(w1)[None]  # (n, j, h)
+    hidden, inputs = w1.shape[1], w1.shape[0]
+    num_terms = 2 * (inputs + 1) + 2 * (hidden + 1) + 1  # h, f, y - f and the sum over h
+    return (np.abs(r) + r_terms)[:, None] * paths.sum(axis=2), num_terms
 
 
 def test_networks_with_inner_scans_and_integer_inputs_work():
@@ -429,8 +499,12 @@ def test_networks_with_inner_scans_and_integer_inputs_work():
                 c, _ = cell(c, x_t)
                 return c, None
 
-            carry, _ = nn.scan(lambda m, c, x: step(c, x), variable_broadcast="params",
-                               split_rngs={"params": False}, in_axes=1)(self, carry, emb)
+            carry, _ = nn.scan(
+                lambda m, c, x: step(c, x),
+                variable_broadcast="params",
+                split_rngs={"params": False},
+                in_axes=1,
+            )(self, carry, emb)
             return nn.Dense(2)(carry)
 
     rng = np.random.default_rng(0)
