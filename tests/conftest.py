@@ -13,7 +13,9 @@ import jax  # noqa: E402
 import pytest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-UCI_DIR = ROOT.parent / "shared" / "data" / "uci"
+# the UCI standard splits: ../shared/data/uci beside the checkout, or $BNN_PPL_DATA (a checkout
+# elsewhere, e.g. a git worktree)
+UCI_DIR = Path(os.environ.get("BNN_PPL_DATA") or ROOT.parent / "shared" / "data" / "uci")
 
 jax.config.update("jax_compilation_cache_dir", str(ROOT / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)

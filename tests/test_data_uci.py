@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import UCI_DIR
 from tolerances import assert_sums_close
 
 import bnn_ppl as bp
 from bnn_ppl.data import DataNotFoundError, uci
 
-UCI_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
 needs_uci = pytest.mark.skipif(not UCI_DIR.is_dir(), reason=f"no UCI data at {UCI_DIR}")
 
 # rows, features, splits of the standard benchmark (Hernandez-Lobato & Adams 2015)
