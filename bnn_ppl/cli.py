@@ -256,7 +256,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         required=True,
         help="run folder: config.json, samples.npz, predictions.npz, metrics.json",
     )
-    o.add_argument("--quiet", action="store_true", help="no progress bars or status lines")
+    o.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing on success: no progress bars, status lines or summary (errors still "
+        "go to stderr)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -865,7 +870,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         if fit.chains
         else f"{record['num_draws']} draws"
     )
-    print(f"{s['method']}: {shape} in {wall:.1f} s", flush=True)
+    say(f"{s['method']}: {shape} in {wall:.1f} s")
     for row in fit.summary.get("chains", []):
         say(
             f"  chain {row['chain']}: accept prob {row['accept_prob']:.3f}, "
@@ -875,7 +880,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     if fit.summary.get("resumed_after_segment") is not None:
         say(f"  resumed after checkpoint segment {fit.summary['resumed_after_segment']}")
     units = " (original units)" if data.task == "regression" else ""
-    print(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
+    say(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
     say(f"wrote {ns.out}/ ({runs.CONFIG}, {runs.SAMPLES}, {runs.PREDICTIONS}, {runs.METRICS})")
     return 0
 
@@ -941,7 +946,7 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     try:
         ws = bp.diagnostics.weight_space(run.samples or {})
         fs = _function_space(run)
-    except ValueError as e:
+    except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
     return (
         {

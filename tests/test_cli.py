@@ -134,6 +134,7 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
     rc, out, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy))
     assert rc == 0, err
     assert "reusing the run folder" in out and "resumed after checkpoint segment 1" in out
+    assert "hmc: 2 chain(s) x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
     assert "segments" in err  # run_chain's progress bar (no --quiet)
     assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
 
@@ -146,8 +147,8 @@ def test_sgmcmc_with_one_chain_skips_rhat_and_says_why(folder: Path) -> None:
         "50", "--out", str(out_dir), "--quiet",
     )  # fmt: skip
     assert rc == 0, err
-    assert err == "" and len(out.splitlines()) == 2  # --quiet: no bars, only the summary
-    assert out.startswith("sgmcmc: 1 chain(s) x 3 draws")
+    assert out == "" and err == ""  # --quiet: nothing at all on success
+    assert read_json(out_dir / runs.METRICS)["num_draws"] == 3
     assert load_npz(out_dir / runs.SAMPLES)["Dense_0.bias"].shape == (1, 3, 8)
     out = ok("evaluate", str(out_dir), "--quiet")
     assert "R-hat skipped: 1 chain" in out
@@ -328,3 +329,66 @@ def test_a_damaged_config_is_named(tmp_path: Path) -> None:
     (tmp_path / runs.CONFIG).write_text("{not json")
     rc, _, err = bnn_ppl("evaluate", str(tmp_path))
     assert rc == 2 and f"{tmp_path / runs.CONFIG} is unreadable" in err
+
+
+# ------------------------------------------------------------------- bugs are not user errors
+def _bug(*args: object, **kwargs: object) -> None:
+    None + 1  # type: ignore[operator]  # noqa: B018  # an injected bug: a TypeError
+
+
+def _value_bug(*args: object, **kwargs: object) -> None:
+    int("not a number")  # an injected bug: a plain ValueError
+
+
+@pytest.mark.parametrize("bug", [_bug, _value_bug], ids=["TypeError", "ValueError"])
+def test_an_injected_bug_keeps_its_traceback(
+    bug: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(cli, "load_data", bug)
+    with pytest.raises((TypeError, ValueError)) as info:
+        bnn_ppl("run", *TINY, "--method", "svi", "--out", str(tmp_path / "run"))
+    assert not isinstance(info.value, cli.InputError)  # not passed off as the user's mistake
+    # while the library's own validation stays a one-line error with exit status 2
+    monkeypatch.undo()
+    rc, _, err = bnn_ppl("run", "--dataset", "digitz", "--out", str(tmp_path / "run"))
+    assert rc == 2 and err.startswith("bnn-ppl: error: unknown dataset 'digitz'")
+
+
+def test_a_bug_in_the_diagnostics_is_not_reported_as_skipped(
+    hmc_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli.bp.diagnostics, "weight_space", _value_bug)
+    with pytest.raises(ValueError, match="invalid literal"):
+        bnn_ppl("evaluate", str(hmc_run), "--quiet")
+
+
+def _python_m(*args: str, bug: bool = False) -> subprocess.CompletedProcess[str]:
+    """``python -m bnn_ppl args`` (optionally with a bug injected into the CLI first)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    if bug:
+        code = (
+            "import runpy, sys, bnn_ppl.cli as c\n"
+            "def bug(*a, **k): return None + 1\n"
+            "c.load_data = bug\n"
+            f"sys.argv = ['bnn_ppl', *{list(args)!r}]\n"
+            "runpy.run_module('bnn_ppl', run_name='__main__')\n"
+        )
+        command = [sys.executable, "-c", code]
+    else:
+        command = [sys.executable, "-m", "bnn_ppl", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_python_m_bnn_ppl_runs_the_cli_and_quiet_prints_nothing(tmp_path: Path) -> None:
+    args = [*TINY, "--method", "ensemble", "--members", "2", "--steps", "5"]
+    proc = _python_m("run", *args, "--out", str(tmp_path / "ens"), "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "" and proc.stderr == ""  # --quiet: nothing at all on success
+    assert (tmp_path / "ens" / runs.METRICS).exists()
+    proc = _python_m("run", "--temperature", "0", "--out", str(tmp_path / "x"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("bnn-ppl: error: --temperature must be a finite number > 0")
+    assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
+    proc = _python_m("run", "--method", "svi", "--out", str(tmp_path / "x"), bug=True)
+    assert proc.returncode == 1 and "bnn-ppl: error" not in proc.stderr
+    assert "Traceback" in proc.stderr and "TypeError: unsupported operand" in proc.stderr
