@@ -252,6 +252,42 @@ BAD_RUNS = {
     "too many training rows": (["--max-train", "5000"], "exceeds the 1437 training rows"),
     "option of another data set": (["--split", "1"], "unexpected option(s) ['split']"),
     "text model on images": (["--model", "cnnlstm"], "--model cnnlstm takes token ids"),
+    # extreme but well-typed values (issue 14, 11d/11e): refused before the folder is claimed
+    "denormal prior scale": (["--prior", "normal:1e-50"], "cannot be represented in float32"),
+    "denormal temperature": (["--temperature", "1e-45"], "cannot be represented in float32"),
+    "temperature too cold for float32": (
+        ["--method", "svi", "--temperature", "1e-30"],
+        "--temperature 1e-30 is too cold for float32 with 1437 training rows",
+    ),
+    "huge num-samples": (
+        ["--num-samples", str(10**9)],
+        "--num-chains x --num-samples = 2,000,000,000 draws of 3,760 parameters and 3,600 test "
+        "predictions each need about",
+    ),
+    "huge num-chains": (["--num-chains", str(10**9)], "more than this machine's"),
+    "huge svi draws": (["--method", "svi", "--num-samples", str(10**9)], "lower --num-samples"),
+    "huge ensemble": (["--method", "ensemble", "--members", str(10**9)], "lower --members"),
+    "count beyond int32": (["--num-warmup", str(2**31)], "is above 2147483647, the largest"),
+    "iterations beyond int32": (
+        ["--method", "sgmcmc", "--cycle-length", str(2**20), "--num-samples", str(2**11)],
+        "(--burnin-cycles + --num-samples) x --cycle-length = 2149580800 iterations",
+    ),
+    "hmc trajectory that never ends": (
+        ["--prior", "normal:1e6"],
+        "--method hmc would take 157,079,633 leapfrog steps per iteration",
+    ),
+    "svi batch larger than the data": (
+        ["--method", "svi", "--batch-size", "5000"],
+        "--batch-size 5000 is larger than the 1437 training rows of digits",
+    ),
+    "ensemble batch larger than the data": (
+        ["--method", "ensemble", "--batch-size", "1438"],
+        "--batch-size 1438 is larger than the 1437 training rows",
+    ),
+    "sgmcmc batch larger than the data": (
+        ["--method", "sgmcmc", "--max-train", "100", "--batch-size", "128"],
+        "--batch-size 128 is larger than the 100 training rows",
+    ),
 }
 
 
@@ -329,6 +365,54 @@ def test_a_damaged_config_is_named(tmp_path: Path) -> None:
     (tmp_path / runs.CONFIG).write_text("{not json")
     rc, _, err = bnn_ppl("evaluate", str(tmp_path))
     assert rc == 2 and f"{tmp_path / runs.CONFIG} is unreadable" in err
+
+
+def test_a_refused_option_leaves_the_folder_free_for_the_corrected_command(tmp_path: Path) -> None:
+    out = tmp_path / "ensemble"
+    ensemble = [*TINY, "--method", "ensemble", "--members", "3", "--steps", "50"]
+    rc, _, err = bnn_ppl("run", *ensemble, "--batch-size", "500", "--out", str(out))
+    assert rc == 2 and "larger than the 200 training rows" in err and not out.exists()
+    ok("run", *ensemble, "--out", str(out), "--quiet")  # as the ensemble_run fixture
+    assert read_json(out / runs.CONFIG)["arguments"]["batch_size"] is None
+
+
+def test_sgmcmc_default_batch_is_all_rows_of_a_small_set_and_recorded(tmp_path: Path) -> None:
+    out = tmp_path / "sgmcmc"
+    ok("run", *TINY[:-1], "60", "--method", "sgmcmc", "--num-chains", "1", "--cycle-length",
+       "2", "--burnin-cycles", "0", "--num-samples", "1", "--out", str(out), "--quiet")  # fmt: skip
+    assert read_json(out / runs.CONFIG)["arguments"]["batch_size"] == 60  # not 128, clamped
+    assert read_json(out / runs.METRICS)["summary"]["batch_size"] == 60
+
+
+# extreme prior scales the float32 range holds: a correct result, or a clean error naming the
+# divergence (never NumPyro's "invalid scale parameter" traceback, never NaN metrics)
+DIVERGING = {
+    "svi, prior 1e-30": (["--method", "svi", "--prior", "normal:1e-30"], "svi diverged: the "),
+    "svi, prior 1e-37": (["--method", "svi", "--prior", "normal:1e-37"], "svi diverged: the "),
+    "ensemble, prior 1e-37": (
+        ["--method", "ensemble", "--members", "2", "--prior", "normal:1e-37"],
+        "ensemble diverged: the members' final loss became nan",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DIVERGING))
+def test_a_diverging_fit_is_a_clean_error(case: str, tmp_path: Path) -> None:
+    extra, message = DIVERGING[case]
+    steps = ["--steps", "20"] + (["--map-steps", "5"] if "svi" in case else [])
+    rc, out, err = bnn_ppl("run", *TINY, *steps, *extra, "--out", str(tmp_path / "run"))
+    assert rc == 2, out + err
+    assert message in err and "less extreme --prior" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / runs.METRICS).exists()
+
+
+def test_a_tiny_prior_scale_gives_the_prior_predictive(tmp_path: Path) -> None:
+    """Prior sd 1e-30 pins every weight at ~0: uniform predictions, not an error."""
+    out = tmp_path / "ensemble"
+    ok("run", *TINY, "--method", "ensemble", "--members", "2", "--steps", "20", "--prior",
+       "normal:1e-30", "--out", str(out), "--quiet")  # fmt: skip
+    probs = load_npz(out / runs.PREDICTIONS)["probs"]
+    np.testing.assert_allclose(probs, 0.1, rtol=1e-5)
 
 
 # ------------------------------------------------------------------- bugs are not user errors
