@@ -14,6 +14,7 @@ Three kinds of evidence:
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import sys
 import time
@@ -23,7 +24,9 @@ import numpy as np
 import pytest
 
 import bnn_ppl as bp
+from bnn_ppl import cli
 from bnn_ppl.data import DataNotFoundError
+from bnn_ppl.validation import InputValueError
 
 tfds = pytest.importorskip("tensorflow_datasets")
 MockPolicy = tfds.testing.MockPolicy
@@ -201,6 +204,65 @@ def test_tfrecord_preparation_is_reported_with_the_rebuild_command(tmp_path, mon
     info.write_text(json.dumps(meta))
     with pytest.raises(DataNotFoundError, match="(?s)without random access.*--file_format array"):
         bp.data.load("mnist", data_dir=tmp_path)
+
+
+# --- damaged preparations: a clear error naming the folder and the rebuild command -----------
+
+
+@pytest.fixture(scope="module")
+def prepared_mnist(tmp_path_factory):
+    """A tiny mnist prepared once (20 train, 7 test images); tests damage copies of it."""
+    root = tmp_path_factory.mktemp("prepared")
+    train, _, _ = _digit_images(20, seed=0)
+    test, _, _ = _digit_images(7, seed=1)
+    with pytest.MonkeyPatch.context() as mp:
+        _prepare_tiny("mnist", root, {"train": train, "test": test}, mp)
+    return root
+
+
+def _shards(folder, split):
+    return sorted(folder.glob(f"mnist-{split}.array_record-*"))
+
+
+def _truncate(variant, split="train"):
+    for p in _shards(variant, split):
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+
+
+DAMAGE = {  # how: (damage the variant folder, what the message says)
+    "truncated records": (_truncate, " of 20 cannot be read (UnidentifiedImageError"),
+    "emptied records": (lambda v: [p.write_bytes(b"") for p in _shards(v, "test")], "of 7"),
+    "deleted records": (lambda v: [p.unlink() for p in _shards(v, "train")], "record 0 of 20"),
+    "unparsable dataset_info.json": (
+        lambda v: (v / "dataset_info.json").write_text("{not json"),
+        "it cannot be opened",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(DAMAGE))
+def test_a_damaged_preparation_is_a_clear_error(how, prepared_mnist, tmp_path, no_network):
+    damage, problem = DAMAGE[how]
+    root = Path(shutil.copytree(prepared_mnist, tmp_path / "tfds"))
+    damage(root / "mnist" / "3.0.1")
+    with pytest.raises(InputValueError) as info:
+        bp.data.load("mnist", data_dir=root)
+    message = str(info.value)
+    assert f"tfds data set 'mnist' under {root} is damaged or incomplete: " in message
+    assert problem in message
+    assert f"Delete {root / 'mnist'}" in message
+    assert f"tfds build mnist --data_dir {root} --file_format array_record" in message
+    assert no_network == []
+
+
+def test_the_command_line_reports_a_damaged_preparation(prepared_mnist, tmp_path, capsys):
+    root = Path(shutil.copytree(prepared_mnist, tmp_path / "tfds"))
+    _truncate(root / "mnist" / "3.0.1")
+    rc = cli.main(["run", "--dataset", "mnist", "--data-dir", str(root), "--method", "svi",
+                   "--out", str(tmp_path / "run")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("bnn-ppl: error: tfds data set 'mnist' under")
+    assert "Traceback" not in err and not (tmp_path / "run").exists()
 
 
 # --- offline: nothing prepared, no network --------------------------------------------------
