@@ -21,6 +21,7 @@ import jax
 import numpy as np
 import numpyro
 import pytest
+from conftest import count_compiles
 from conjugate import NOISE, data, linear_model
 
 import bnn_ppl as bp
@@ -40,6 +41,7 @@ from bnn_ppl.inference import (
 from bnn_ppl.inference.checkpoint import _state_from_host, _state_template, _state_to_host
 from bnn_ppl.io import load_npz
 from bnn_ppl.models import MLP
+from bnn_ppl.validation import InputError
 
 TESTS = Path(__file__).resolve().parent
 SETTINGS = dict(num_warmup=20, num_samples=40, checkpoint_every=10, thinning=2)
@@ -307,3 +309,97 @@ def test_two_processes_cannot_share_a_folder(tmp_path):
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         with pytest.raises(RuntimeError, match="another process"):
             run_small(tmp_path)
+
+
+# ------------------------------------------------------------- every argument, checked first
+def _bad_arguments():
+    x, _ = data()
+    ok_init = {
+        "Dense_0.bias": np.zeros(1, np.float32),
+        "Dense_0.kernel": np.zeros((2, 1), np.float32),
+    }
+    return {  # name: (overrides of SETTINGS + x_predict, error type, message)
+        "num_warmup float": (dict(num_warmup=2.5), TypeError, "num_warmup must be an int"),
+        "num_samples str": (dict(num_samples="40"), TypeError, "num_samples must be an int"),
+        "checkpoint_every None": (dict(checkpoint_every=None), TypeError, "checkpoint_every"),
+        "checkpoint_every 10.0": (dict(checkpoint_every=10.0), TypeError, "Pass 10"),
+        "num_chains bool": (dict(num_chains=True), TypeError, "num_chains must be an int"),
+        "thinning 0": (dict(thinning=0), ValueError, "thinning must be an int >= 1"),
+        "keep_checkpoints 1": (dict(keep_checkpoints=1), ValueError, "keep_checkpoints"),
+        "iterations beyond int32": (dict(num_warmup=2**31 - 10), ValueError, "int32"),
+        "predict_chunk_size 2.5": (dict(predict_chunk_size=2.5), TypeError, "predict_chunk_size"),
+        "predict_chunk_size 0": (dict(predict_chunk_size=0), ValueError, "predict_chunk_size"),
+        "save_predictions str": (dict(save_predictions="yes"), TypeError, "save_predictions"),
+        "keep_samples 1": (dict(keep_samples_in_memory=1), TypeError, "keep_samples_in_memory"),
+        "progress_bar None": (dict(progress_bar=None), TypeError, "progress_bar"),
+        "config list": (dict(config=[1, 2]), TypeError, "config must be a mapping"),
+        "on_segment int": (dict(on_segment=3), TypeError, "on_segment must be a function"),
+        "extra_fields str": (dict(extra_fields="accept_prob"), TypeError, "extra_fields must be"),
+        "extra_fields unknown": (dict(extra_fields=("accept_rate",)), ValueError, "accept_rate"),
+        "extra_fields too deep": (
+            dict(extra_fields=("adapt_state.step_size.x",)),
+            ValueError,
+            "no field",
+        ),
+        "x_predict features": (
+            dict(x_predict=x[:7, :1]),
+            ValueError,
+            r"x_predict has shape \(7, 1\)",
+        ),  # fmt: skip
+        "x_predict 1-D": (dict(x_predict=x[:7, 0]), ValueError, r"x_predict has shape \(7,\)"),
+        "x_predict NaN": (
+            dict(x_predict=np.full((3, 2), np.nan)),
+            ValueError,
+            "x_predict contains",
+        ),
+        "init_params site": (
+            dict(init_params={"w": np.zeros(3)}),
+            ValueError,
+            "init_params must map",
+        ),
+        "init_params shape": (
+            dict(init_params=ok_init | {"Dense_0.kernel": np.zeros((3, 1))}),
+            ValueError,
+            r"init_params\['Dense_0.kernel'\] has shape \(3, 1\), expected \(2, 1\)",
+        ),
+        "init_params NaN": (
+            dict(init_params=ok_init | {"Dense_0.bias": np.full(1, np.nan, np.float32)}),
+            ValueError,
+            "finite floating-point",
+        ),
+        "rng_key int": (dict(rng_key=0), TypeError, "rng_key must be a key"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bad_arguments()))
+def test_every_argument_is_checked_before_anything_is_compiled_or_written(case, tmp_path):
+    """Found after the warmup, a bad argument would cost the warmup; and since the arguments
+    are the saved configuration, the corrected call could not resume it (issue 14, 11c)."""
+    overrides, error, message = _bad_arguments()[case]
+    folder = tmp_path / "run"
+    x, y = data()
+    kernel = HMC(full_batch_potential(linear_model(), x, y), trajectory_length=1.0, step_size=0.1)
+    kwargs = dict(SETTINGS, rng_key=jax.random.key(3), x_predict=x[:7]) | overrides
+    with count_compiles() as compiles, pytest.raises(error, match=message) as info:
+        run_chain(kernel, checkpoint_dir=folder, **kwargs)
+    assert isinstance(info.value, InputError)
+    assert compiles == [] and not folder.exists()
+
+
+def test_checkpoint_dir_that_is_a_file_is_refused(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("mine")
+    with pytest.raises(ValueError, match="exists and is not a folder"):
+        run_small(path)
+    with pytest.raises(TypeError, match="checkpoint_dir must be a folder path"):
+        run_small(3)
+    assert path.read_text() == "mine"
+
+
+def test_a_corrected_x_predict_runs_in_the_same_folder(reference, tmp_path):
+    x, _ = data()
+    folder = tmp_path / "run"
+    with pytest.raises(ValueError, match="x_predict has shape"):
+        run_small(folder, x_predict=x[:7, :1])
+    assert not folder.exists()
+    assert_same_run(run_small(folder), reference[1])
