@@ -766,23 +766,18 @@ def _fit_mcmc(
                 pot, adapt_mass_matrix=True, target_accept_prob=0.8, **kernel_kwargs
             )
         folder = os.path.join(out, runs.CHECKPOINTS)
-        try:
-            result = inference.run_chain(
-                kernel,
-                checkpoint_dir=folder,
-                checkpoint_every=s["checkpoint_every"],
-                rng_key=key,
-                num_chains=s["num_chains"],
-                x_predict=data.x_test,
-                predict_chunk_size=s["chunk_size"],
-                config=dict(s),
-                progress_bar=progress,
-                **common,
-            )
-        except RuntimeError as e:
-            if "another process" not in str(e):  # a JAX/XLA failure: keep its traceback
-                raise
-            raise CLIError(str(e)) from None  # the folder's lock is held
+        result = inference.run_chain(  # a held lock is an InputError: reported by main()
+            kernel,
+            checkpoint_dir=folder,
+            checkpoint_every=s["checkpoint_every"],
+            rng_key=key,
+            num_chains=s["num_chains"],
+            x_predict=data.x_test,
+            predict_chunk_size=s["chunk_size"],
+            config=dict(s),
+            progress_bar=progress,
+            **common,
+        )
         one = s["num_chains"] == 1
 
         def with_chain_axis(a: Any) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -476,3 +477,24 @@ def test_python_m_bnn_ppl_runs_the_cli_and_quiet_prints_nothing(tmp_path: Path) 
     proc = _python_m("run", "--method", "svi", "--out", str(tmp_path / "x"), bug=True)
     assert proc.returncode == 1 and "bnn-ppl: error" not in proc.stderr
     assert "Traceback" in proc.stderr and "TypeError: unsupported operand" in proc.stderr
+
+
+def test_a_checkpoint_folder_in_use_is_a_clean_error(hmc_run: Path, tmp_path: Path) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    copy = tmp_path / "hmc"
+    shutil.copytree(hmc_run, copy)
+    with open(copy / runs.CHECKPOINTS / ".lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy), "--quiet")
+    assert rc == 2 and "bnn-ppl: error: another process is running a chain" in err
+
+
+@pytest.mark.parametrize("key", ["layout", "files"])
+def test_an_incomplete_run_record_is_named(key: str, hmc_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "hmc"
+    shutil.copytree(hmc_run, copy)
+    record = read_json(copy / runs.METRICS)
+    del record[key]
+    (copy / runs.METRICS).write_text(json.dumps(record))
+    rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")
+    assert rc == 2 and "is not a complete bnn-ppl run record: missing" in err and key in err
