@@ -624,6 +624,9 @@ def _read_record(folder: str, json_name: str) -> dict[str, Any]:
         isinstance(rec.get("segment"), int)
         and isinstance(rec.get("state"), dict)
         and {"file", "sha256", "leaves"} <= set(rec["state"])
+        and isinstance(rec["state"]["file"], str)
+        and isinstance(rec["state"]["sha256"], str)
+        and isinstance(rec["state"]["leaves"], list)
         and isinstance(rec.get("segments"), list)
         and all(isinstance(seg, dict) and "draws" in seg for seg in rec["segments"])
     )
@@ -632,7 +635,13 @@ def _read_record(folder: str, json_name: str) -> dict[str, Any]:
     return rec
 
 
-def _verify_file(folder: str, entry: Mapping[str, str]) -> None:
+def _verify_file(folder: str, entry: Any) -> None:
+    if not (
+        isinstance(entry, Mapping)
+        and isinstance(entry.get("file"), str)
+        and isinstance(entry.get("sha256"), str)
+    ):
+        raise InputValueError(f"{folder}: a checkpoint record has a malformed entry {entry!r}.")
     path = os.path.join(folder, entry["file"])
     if not os.path.exists(path):
         raise InputValueError(f"{path} is missing.")
@@ -664,10 +673,8 @@ def _find_checkpoint(folder: str, *, verify: bool) -> _Checkpoint | None:
                         if seg.get(kind):
                             _verify_file(folder, seg[kind])
                 arrays = _load_state(folder, rec)
-        except (ValueError, OSError, KeyError, TypeError) as e:  # damaged: try an older one
-            problems.append(
-                str(e) if isinstance(e, ValueError | OSError) else f"{json_name}: {e!r}"
-            )
+        except (InputError, OSError) as e:  # damaged: try an older one (a bug propagates)
+            problems.append(str(e))
             continue
         if problems:
             warnings.warn(
