@@ -126,7 +126,13 @@ def test_hmc_without_checkpoints_draws_the_same_chain(hmc_run: Path, folder: Pat
     out = folder / "hmc_plain"
     ok("run", *HMC, "--num-chains", "2", "--out", str(out), "--quiet")
     a, b = (load_npz(f / runs.SAMPLES) for f in (hmc_run, out))
-    np.testing.assert_allclose(a["Dense_1.kernel"], b["Dense_1.kernel"], rtol=1e-5, atol=1e-6)
+    # the same chain up to the float32 rounding of two differently compiled programs (their
+    # gradient sums run in another order): a few eps of the draws' magnitude, not a fixed atol
+    # (measured: at most 3.1 eps; the differences do not grow along the chain)
+    eps = np.finfo(np.float32).eps
+    for site in a:
+        tol = 16 * eps * np.abs(a[site]).max()
+        np.testing.assert_allclose(a[site], b[site], rtol=0, atol=tol, err_msg=site)
 
 
 def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> None:
