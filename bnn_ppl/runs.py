@@ -42,7 +42,7 @@ Example:
     ...                                     data={"name": "toy", "task": "classification"}))
     Traceback (most recent call last):
     ...
-    bnn_ppl.validation.InputValueError: ... holds a run with a different configuration; refusing to reuse it:
+    bnn_ppl.validation.InputValueError: ... different configuration; refusing to reuse it:
       method: 'ensemble' (config.json) != 'svi' (this run)
     Use a new --out folder, or re-run with the original options.
 """
