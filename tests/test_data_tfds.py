@@ -341,10 +341,15 @@ def test_options_are_checked(tmp_path):
         bp.data.load("imdb_reviews", max_len=4.5)
 
 
-def test_missing_tensorflow_datasets_says_which_extra_to_install(monkeypatch):
+def test_missing_tensorflow_datasets_says_which_extra_to_install(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # import fails
     with pytest.raises(ImportError, match=r'pip install "bnn_ppl\[tfds\]"'):
         bp.data.load("mnist")
+    # the command line says so in one line, not with a traceback
+    rc = cli.main(["run", "--dataset", "mnist", "--method", "svi", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("bnn-ppl: error: this data set is read with tensorflow-")
+    assert 'pip install "bnn_ppl[tfds]"' in err and not (tmp_path / "r").exists()
     # embedded sets never need it
     assert bp.data.load("iris").num_classes == 3
 

@@ -48,10 +48,11 @@ import numpy as np
 
 from bnn_ppl.data import text
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise_images
-from bnn_ppl.validation import InputTypeError, InputValueError
+from bnn_ppl.validation import InputError, InputTypeError, InputValueError
 
 __all__ = [
     "IMAGE_SETS",
+    "MissingExtraError",
     "CorruptedTestSets",
     "load_corrupted",
     "load_imdb",
@@ -65,11 +66,16 @@ IMAGE_SETS: dict[str, int] = {"mnist": 10, "fashion_mnist": 10, "cifar10": 10, "
 _DEFAULT_DIR = "~/tensorflow_datasets"
 
 
+class MissingExtraError(InputError, ImportError):
+    """tensorflow-datasets is not installed (an ``ImportError``; the command line reports it
+    as ``bnn-ppl: error``, naming the extra to install)."""
+
+
 def _import_tfds() -> Any:
     try:
         import tensorflow_datasets as tfds
     except ImportError as err:
-        raise ImportError(
+        raise MissingExtraError(
             "this data set is read with tensorflow-datasets, which is not installed (or misses "
             f'a dependency: {err}). Install the optional extra: pip install "bnn_ppl[tfds]"'
         ) from err
