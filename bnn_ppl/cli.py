@@ -115,6 +115,8 @@ _AT_LEAST: dict[str, int] = {
 
 MAX_COUNT = 2**31 - 1
 """Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
+MAX_TREE_DEPTH = 30
+"""nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
 MAX_LEAPFROG_STEPS = 100_000
 """hmc: most leapfrog steps per iteration at the initial step size (NUTS' default tree depth
 allows 1,023); more is a run that does not finish, refused before it starts."""
@@ -417,6 +419,12 @@ def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
                 "int32 iteration counters hold."
             )
     _check_iterations(s)
+    if s.get("max_tree_depth") is not None and s["max_tree_depth"] > MAX_TREE_DEPTH:
+        raise InputValueError(
+            f"--max-tree-depth {s['max_tree_depth']} is above {MAX_TREE_DEPTH}: a tree of depth "
+            "D takes up to 2^D - 1 leapfrog steps, which NumPyro counts in int32 (the default, "
+            "10, allows 1,023)."
+        )
     if s.get("depth") is not None and s["depth"] < (0 if model == "mlp" else 1):
         raise InputValueError(
             f"--depth must be an integer >= {0 if model == 'mlp' else 1} for --model {model}, "
@@ -514,7 +522,8 @@ def check_feasible(
         raise InputValueError(
             f"{counts} = {draws:,} draws of {num_params:,} parameters and {preds:,} test "
             f"predictions each need about {_gib(need)} (float32, held {MEMORY_COPIES}x while "
-            f"saved), more than this machine's {_gib(have)} of memory; lower {counts}."
+            f"saved), more than this machine's {_gib(have)} of memory; lower {counts}, or use "
+            "a smaller network."
         )
     if method == "hmc":
         from bnn_ppl.inference import default_trajectory_length

@@ -279,6 +279,10 @@ BAD_RUNS = {
         ["--method", "sgmcmc", "--cycle-length", str(2**20), "--num-samples", str(2**11)],
         "(--burnin-cycles + --num-samples) x --cycle-length = 2149580800 iterations",
     ),
+    "nuts tree beyond int32": (
+        ["--method", "nuts", "--max-tree-depth", "1000000"],
+        "--max-tree-depth 1000000 is above 30",
+    ),  # was a JaxRuntimeError traceback after 48 s
     "hmc trajectory that never ends": (
         ["--prior", "normal:1e6"],
         "--method hmc would take 157,079,633 leapfrog steps per iteration",
