@@ -1140,6 +1140,11 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
     if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
         raise InputValueError(f"--num-bins must be an integer >= 1, got {num_bins!r}.")
     run = runs.load_run(ns.run, samples=True)
+    if run.task == "classification" and num_bins > len(run.targets):
+        raise InputValueError(
+            f"--num-bins {num_bins} exceeds the {len(run.targets)} test rows of {ns.run}; a "
+            "reliability diagram needs at most one bin per row (default 15)."
+        )
     out = ns.out or run.path
     dataset, method = run.config["arguments"]["dataset"], run.config["arguments"]["method"]
     print(

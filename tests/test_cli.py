@@ -508,3 +508,9 @@ def test_an_incomplete_run_record_is_named(key: str, hmc_run: Path, tmp_path: Pa
     (copy / runs.METRICS).write_text(json.dumps(record))
     rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")
     assert rc == 2 and "is not a complete bnn-ppl run record: missing" in err and key in err
+
+
+def test_evaluate_refuses_more_bins_than_test_rows(ensemble_run: Path) -> None:
+    rc, out, err = bnn_ppl("evaluate", str(ensemble_run), "--num-bins", str(10**12))
+    assert rc == 2 and "--num-bins 1000000000000 exceeds the 360 test rows" in err
+    assert out == "" and not (ensemble_run / runs.EVALUATION).exists()
