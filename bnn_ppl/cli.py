@@ -16,6 +16,10 @@ described in :mod:`bnn_ppl.runs`: ``config.json``, ``samples.npz``, ``prediction
 again with the same options, and a folder written with other options is refused, naming every
 option that differs.
 
+Every option is checked before the run folder is claimed (:func:`run_settings`, then
+:func:`check_feasible` once the data and model are known: batch sizes, memory, float32 range,
+hmc trajectory length), so that a corrected command may reuse the folder.
+
 This module only translates: options become plain keyword arguments of library functions (which
 never see argparse), and the library's own input errors (:class:`bnn_ppl.validation.InputError`)
 and ``OSError`` become ``bnn-ppl: error: <message>`` on stderr with exit status 2, without a
@@ -31,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -46,7 +51,7 @@ from bnn_ppl.io import write_json
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.validation import InputError, InputValueError
 
-__all__ = ["main", "build_parser", "run_settings", "CLIError"]
+__all__ = ["main", "build_parser", "run_settings", "check_feasible", "CLIError"]
 
 PROG = "bnn-ppl"
 MODELS = ("mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm")
@@ -106,6 +111,23 @@ _AT_LEAST: dict[str, int] = {
     "max_train": 1,
     "split": 0,
 }
+
+
+MAX_COUNT = 2**31 - 1
+"""Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
+MAX_TREE_DEPTH = 30
+"""nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
+MAX_LEAPFROG_STEPS = 100_000
+"""hmc: most leapfrog steps per iteration at the initial step size (NUTS' default tree depth
+allows 1,023); more is a run that does not finish, refused before it starts."""
+MAX_LIKELIHOOD_SCALE = 1e15
+"""Largest (training rows) / temperature: 1/T multiplies the summed log-likelihood, and beyond
+this its gradients, squared by Adam (svi, ensemble) and in the kinetic energy (hmc, nuts,
+sgmcmc), come within a few orders of magnitude of float32's overflow (3.4e38 = (1.8e19)^2):
+Adam then silently stops moving and HMC's accept test is rounding noise."""
+MEMORY_COPIES = 2
+"""The draws and test predictions are held about twice while they are saved (device/host
+arrays, then the .npz bytes): the memory estimate counts them twice."""
 
 
 class CLIError(InputValueError):
@@ -212,7 +234,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--batch-size",
         metavar="B",
         type=int,
-        help="sgmcmc: minibatch rows (128); svi/ensemble: minibatch rows (default: full batch)",
+        help="sgmcmc: minibatch rows (128, or all rows if fewer); svi/ensemble: minibatch rows "
+        "(default: full batch); at most the training rows",
     )
     i.add_argument(
         "--cycle-length",
@@ -256,7 +279,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         required=True,
         help="run folder: config.json, samples.npz, predictions.npz, metrics.json",
     )
-    o.add_argument("--quiet", action="store_true", help="no progress bars or status lines")
+    o.add_argument(
+        "--quiet",
+        action="store_true",
+        help="print nothing on success: no progress bars, status lines or summary (errors still "
+        "go to stderr)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -385,6 +413,18 @@ def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
             isinstance(value, bool) or not isinstance(value, int) or value < low
         ):
             raise InputValueError(f"{_flag(name)} must be an integer >= {low}, got {value!r}.")
+        if value is not None and value > MAX_COUNT:
+            raise InputValueError(
+                f"{_flag(name)} {value} is above {MAX_COUNT}, the largest count the samplers' "
+                "int32 iteration counters hold."
+            )
+    _check_iterations(s)
+    if s.get("max_tree_depth") is not None and s["max_tree_depth"] > MAX_TREE_DEPTH:
+        raise InputValueError(
+            f"--max-tree-depth {s['max_tree_depth']} is above {MAX_TREE_DEPTH}: a tree of depth "
+            "D takes up to 2^D - 1 leapfrog steps, which NumPyro counts in int32 (the default, "
+            "10, allows 1,023)."
+        )
     if s.get("depth") is not None and s["depth"] < (0 if model == "mlp" else 1):
         raise InputValueError(
             f"--depth must be an integer >= {0 if model == 'mlp' else 1} for --model {model}, "
@@ -400,6 +440,108 @@ def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
     except InputError as e:
         raise InputValueError(f"--prior {s['prior']!r}: {e}") from None
     return s
+
+
+def _check_iterations(s: Mapping[str, Any]) -> None:
+    """Refuse iteration totals beyond the int32 counters of the samplers' loops."""
+    method = s["method"]
+    if method in ("hmc", "nuts"):
+        total, what = s["num_warmup"] + s["num_samples"], "--num-warmup + --num-samples"
+    elif method == "sgmcmc":
+        total = (s["burnin_cycles"] + s["num_samples"]) * s["cycle_length"]
+        what = "(--burnin-cycles + --num-samples) x --cycle-length"
+    else:
+        return
+    if total > MAX_COUNT:
+        raise InputValueError(
+            f"{what} = {total} iterations is above {MAX_COUNT}, the most the samplers' int32 "
+            "iteration counters hold."
+        )
+
+
+def _memory_bytes() -> int | None:
+    """The memory the draws must fit in: physical RAM, or an accelerator's memory if smaller
+    (``None`` when neither is known)."""
+    sizes = []
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        sizes.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    if stats.get("bytes_limit"):
+        sizes.append(int(stats["bytes_limit"]))
+    return min(sizes) if sizes else None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n < 2**40 else f"{n / 2**40:,.1f} TiB"
+
+
+def check_feasible(
+    s: Mapping[str, Any], data: bp.data.Dataset, model: bp.BNN, num_params: int
+) -> None:
+    """Refuse, before the run folder is claimed, a run that cannot work on this data and machine.
+
+    * ``--batch-size`` above the training rows (nothing is clamped silently);
+    * draws and test predictions that would not fit in memory (estimated from the parameter
+      count, float32, :data:`MEMORY_COPIES` copies);
+    * ``--temperature`` so cold that float32 cannot hold the tempered gradients
+      (:data:`MAX_LIKELIHOOD_SCALE`);
+    * hmc trajectories of more than :data:`MAX_LEAPFROG_STEPS` leapfrog steps at the initial
+      step size (``--prior normal:1e6`` gives a default trajectory length of 1.6e6).
+
+    Raises:
+        InputValueError: naming the option(s), the estimate and the fix.
+    """
+    n = len(data.x_train)
+    if s.get("batch_size") is not None and s["batch_size"] > n:
+        raise InputValueError(
+            f"--batch-size {s['batch_size']} is larger than the {n} training rows of "
+            f"{s['dataset']}; pass at most {n} (or omit it)."
+        )
+    if n / s["temperature"] > MAX_LIKELIHOOD_SCALE:
+        raise InputValueError(
+            f"--temperature {s['temperature']:g} is too cold for float32 with {n} training "
+            f"rows: 1/T scales their summed log-likelihood by n/T = {n / s['temperature']:.3g} "
+            f"(at most {MAX_LIKELIHOOD_SCALE:.0e} is allowed), and its gradients squared "
+            f"overflow float32; pass --temperature >= {n / MAX_LIKELIHOOD_SCALE:.3g}."
+        )
+    method = s["method"]
+    if method in CHAIN_METHODS:
+        draws, counts = s["num_chains"] * s["num_samples"], "--num-chains x --num-samples"
+    elif method == "svi":
+        draws, counts = s["num_samples"], "--num-samples"
+    else:
+        draws, counts = s["members"], "--members"
+    outputs = data.num_classes if data.task == "classification" else 2
+    per_draw = num_params + len(data.x_test) * outputs
+    need = MEMORY_COPIES * 4 * draws * per_draw
+    have = _memory_bytes()
+    if have is not None and need > have:
+        preds = per_draw - num_params
+        raise InputValueError(
+            f"{counts} = {draws:,} draws of {num_params:,} parameters and {preds:,} test "
+            f"predictions each need about {_gib(need)} (float32, held {MEMORY_COPIES}x while "
+            f"saved), more than this machine's {_gib(have)} of memory; lower {counts}, or use "
+            "a smaller network."
+        )
+    if method == "hmc":
+        from bnn_ppl.inference import default_trajectory_length
+
+        length = s["trajectory_length"]
+        default = length is None
+        if default:
+            length = default_trajectory_length(model, data.x_train[:1])
+        steps = math.ceil(length / s["step_size"])
+        if steps > MAX_LEAPFROG_STEPS:
+            origin = "the default (pi/2) x prior sd" if default else "--trajectory-length"
+            raise InputValueError(
+                f"--method hmc would take {steps:,} leapfrog steps per iteration (trajectory "
+                f"length {length:.3g}, {origin}, over --step-size {s['step_size']:g}), more "
+                f"than the {MAX_LEAPFROG_STEPS:,} allowed: the run would not finish. Pass a "
+                "shorter --trajectory-length or a larger --step-size, or use --method nuts "
+                "(its tree depth bounds the steps)."
+            )
 
 
 # ------------------------------------------------------------------------- data and model
@@ -547,6 +689,21 @@ def _predict(model: bp.BNN, samples: Mapping[str, Any], x: np.ndarray, chunk: in
     return jax.tree.map(lambda a: np.asarray(a).reshape(*lead, *np.shape(a)[1:]), pred)
 
 
+def _check_finite(what: str, values: Any, s: Mapping[str, Any]) -> None:
+    """Refuse a fit whose losses or parameters went NaN/inf (instead of NumPyro's traceback or
+    NaN predictions later), naming where it happened and the likely causes."""
+    a = np.asarray(values, np.float64)
+    bad = ~np.isfinite(a)
+    if bad.any():
+        first = np.argwhere(bad)[0].tolist()
+        raise InputValueError(
+            f"{s['method']} diverged: {what} became {a[tuple(first)]} (at index {first}); no "
+            f"results were saved. Lower --learning-rate, or use a less extreme --prior "
+            f"({s['prior']}) or --temperature ({s['temperature']:g}): float32 cannot hold the "
+            "tempered density or its gradients."
+        )
+
+
 def _chain_summary(extra: Mapping[str, Any], step_size: Any) -> list[dict[str, float]]:
     accept = np.asarray(extra["accept_prob"])
     steps = np.broadcast_to(np.ravel(np.asarray(step_size)), (accept.shape[0],))
@@ -618,23 +775,18 @@ def _fit_mcmc(
                 pot, adapt_mass_matrix=True, target_accept_prob=0.8, **kernel_kwargs
             )
         folder = os.path.join(out, runs.CHECKPOINTS)
-        try:
-            result = inference.run_chain(
-                kernel,
-                checkpoint_dir=folder,
-                checkpoint_every=s["checkpoint_every"],
-                rng_key=key,
-                num_chains=s["num_chains"],
-                x_predict=data.x_test,
-                predict_chunk_size=s["chunk_size"],
-                config=dict(s),
-                progress_bar=progress,
-                **common,
-            )
-        except RuntimeError as e:
-            if "another process" not in str(e):  # a JAX/XLA failure: keep its traceback
-                raise
-            raise CLIError(str(e)) from None  # the folder's lock is held
+        result = inference.run_chain(  # a held lock is an InputError: reported by main()
+            kernel,
+            checkpoint_dir=folder,
+            checkpoint_every=s["checkpoint_every"],
+            rng_key=key,
+            num_chains=s["num_chains"],
+            x_predict=data.x_test,
+            predict_chunk_size=s["chunk_size"],
+            config=dict(s),
+            progress_bar=progress,
+            **common,
+        )
         one = s["num_chains"] == 1
 
         def with_chain_axis(a: Any) -> np.ndarray:
@@ -668,8 +820,7 @@ def _fit_sgmcmc(
         "sghmc": inference.SGHMC,
         "sgld": inference.SGLD,
     }
-    n, chains = s["cycle_length"], s["num_chains"]
-    batch = min(s["batch_size"], pot.num_data)
+    n, chains, batch = s["cycle_length"], s["num_chains"], s["batch_size"]
     kernel = kernels[s["sampler"]](
         pot, batch_size=batch, step_size=cyclical_cosine(s["step_size"], n)
     )
@@ -714,6 +865,8 @@ def _fit_svi(
             minibatch_size=s["batch_size"],
             learning_rate=s["learning_rate"],
         )
+        _check_finite("the MAP loss", fit_map.losses, s)
+        _check_finite("the MAP loss", fit_map.final_loss, s)
         init_loc, summary["map_final_loss"] = fit_map.params, float(fit_map.final_loss)
     fit = inference.svi_mean_field(
         model,
@@ -726,6 +879,9 @@ def _fit_svi(
         learning_rate=s["learning_rate"],
         progress_bar=progress,
     )
+    _check_finite("the negative ELBO", fit.losses, s)
+    for name, value in fit.params.items():
+        _check_finite(f"the guide's {name}", value, s)
     sites = model.sites(data.x_train)
     draws = fit.sample_posterior(draw_key, s["num_samples"])
     samples = _numpy({k: v for k, v in draws.items() if k in sites})
@@ -754,6 +910,7 @@ def _fit_ensemble(
         minibatch_size=s["batch_size"],
         learning_rate=s["learning_rate"],
     )
+    _check_finite("the members' final loss", ens.final_loss, s)
     samples = _numpy(ens.params)
     final = np.asarray(ens.final_loss)
     summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
@@ -822,8 +979,11 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     data = _inputs_for(s["model"], data)
     if data.task == "regression" and s["noise"] is None:
         s["noise"] = NOISE_DEFAULT  # recorded, so that a resumed run must use the same
+    if s["method"] == "sgmcmc" and ns.batch_size is None:
+        s["batch_size"] = min(s["batch_size"], len(data.x_train))  # the default: recorded
     model = build_model(s, data)
     num_params = model.num_params(data.x_train[:1])
+    check_feasible(s, data, model, num_params)  # everything is checked before the claim
     config = runs.make_config(
         s,
         data=_data_identity(s, data),
@@ -865,7 +1025,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         if fit.chains
         else f"{record['num_draws']} draws"
     )
-    print(f"{s['method']}: {shape} in {wall:.1f} s", flush=True)
+    say(f"{s['method']}: {shape} in {wall:.1f} s")
     for row in fit.summary.get("chains", []):
         say(
             f"  chain {row['chain']}: accept prob {row['accept_prob']:.3f}, "
@@ -875,7 +1035,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     if fit.summary.get("resumed_after_segment") is not None:
         say(f"  resumed after checkpoint segment {fit.summary['resumed_after_segment']}")
     units = " (original units)" if data.task == "regression" else ""
-    print(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
+    say(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
     say(f"wrote {ns.out}/ ({runs.CONFIG}, {runs.SAMPLES}, {runs.PREDICTIONS}, {runs.METRICS})")
     return 0
 
@@ -941,7 +1101,7 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     try:
         ws = bp.diagnostics.weight_space(run.samples or {})
         fs = _function_space(run)
-    except ValueError as e:
+    except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
     return (
         {
@@ -980,6 +1140,11 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
     if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
         raise InputValueError(f"--num-bins must be an integer >= 1, got {num_bins!r}.")
     run = runs.load_run(ns.run, samples=True)
+    if run.task == "classification" and num_bins > len(run.targets):
+        raise InputValueError(
+            f"--num-bins {num_bins} exceeds the {len(run.targets)} test rows of {ns.run}; a "
+            "reliability diagram needs at most one bin per row (default 15)."
+        )
     out = ns.out or run.path
     dataset, method = run.config["arguments"]["dataset"], run.config["arguments"]["method"]
     print(

@@ -3,7 +3,8 @@
 Every file bnn_ppl writes goes through :func:`atomic_write`: the bytes go to a temporary file in
 the target's folder, are flushed and fsynced, and the temporary file is renamed over the target
 (``os.replace``, atomic on POSIX). A reader therefore sees the old file or the new one, never a
-partial one.
+partial one. Files get the permissions ``open()`` would give them (0666 less the umask), so a
+run folder on a shared filesystem is as readable as the user's other files.
 
 Example:
     >>> import os, tempfile
@@ -33,7 +34,7 @@ import hashlib
 import io
 import json
 import os
-import tempfile
+import secrets
 import zipfile
 from collections.abc import Callable, Mapping
 from typing import IO, Any
@@ -54,16 +55,36 @@ __all__ = [
 ]
 
 
+_O_BINARY = getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+
+
+def _create_temporary(folder: str, prefix: str) -> tuple[int, str]:
+    """Create a new, empty ``<folder>/<prefix><random>.tmp``; return its descriptor and path.
+
+    Unlike ``tempfile.mkstemp`` (always mode 0600) the file is created with mode 0666, which
+    the kernel reduces by the umask (or the folder's default ACL), as ``open(path, "w")``
+    would: a run folder on a shared filesystem is readable by whoever the user's umask allows.
+    """
+    for _ in range(100):
+        tmp = os.path.join(folder, f"{prefix}{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_BINARY, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file in {folder} (100 names taken).")
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
     """Create or replace ``path`` atomically; ``write(f)`` writes the content to binary file ``f``.
 
-    Missing parent folders are created. On any error the temporary file is removed and the
+    Missing parent folders are created. The file gets the mode ``open(path, "w")`` gives a
+    new file (0666 less the umask). On any error the temporary file is removed and the
     previous content of ``path`` (if any) is left untouched.
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    fd, tmp = _create_temporary(folder, f".{os.path.basename(path)}.")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

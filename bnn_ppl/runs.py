@@ -42,7 +42,7 @@ Example:
     ...                                     data={"name": "toy", "task": "classification"}))
     Traceback (most recent call last):
     ...
-    ValueError: ... holds a run with a different configuration; refusing to reuse it:
+    bnn_ppl.validation.InputValueError: ... different configuration; refusing to reuse it:
       method: 'ensemble' (config.json) != 'svi' (this run)
     Use a new --out folder, or re-run with the original options.
 """
@@ -52,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import json
 import math
 import os
 import platform
@@ -98,6 +99,7 @@ METRICS = "metrics.json"
 EVALUATION = "evaluation.json"
 CHECKPOINTS = "checkpoints"
 
+_RECORD_KEYS = ("files", "layout", "num_chains", "num_draws", "task", "metrics")
 _PACKAGES = ("jax", "jaxlib", "numpyro", "flax", "optax", "numpy", "arviz")
 
 
@@ -212,7 +214,7 @@ def _read_config(folder: str) -> dict[str, Any]:
             f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass the --out folder "
             "of a `bnn-ppl run`."
         ) from None
-    except (OSError, ValueError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
     if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
         raise InputValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
@@ -319,7 +321,8 @@ def predictive_metrics(
         if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
             raise InputValueError(
                 "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
-                "undefined (lower the step size)."
+                "undefined (lower the step size or learning rate, or use a less extreme prior or "
+                "temperature)."
             )
         return {
             "rmse": float(_metrics.rmse(mean.mean(axis=0), targets, y_scale=y_std)),
@@ -329,7 +332,8 @@ def predictive_metrics(
     if not np.all(np.isfinite(probs)):
         raise InputValueError(
             "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
-            "undefined (lower the step size)."
+            "undefined (lower the step size or learning rate, or use a less extreme prior or "
+            "temperature)."
         )
     avg = probs.mean(axis=0)
     if task != "classification":
@@ -424,16 +428,25 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
             f"{folder} holds an unfinished run (no {METRICS}): it was interrupted or failed. "
             "Re-run `bnn-ppl run` with the same options to finish (or resume) it."
         ) from None
-    except (OSError, ValueError) as e:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
+    if not isinstance(record, dict):
+        record = {}
+    files = record.get("files") if isinstance(record.get("files"), dict) else {}
+    missing = [k for k in _RECORD_KEYS if k not in record]
+    missing += [f"files.{k}" for k in (PREDICTIONS, SAMPLES) if not isinstance(files.get(k), str)]
+    if missing:
+        raise InputValueError(f"{path} is not a complete bnn-ppl run record: missing {missing}.")
     try:
-        files = record["files"]
         pred = load_npz(os.path.join(folder, PREDICTIONS), sha256=files[PREDICTIONS])
         draws = load_npz(os.path.join(folder, SAMPLES), sha256=files[SAMPLES]) if samples else None
-    except (KeyError, TypeError) as e:
-        raise InputValueError(f"{path} is not a complete bnn-ppl run record: missing {e}.") from e
     except FileNotFoundError as e:
         raise InputValueError(f"{folder}: {os.path.basename(e.filename)} is missing.") from e
+    if "targets" not in pred or not ({"probs"} <= set(pred) or {"mean", "scale"} <= set(pred)):
+        raise InputValueError(
+            f"{folder}/{PREDICTIONS} holds {sorted(pred)}; a run's predictions hold 'targets' "
+            "and 'probs' (or 'mean' and 'scale')."
+        )
     targets = pred.pop("targets")
     return Run(folder, config, record, _from_arrays(pred), targets, draws)
 

@@ -58,6 +58,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from numpyro.infer.hmc import HMCState
+from numpyro.infer.hmc_util import HMCAdaptState
 from tqdm.auto import tqdm
 
 import bnn_ppl
@@ -68,11 +70,12 @@ from bnn_ppl.io import load_npz, read_json, save_npz, sha256_file, write_json
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Params, PRNGKey
-from bnn_ppl.validation import InputTypeError, InputValueError
+from bnn_ppl.validation import InputError, InputTypeError, InputValueError
 
 __all__ = [
     "SCHEMA_VERSION",
     "ChainResult",
+    "FolderInUseError",
     "SegmentInfo",
     "run_chain",
     "run_config",
@@ -91,6 +94,11 @@ DEFAULT_EXTRA_FIELDS = ("accept_prob", "diverging", "num_steps")
 _KINDS = ("samples", "extra", "predictions")
 _STATE_JSON = re.compile(r"^state_(\d{5,})\.json$")
 _BMA_PREFIX = "bma."
+
+
+class FolderInUseError(InputError, RuntimeError):
+    """Another process holds the checkpoint folder's lock (a ``RuntimeError``, and an
+    :class:`~bnn_ppl.validation.InputError`: the command line reports it without a traceback)."""
 
 
 class SegmentInfo(NamedTuple):
@@ -372,10 +380,95 @@ def _as_key(key: Any) -> jax.Array:
     raise InputTypeError(f"rng_key must be a key from jax.random.key(seed), got {key!r}.")
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise InputValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
-    return int(value)
+MAX_ITERATIONS = 2**31 - 1
+"""NumPyro's HMC state counts iterations in int32."""
+
+_STATE_TYPES: dict[tuple[type, str], type] = {(HMCState, "adapt_state"): HMCAdaptState}
+
+
+def _check_extra_fields(extra_fields: Any) -> tuple[str, ...]:
+    """Check ``extra_fields`` against NumPyro's ``HMCState`` (dotted names into
+    ``adapt_state``) without building a state."""
+    if isinstance(extra_fields, str) or not isinstance(extra_fields, Sequence):
+        raise InputTypeError(
+            "extra_fields must be a sequence of HMCState field names such as "
+            f"('accept_prob', 'adapt_state.step_size'), got {extra_fields!r}."
+        )
+    for f in extra_fields:
+        if not isinstance(f, str):
+            raise InputTypeError(f"extra_fields must hold field names (str), got {f!r}.")
+        cls: type | None = HMCState
+        for part in f.split("."):
+            if cls is None or part not in cls._fields:
+                raise InputValueError(
+                    f"extra_fields: the sampler state has no field {f!r} (HMCState fields: "
+                    f"{', '.join(HMCState._fields)}; adapt_state fields: "
+                    f"{', '.join(HMCAdaptState._fields)})."
+                )
+            cls = _STATE_TYPES.get((cls, part))
+    return tuple(extra_fields)
+
+
+def _check_x_predict(pot: FullBatchPotential, x_predict: Any) -> np.ndarray:
+    """``x_predict`` as an array whose rows have the training inputs' shape (and integer
+    dtype where the training inputs are token ids)."""
+    x = validation.as_array("x_predict", x_predict)
+    row = tuple(pot._x_spec.shape[1:])
+    if x.shape[1:] != row:
+        raise InputValueError(
+            f"x_predict has shape {x.shape}: each row must have the shape of a training input, "
+            f"{row} (the potential's x has shape {(pot.num_data, *row)}). Pass the test inputs "
+            "prepared like the training inputs."
+        )
+    if np.issubdtype(pot._x_spec.dtype, np.integer) and not np.issubdtype(x.dtype, np.integer):
+        raise InputTypeError(
+            f"x_predict has dtype {x.dtype}, but the training inputs are integer ids "
+            f"({pot._x_spec.dtype}); pass integer ids."
+        )
+    return x
+
+
+def _check_init_params(
+    pot: FullBatchPotential, key: jax.Array, init_params: Any, num_chains: int
+) -> Params:
+    """``init_params`` as arrays with the sites, shapes and leading chain axis of
+    ``pot.init_params`` (compared through ``jax.eval_shape``: nothing is computed)."""
+    chains = num_chains if num_chains > 1 else None
+    want = jax.eval_shape(lambda k: pot.init_params(k, chains), key)
+    if not isinstance(init_params, Mapping) or set(init_params) != set(want):
+        got = sorted(init_params) if isinstance(init_params, Mapping) else type(init_params)
+        raise InputValueError(
+            f"init_params must map every site to its unconstrained initial value: sites "
+            f"{sorted(want)}, got {got}. Use pot.init_params(key, num_chains)."
+        )
+    for name, a in init_params.items():
+        if not _is_concrete_array(a):
+            raise InputTypeError(f"init_params[{name!r}] must be an array, got {a!r}.")
+    host = {k: np.asarray(v) for k, v in init_params.items()}  # checking compiles nothing
+    lead = {a.shape[:1] for a in host.values()}
+    if num_chains > 1 and lead != {(num_chains,)}:
+        raise InputValueError(
+            f"init_params must have a leading axis of num_chains={num_chains}, got leading "
+            f"shapes {sorted(lead)}; use pot.init_params(key, num_chains)."
+        )
+    for name, spec in want.items():
+        a = host[name]
+        if a.shape != spec.shape:
+            raise InputValueError(
+                f"init_params[{name!r}] has shape {a.shape}, expected {spec.shape}."
+            )
+        if not np.issubdtype(a.dtype, np.floating) or not np.all(np.isfinite(a)):
+            raise InputValueError(
+                f"init_params[{name!r}] must hold finite floating-point values, got dtype "
+                f"{a.dtype}{' with NaN/inf' if np.issubdtype(a.dtype, np.floating) else ''}."
+            )
+    return dict(init_params)
+
+
+def _is_concrete_array(a: Any) -> bool:
+    return isinstance(a, np.ndarray | np.generic | float) or (
+        isinstance(a, jax.Array) and not isinstance(a, jax.core.Tracer)
+    )
 
 
 def _get_field(state: Any, name: str) -> Any:
@@ -531,6 +624,9 @@ def _read_record(folder: str, json_name: str) -> dict[str, Any]:
         isinstance(rec.get("segment"), int)
         and isinstance(rec.get("state"), dict)
         and {"file", "sha256", "leaves"} <= set(rec["state"])
+        and isinstance(rec["state"]["file"], str)
+        and isinstance(rec["state"]["sha256"], str)
+        and isinstance(rec["state"]["leaves"], list)
         and isinstance(rec.get("segments"), list)
         and all(isinstance(seg, dict) and "draws" in seg for seg in rec["segments"])
     )
@@ -539,7 +635,13 @@ def _read_record(folder: str, json_name: str) -> dict[str, Any]:
     return rec
 
 
-def _verify_file(folder: str, entry: Mapping[str, str]) -> None:
+def _verify_file(folder: str, entry: Any) -> None:
+    if not (
+        isinstance(entry, Mapping)
+        and isinstance(entry.get("file"), str)
+        and isinstance(entry.get("sha256"), str)
+    ):
+        raise InputValueError(f"{folder}: a checkpoint record has a malformed entry {entry!r}.")
     path = os.path.join(folder, entry["file"])
     if not os.path.exists(path):
         raise InputValueError(f"{path} is missing.")
@@ -571,10 +673,8 @@ def _find_checkpoint(folder: str, *, verify: bool) -> _Checkpoint | None:
                         if seg.get(kind):
                             _verify_file(folder, seg[kind])
                 arrays = _load_state(folder, rec)
-        except (ValueError, OSError, KeyError, TypeError) as e:  # damaged: try an older one
-            problems.append(
-                str(e) if isinstance(e, ValueError | OSError) else f"{json_name}: {e!r}"
-            )
+        except (InputError, OSError) as e:  # damaged: try an older one (a bug propagates)
+            problems.append(str(e))
             continue
         if problems:
             warnings.warn(
@@ -620,7 +720,7 @@ def _lock(folder: str) -> Iterator[None]:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RuntimeError(
+            raise FolderInUseError(
                 f"another process is running a chain in checkpoint_dir {folder}; wait for it "
                 "to finish or stop it before resuming."
             ) from None
@@ -756,7 +856,7 @@ def run_chain(
         TypeError: not a bnn_ppl HMC/NUTS kernel, or a bad ``rng_key``.
         ValueError: bad counts; the folder belongs to a different configuration (every
             differing field is named, with both values); it holds damaged checkpoints only.
-        RuntimeError: another process is running in the same folder.
+        FolderInUseError: (a ``RuntimeError``) another process is running in the same folder.
 
     Example:
         >>> import tempfile
@@ -781,35 +881,53 @@ def run_chain(
         ...                                         load_samples(folder)["Dense_0.kernel"]))
         (3, True)
     """
+    # Every argument is checked before anything is computed or written: a mistake found after
+    # the warmup would cost the warmup, and (the arguments being the saved configuration) the
+    # corrected call could not resume it.
     pot = _potential_of(kernel)
-    num_warmup = _check_int("num_warmup", num_warmup, 0)
-    num_samples = _check_int("num_samples", num_samples, 1)
-    checkpoint_every = _check_int("checkpoint_every", checkpoint_every, 1)
-    num_chains = _check_int("num_chains", num_chains, 1)
-    thinning = _check_int("thinning", thinning, 1)
-    keep_checkpoints = _check_int("keep_checkpoints", keep_checkpoints, 2)
+    count = validation.check_int
+    num_warmup = count("num_warmup", num_warmup, minimum=0, maximum=MAX_ITERATIONS)
+    num_samples = count("num_samples", num_samples, minimum=1, maximum=MAX_ITERATIONS)
+    checkpoint_every = count("checkpoint_every", checkpoint_every, maximum=MAX_ITERATIONS)
+    num_chains = count("num_chains", num_chains)
+    thinning = count("thinning", thinning)
+    keep_checkpoints = count("keep_checkpoints", keep_checkpoints, minimum=2)
+    if num_warmup + num_samples > MAX_ITERATIONS:
+        raise InputValueError(
+            f"num_warmup + num_samples = {num_warmup + num_samples} is above {MAX_ITERATIONS}, "
+            "the most iterations NumPyro's int32 counter holds."
+        )
     if num_samples < thinning:
         raise InputValueError(
             f"num_samples ({num_samples}) must be >= thinning ({thinning}); no draw would be kept."
         )
-    extra_fields = tuple(extra_fields)
+    extra_fields = _check_extra_fields(extra_fields)
     if x_predict is not None:
-        x_predict = validation.as_array("x_predict", x_predict)
+        x_predict = _check_x_predict(pot, x_predict)
     if predict_chunk_size is not None:
-        validation.check_positive("predict_chunk_size", predict_chunk_size)
+        predict_chunk_size = count("predict_chunk_size", predict_chunk_size)
+    save_predictions = validation.check_bool("save_predictions", save_predictions)
+    keep_samples_in_memory = validation.check_bool("keep_samples_in_memory", keep_samples_in_memory)
+    progress_bar = validation.check_bool("progress_bar", progress_bar)
+    if config is not None and not isinstance(config, Mapping):
+        raise InputTypeError(f"config must be a mapping (a dict) or None, got {config!r}.")
+    if on_segment is not None and not callable(on_segment):
+        raise InputTypeError(f"on_segment must be a function or None, got {on_segment!r}.")
+    if not isinstance(checkpoint_dir, str | os.PathLike) or not os.fspath(checkpoint_dir):
+        raise InputTypeError(f"checkpoint_dir must be a folder path, got {checkpoint_dir!r}.")
+    folder = os.path.abspath(os.fspath(checkpoint_dir))
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InputValueError(f"checkpoint_dir {folder} exists and is not a folder.")
     key = _as_key(rng_key)
+    if init_params is not None:
+        init_params = _check_init_params(pot, key, init_params, num_chains)
+
     if init_params is None:
         init_params, run_key = _default_init(pot, key, num_chains)
     else:
         run_key = key
     init_params = jax.tree.map(lambda a: jnp.asarray(a, jnp.result_type(a)), init_params)
     if num_chains > 1:
-        lead = {np.shape(a)[:1] for a in jax.tree.leaves(init_params)}
-        if lead != {(num_chains,)}:
-            raise InputValueError(
-                f"init_params must have a leading axis of num_chains={num_chains}, got leading "
-                f"shapes {sorted(lead)}; use pot.init_params(key, num_chains)."
-            )
         run_key = jax.random.split(run_key, num_chains)
 
     cfg = run_config(
@@ -829,7 +947,6 @@ def run_chain(
     if config is not None:
         cfg["user"] = json.loads(json.dumps(_describe(dict(config))))
 
-    folder = os.path.abspath(os.fspath(checkpoint_dir))
     os.makedirs(folder, exist_ok=True)
     with _lock(folder):
         _remove_temporaries(folder)
@@ -841,14 +958,6 @@ def run_chain(
         kern = copy.copy(kernel)
         model_args = pot.args
         template = _state_template(kern, run_key, num_warmup, init_params, pot)
-        for f in extra_fields:
-            try:
-                _get_field(template, f)
-            except AttributeError:
-                raise InputValueError(
-                    f"extra_fields: the sampler state has no field {f!r} (HMCState fields: "
-                    f"{', '.join(type(template)._fields)})."
-                ) from None
         writer = _Writer(
             folder,
             pot,

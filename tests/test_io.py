@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import stat
 
 import numpy as np
 import pytest
@@ -39,6 +41,33 @@ def test_failed_write_keeps_the_old_file(tmp_path):
         atomic_write(path, broken)
     assert read_json(path) == {"old": True}
     assert os.listdir(tmp_path) == ["c.json"]
+
+
+@contextlib.contextmanager
+def umask(mask):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077, 0o027], ids=oct)
+def test_files_get_the_mode_open_gives_under_the_umask(tmp_path, mask):
+    """Not mkstemp's 0600: collaborators on a shared filesystem must be able to read runs."""
+    json_path, npz_path, plain = tmp_path / "m.json", tmp_path / "a.npz", tmp_path / "plain"
+    with umask(mask):
+        write_json(json_path, {"x": 1})
+        save_npz(npz_path, {"a": np.ones(2)})
+        plain.write_text("reference")  # what open() gives
+    want = 0o666 & ~mask
+    assert stat.S_IMODE(plain.stat().st_mode) == want
+    for path in (json_path, npz_path):
+        assert stat.S_IMODE(path.stat().st_mode) == want, (oct(path.stat().st_mode), oct(mask))
+    os.chmod(json_path, 0o600)  # replacing a file: a new file, with the umask's mode again
+    with umask(mask):
+        write_json(json_path, {"x": 2})
+    assert stat.S_IMODE(json_path.stat().st_mode) == want and read_json(json_path) == {"x": 2}
 
 
 ARRAYS = {

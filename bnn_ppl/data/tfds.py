@@ -42,16 +42,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from bnn_ppl.data import text
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise_images
-from bnn_ppl.validation import InputTypeError, InputValueError
+from bnn_ppl.validation import InputError, InputTypeError, InputValueError
 
 __all__ = [
     "IMAGE_SETS",
+    "MissingExtraError",
     "CorruptedTestSets",
     "load_corrupted",
     "load_imdb",
@@ -65,11 +66,16 @@ IMAGE_SETS: dict[str, int] = {"mnist": 10, "fashion_mnist": 10, "cifar10": 10, "
 _DEFAULT_DIR = "~/tensorflow_datasets"
 
 
+class MissingExtraError(InputError, ImportError):
+    """tensorflow-datasets is not installed (an ``ImportError``; the command line reports it
+    as ``bnn-ppl: error``, naming the extra to install)."""
+
+
 def _import_tfds() -> Any:
     try:
         import tensorflow_datasets as tfds
     except ImportError as err:
-        raise ImportError(
+        raise MissingExtraError(
             "this data set is read with tensorflow-datasets, which is not installed (or misses "
             f'a dependency: {err}). Install the optional extra: pip install "bnn_ppl[tfds]"'
         ) from err
@@ -141,19 +147,36 @@ def _missing(name: str, configs: Sequence[str | None], looked: list[str], target
     )
 
 
+class _Where(NamedTuple):
+    """A data set variant (``name[/config]``) under a data directory, for error messages."""
+
+    full: str
+    root: Path
+
+    def damaged(self, problem: str, err: BaseException) -> InputValueError:
+        return InputValueError(
+            f"tfds data set {self.full!r} under {self.root} is damaged or incomplete: {problem} "
+            f"({type(err).__name__}: {err}). Delete {self.root / self.full} and prepare it "
+            f"again on a machine with network access:\n  tfds build {self.full} --data_dir "
+            f"{self.root} --file_format array_record"
+        )
+
+
 def _open(
     tfds: Any,
     name: str,
     config: str | None,
     splits: list[str],
     data_dir: str | os.PathLike | None,
-) -> list[Any]:
-    """Data sources of ``splits``, opened without downloading (see the module docstring)."""
+) -> tuple[list[Any], _Where]:
+    """Data sources of ``splits``, opened without downloading (see the module docstring), and
+    where they are."""
     full = f"{name}/{config}" if config else name
     root, looked = _find_prepared(tfds, name, config, data_dir)
     if root is not None:
+        where = _Where(full, root)
         try:
-            return tfds.data_source(full, split=splits, data_dir=str(root), download=False)
+            sources = tfds.data_source(full, split=splits, data_dir=str(root), download=False)
         except NotImplementedError as err:  # prepared as tfrecord (tfds.load's default)
             raise DataNotFoundError(
                 f"tfds data set {full!r} is prepared under {root} in a format without random "
@@ -162,6 +185,11 @@ def _open(
                 f"  tfds build {full} --data_dir {root} --file_format array_record\n"
                 f"tfds said: {err}"
             ) from err
+        except Exception as err:  # unreadable metadata (dataset_info.json, ...): say so
+            raise where.damaged("it cannot be opened", err) from err
+        if any(len(s) == 0 for s in sources):
+            raise where.damaged("a split has no examples", ValueError(f"splits {splits}"))
+        return sources, where
     target = search_dirs(data_dir)[0][0]
     try:
         sources = tfds.data_source(full, split=splits, data_dir=str(target), download=False)
@@ -169,26 +197,31 @@ def _open(
         raise DataNotFoundError(_missing(name, [config], looked, target)) from err
     if any(len(s) == 0 for s in sources):
         raise DataNotFoundError(_missing(name, [config], looked, target))
-    return sources
+    return sources, _Where(full, target)
 
 
-def _examples(source: Any) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(index, example)`` pairs of a data source.
+def _examples(source: Any, where: _Where) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(index, example)`` pairs of a data source; an unreadable record is a clear error.
 
     One ``source[i]`` at a time: as fast as tfds' batched ``__getitems__`` on array_record
     (measured), and the one access path ``tfds.testing.mock_data`` implements correctly.
     """
     for i in range(len(source)):
-        yield i, source[i]
+        try:
+            example = source[i]
+        except Exception as err:  # array_record, PIL or protobuf errors of a damaged file
+            raise where.damaged(f"record {i} of {len(source)} cannot be read", err) from err
+        yield i, example
 
 
-def _images(source: Any) -> tuple[np.ndarray, np.ndarray]:
+def _images(source: Any, where: _Where) -> tuple[np.ndarray, np.ndarray]:
     n = len(source)
-    first = np.asarray(source[0]["image"])
-    x = np.empty((n, *first.shape), first.dtype)
-    y = np.empty(n, np.int32)
-    for i, example in _examples(source):
-        x[i] = example["image"]
+    x, y = np.empty(0), np.empty(n, np.int32)
+    for i, example in _examples(source, where):
+        image = np.asarray(example["image"])
+        if i == 0:
+            x = np.empty((n, *image.shape), image.dtype)
+        x[i] = image
         y[i] = example["label"]
     return x, y
 
@@ -217,9 +250,9 @@ def load_images(name: str, *, data_dir: str | os.PathLike | None = None) -> Data
             f"unknown tfds image data set {name!r}; available: {sorted(IMAGE_SETS)}."
         )
     tfds = _import_tfds()
-    train, test = _open(tfds, name, None, ["train", "test"], data_dir)
-    x_train, y_train = _images(train)
-    x_test, y_test = _images(test)
+    (train, test), where = _open(tfds, name, None, ["train", "test"], data_dir)
+    x_train, y_train = _images(train, where)
+    x_test, y_test = _images(test, where)
     num_classes = IMAGE_SETS[name]
     _check_labels(name, y_train, num_classes)
     _check_labels(name, y_test, num_classes)
@@ -256,12 +289,12 @@ def load_imdb(
     if max_len < 1:
         raise InputValueError(f"max_len must be >= 1, got {max_len}.")
     tfds = _import_tfds()
-    train, test = _open(tfds, "imdb_reviews", "plain_text", ["train", "test"], data_dir)
+    (train, test), where = _open(tfds, "imdb_reviews", "plain_text", ["train", "test"], data_dir)
     texts, labels = {}, {}
     for split, source in (("train", train), ("test", test)):
         texts[split] = [None] * len(source)
         labels[split] = np.empty(len(source), np.int32)
-        for i, example in _examples(source):
+        for i, example in _examples(source, where):
             texts[split][i] = example["text"]
             labels[split][i] = example["label"]
         _check_labels("imdb_reviews", labels[split], 2)
@@ -312,7 +345,7 @@ class CorruptedTestSets(Mapping[tuple[str, int], tuple[np.ndarray, np.ndarray]])
     def __getitem__(self, key: tuple[str, int]) -> tuple[np.ndarray, np.ndarray]:
         if key not in self._keys:
             raise KeyError(key)
-        x, y = _images(self._open(key))
+        x, y = _images(*self._open(key))
         _check_labels("cifar10_corrupted", y, 10)
         mean, std = self._mean.astype(np.float32), self._std.astype(np.float32)
         return (x.astype(np.float32) - mean) / std, y
@@ -401,9 +434,10 @@ def load_corrupted(
             message = _missing("cifar10_corrupted", configs, looked_first or [], target)
             raise DataNotFoundError(message) from err.__cause__
 
-    def open_fn(key: tuple[str, int]) -> Any:
+    def open_fn(key: tuple[str, int]) -> tuple[Any, _Where]:
         config = f"{key[0]}_{key[1]}"
         root = roots[key] if roots[key] is not None else target
-        return _open(tfds, "cifar10_corrupted", config, ["test"], root)[0]
+        (source,), where = _open(tfds, "cifar10_corrupted", config, ["test"], root)
+        return source, where
 
     return CorruptedTestSets(keys, open_fn, clean.x_mean, clean.x_std)
