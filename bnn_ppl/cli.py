@@ -40,7 +40,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,7 +49,7 @@ import bnn_ppl as bp
 from bnn_ppl import runs, validation
 from bnn_ppl.io import write_json
 from bnn_ppl.likelihoods import GaussianPrediction
-from bnn_ppl.validation import InputError, InputValueError
+from bnn_ppl.validation import DivergedError, InputError, InputValueError
 
 __all__ = ["main", "build_parser", "run_settings", "check_feasible", "CLIError"]
 
@@ -689,6 +689,15 @@ def _predict(model: bp.BNN, samples: Mapping[str, Any], x: np.ndarray, chunk: in
     return jax.tree.map(lambda a: np.asarray(a).reshape(*lead, *np.shape(a)[1:]), pred)
 
 
+def _diverged(s: Mapping[str, Any], what: str, value: Any, index: Any) -> InputValueError:
+    return InputValueError(
+        f"{s['method']} diverged: {what} became {value} (at index {list(index)}); no "
+        f"results were saved. Lower --learning-rate, or use a less extreme --prior "
+        f"({s['prior']}) or --temperature ({s['temperature']:g}): float32 cannot hold the "
+        "tempered density or its gradients."
+    )
+
+
 def _check_finite(what: str, values: Any, s: Mapping[str, Any]) -> None:
     """Refuse a fit whose losses or parameters went NaN/inf (instead of NumPyro's traceback or
     NaN predictions later), naming where it happened and the likely causes."""
@@ -696,12 +705,16 @@ def _check_finite(what: str, values: Any, s: Mapping[str, Any]) -> None:
     bad = ~np.isfinite(a)
     if bad.any():
         first = np.argwhere(bad)[0].tolist()
-        raise InputValueError(
-            f"{s['method']} diverged: {what} became {a[tuple(first)]} (at index {first}); no "
-            f"results were saved. Lower --learning-rate, or use a less extreme --prior "
-            f"({s['prior']}) or --temperature ({s['temperature']:g}): float32 cannot hold the "
-            "tempered density or its gradients."
-        )
+        raise _diverged(s, what, a[tuple(first)], first)
+
+
+@contextlib.contextmanager
+def _flags_for_divergence(s: Mapping[str, Any]) -> Iterator[None]:
+    """The library's DivergedError, restated with the options that usually cause it."""
+    try:
+        yield
+    except DivergedError as e:
+        raise _diverged(s, e.what, e.value, e.index) from None
 
 
 def _chain_summary(extra: Mapping[str, Any], step_size: Any) -> list[dict[str, float]]:
@@ -999,7 +1012,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     say(_plan(s))
     start = time.perf_counter()
     try:
-        fit = FITTERS[s["method"]](model, data, s, ns.out, not ns.quiet)
+        with _flags_for_divergence(s):
+            fit = FITTERS[s["method"]](model, data, s, ns.out, not ns.quiet)
     except KeyboardInterrupt:
         again = "resume from the last checkpoint" if s.get("checkpoint_every") else "start over"
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)

@@ -46,6 +46,7 @@ __all__ = [
     "check_batch_size",
     "check_init_values",
     "check_finite_result",
+    "DivergedError",
 ]
 
 
@@ -352,24 +353,39 @@ def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, j
     return out
 
 
-def check_finite_result(method: str, losses: Any, params: Any) -> None:
-    """Raise :class:`~bnn_ppl.validation.InputValueError` if an optimisation ended in NaN/inf.
+class DivergedError(InputValueError):
+    """An optimisation or sampler whose loss or parameters became NaN/inf.
 
-    A diverged fit is never returned as a result: the message says at which step the loss first
-    stopped being finite and what usually causes it.
+    Attributes:
+        method: the function that diverged.
+        what: which quantity ("the loss", "the parameters").
+        value: the first non-finite value.
+        index: where it is (for the loss: ``(step,)`` or ``(member, step)``).
     """
-    losses = np.asarray(losses)
-    finite = np.isfinite(losses)
-    leaves_ok = all(bool(np.all(np.isfinite(np.asarray(v)))) for v in jax.tree.leaves(params))
-    if finite.all() and leaves_ok:
-        return
-    first = int(np.argmin(finite.reshape(-1, losses.shape[-1]).all(0))) if not finite.all() else -1
-    where = (
-        f"the loss is not finite from step {first}"
-        if first >= 0
-        else "the parameters are not finite"
-    )
-    raise InputValueError(
-        f"{method} diverged: {where}. Usual causes: a learning_rate too large for this model, "
-        "an extreme prior scale or temperature, or unstandardised data. Nothing was returned."
-    )
+
+    def __init__(self, method: str, what: str, value: float, index: tuple[int, ...]):
+        self.method, self.what, self.value, self.index = method, what, value, index
+        super().__init__(
+            f"{method} diverged: {what} became {value} (at index {list(index)}). Usual causes: "
+            "a learning_rate too large for this model, an extreme prior scale or temperature, "
+            "or unstandardised data. Nothing was returned."
+        )
+
+
+def check_finite_result(method: str, losses: Any, params: Any) -> None:
+    """Raise :class:`DivergedError` if an optimisation ended in NaN/inf.
+
+    A diverged fit is never returned as a result: the message says where the loss (or, if the
+    loss stayed finite, a parameter) first stopped being finite and what usually causes it.
+    """
+    losses = np.asarray(losses, np.float64)
+    bad = ~np.isfinite(losses)
+    if bad.any():
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise DivergedError(method, "the loss", float(losses[index]), index)
+    for leaf in jax.tree.leaves(params):
+        a = np.asarray(leaf, np.float64)
+        bad = ~np.isfinite(a)
+        if bad.any():
+            index = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise DivergedError(method, "the parameters", float(a[index]), index)

@@ -402,7 +402,7 @@ DIVERGING = {
     "svi, prior 1e-37": (["--method", "svi", "--prior", "normal:1e-37"], "svi diverged: the "),
     "ensemble, prior 1e-37": (
         ["--method", "ensemble", "--members", "2", "--prior", "normal:1e-37"],
-        "ensemble diverged: the members' final loss became nan",
+        "ensemble diverged: the loss became nan",
     ),
 }
 
