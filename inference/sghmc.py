@@ -26,7 +26,9 @@ supplies at most ``noise_share`` (``κ``, default 0.1) of the heat, and the rest
     C_i = max(C, B̂_i / κ),     injected noise 2(C_i - B̂_i).
 
 (Chen et al. need ``C ≥ B̂``; a friction that depends on the position needs no correction term
-in the momentum block.) The Euler friction step needs ``h C_i / m ≤ 1``; past that the
+in the momentum block.) During warmup the friction is raised only to ``B̂`` (``κ = 1``): far
+from the typical set the noise is large, and ten times its friction would make the descent
+crawl. The Euler friction step needs ``h C_i / m ≤ 1``; past that the
 friction is capped and the coordinate's noise share exceeds ``κ`` (``info.noise_share``, the
 largest share over coordinates; above 1 the noise is not even compensated on the diagonal and
 the coordinate is over-dispersed). A number ``noise_estimate=B̂`` in ``[0, C]`` is Chen et
@@ -161,7 +163,8 @@ def build_kernel(
             noise_avg = state.noise
             b_hat = jax.tree.map(lambda x: jnp.full_like(x, b_fixed), position)
         # at least C, at least B̂/κ, at most m/h (the Euler step's limit)
-        c_i = jax.tree.map(lambda b: jnp.minimum(jnp.maximum(c, b / kappa), m / h), b_hat)
+        kappa_t = jnp.where(warmup, 1.0, kappa)  # warmup: burn in fast
+        c_i = jax.tree.map(lambda b: jnp.minimum(jnp.maximum(c, b / kappa_t), m / h), b_hat)
         noise = normal_like(rng_key, state.momentum)
         momentum = jax.tree.map(
             lambda p, gi, ci, b, e: p - h * gi - h * ci * p / m

@@ -164,7 +164,7 @@ def build_kernel(
                 jax.tree.map(lambda s, p: h * p * s / (2 + h * p * s), sigma2, precond)
             )
         else:
-            noise_avg, share = state.noise, jnp.zeros((), h.dtype)
+            noise_avg, share = state.noise, jnp.zeros(())
         info = SGLDInfo(h, u, tree_mean(precond), share)
         return SGLDState(position, square_avg, count, noise_avg), info
 

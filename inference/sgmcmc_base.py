@@ -14,7 +14,14 @@ Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX
 and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
 ``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``; its class sets
 :attr:`SGMCMCKernel._init_fn` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
-first ``num_warmup`` steps of ``MCMC`` (pSGLD adapts its preconditioner only then).
+first ``num_warmup`` steps of ``MCMC``: burn-in with the same dynamics, where pSGLD adapts its
+preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the friction of SGHMC,
+SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
+descends faster from a start far from the typical set.
+
+Accuracy: settings known to be inaccurate warn at construction (:class:`SGMCMCAccuracyWarning`),
+and :func:`check_accuracy` reads a finished run's ``Info`` records (the gradient noise's share of
+the heat, SGNHT's Euler bias ``hξ/2``, ATMC's ``(βh)²/12`` and kinetic temperature).
 
 Example:
     >>> import jax, jax.numpy as jnp

@@ -19,18 +19,28 @@ position)::
     θ ← θ + h p/m
     ξ ← ξ + h (p²/m - 1)
 
+Noise estimate (``noise_estimate=True``, the default). The thermostat alone needs about
+``σ²/(2m)`` steps to climb to ``A + hσ²/(2m)`` and lags a falling step size (see
+:mod:`bnn_ppl.inference.atmc`, which explains both). Each batch's two halves estimate ``σ²``
+per coordinate (:mod:`bnn_ppl.inference.gradients`), and the friction is the thermostat plus
+that baseline, ``ξ_i = ζ_i + b̂_i``, ``b̂ = hσ̂²/(2m)``, with ``ζ`` (the state's ``xi``)
+integrating only the residual; during warmup ``ζ`` waits at ``A``. Where the noise would
+supply more than ``noise_share`` (``κ``, default 0.1) of a coordinate's heat, its diffusion is
+raised to ``A_i = max(A, b̂_i (1/κ - 1))`` (its friction with it), so that the noise's
+correlations do not shape the samples (after warmup; during warmup ``A_i = A``, which burns in
+faster). The Euler friction is unstable beyond ``hξ = 2``: it is
+capped at ``hξ = 1``, where the momentum is renewed every step.
+
 Stationary bias. The thermostat makes ``⟨p²/m⟩ = 1`` exact for the Euler momentum, and that
 makes the position too cold by about ``h ξ / 2`` (the discrete Lyapunov equation on a
 Gaussian: ``-5.3 %`` at ``h = 0.1``, ``-0.5 %`` at ``h = 0.01`` with ``ξ ≈ A = 1``), first order
 in ``h`` as long as ``ξ`` does not grow like ``1/h``. Hence the default ``A = 1`` in the
 potential's natural time; the old default ``A = -log(0.9)/h0`` (10 % damping per step) fixed
-``hξ`` at 0.105 and left every step size 5.6 % too cold. Gradient noise raises ``ξ`` by
-``h σ²/(2m)``, so the bias grows to ``h (A + hσ²/(2m)) / 2``: the recommended step size
-(:func:`~bnn_ppl.inference.recommended_step_size`) keeps ``h ξ ≤ 0.02`` and ``h√λ_max ≤ 0.1``.
-Under a decreasing step (a cyclical schedule's tail) the noise part ``ξ - A`` follows ``h``:
-it is rescaled by ``h_t / h_{t-1}`` (see :mod:`bnn_ppl.inference.atmc`, which explains why).
-The state starts with ``p = 0`` and ``ξ = A``. With ``ξ < 0`` the friction is negative; that is
-the behaviour ATMC removes.
+``hξ`` at 0.105 and left every step size 5.6 % too cold. Gradient noise raises ``ξ`` to about
+``max(A + b̂, b̂/κ)``: the recommended step size
+(:func:`~bnn_ppl.inference.recommended_step_size`) keeps ``h ξ / 2 ≤ 1 %`` and
+``h√λ_max ≤ 0.1``. The state starts with ``p = 0`` and ``ζ = A``. With ``ξ < 0`` the friction
+is negative; that is the behaviour ATMC removes.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -152,7 +162,8 @@ def build_kernel(
         if noise_estimate:
             noise_avg, sigma2 = noise_average_update(state.noise, sigma2, rho)
             offset = jax.tree.map(lambda s: h * s / (2 * m), sigma2)
-            a_i = jax.tree.map(lambda o: jnp.maximum(a, o * (1 / kappa - 1)), offset)
+            kappa_t = jnp.where(warmup, 1.0, kappa)  # warmup: burn in fast
+            a_i = jax.tree.map(lambda o: jnp.maximum(a, o * (1 / kappa_t - 1)), offset)
         else:
             noise_avg = state.noise
             offset = jax.tree.map(jnp.zeros_like, state.momentum)

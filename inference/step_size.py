@@ -123,8 +123,8 @@ def gradient_scales(
         u = potential_of(data)
         grad = jax.grad(lambda v: u(unravel(v)))
 
-        def hvp(v: jax.Array) -> jax.Array:
-            return jax.jvp(grad, (flat,), (v,))[1]
+        def hvp(v: jax.Array) -> jax.Array:  # reverse over reverse: custom_vjp layers allow it
+            return jax.grad(lambda w: jnp.vdot(grad(w), v))(flat)
 
         def body(_: Any, v: jax.Array) -> jax.Array:
             hv = hvp(v)
