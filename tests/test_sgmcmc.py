@@ -295,17 +295,25 @@ def test_settings_that_cannot_be_accurate_warn(small_potential):
 
 
 def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
-    def run(kernel):
+    def run(kernel, **kw):
         mcmc = MCMC(kernel, num_warmup=50, num_samples=200, progress_bar=False,
                     jit_model_args=True)  # fmt: skip
         mcmc.run(jax.random.key(0), *small_potential.args,
-                 init_params=small_potential.init_params(jax.random.key(1)))  # fmt: skip
+                 init_params=small_potential.init_params(jax.random.key(1)), **kw)  # fmt: skip
         return mcmc
 
     # a fine run: nothing to say
+    fine = MCMC(ATMC(potential_fn=gaussian_potential, step_size=0.1), num_warmup=200,
+                num_samples=1000, progress_bar=False)  # fmt: skip
+    fine.run(jax.random.key(0), init_params={"x": jnp.zeros(2)}, extra_fields=("info",))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert check_accuracy(run(ATMC(small_potential, batch_size=10, step_size=1e-3))) == []
+        assert check_accuracy(fine) == []
+    # ... and not one that stopped before its thermostat settled (from a prior draw, 0.25 time
+    # units), once the Info of every step is collected
+    early = run(ATMC(small_potential, batch_size=10, step_size=1e-3), extra_fields=("info",))
+    with pytest.warns(SGMCMCAccuracyWarning, match="kinetic temperature"):
+        check_accuracy(early)
     # SGNHT at a large step: cold by hξ/2 (here ≈ 0.25 on a unit Gaussian)
     mcmc = MCMC(SGNHT(potential_fn=gaussian_potential, step_size=0.5), num_warmup=50,
                 num_samples=200, progress_bar=False)  # fmt: skip
