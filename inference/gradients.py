@@ -145,6 +145,11 @@ def gradient_estimator(
         raise InputTypeError(
             f"potential must be a FullBatchPotential, got {type(potential).__name__}."
         )
+    if data is not None and not isinstance(data, ShardedData):
+        raise InputTypeError(
+            f"data must be the potential's ShardedData (pot.data, or pot.args[0] as a jit "
+            f"argument) or None, got {type(data).__name__}."
+        )
     noise = validation.check_bool("noise", noise)
     validation.check_choice("sampling", sampling, SCHEMES)
     n = potential.num_data

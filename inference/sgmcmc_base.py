@@ -167,6 +167,12 @@ class SGMCMCKernel(MCMCKernel):
             raise InputValueError(
                 "x and y go with a BNN; a FullBatchPotential already has its data."
             )
+        elif chunk_size is not None or devices is not None:
+            raise InputValueError(
+                "chunk_size and devices go with a BNN (the potential is built here); a "
+                "FullBatchPotential or potential_fn already has its layout: pass them to "
+                "full_batch_potential instead."
+            )
         if potential is not None and not isinstance(potential, FullBatchPotential):
             raise InputTypeError(
                 "potential must be a FullBatchPotential or a bnn_ppl.BNN, got "

@@ -265,6 +265,14 @@ def test_structural_argument_errors(small_potential):
         ATMC(potential_fn=3.0)
     with pytest.raises(ValueError, match="batch_size=31"):
         ATMC(model, x, y, batch_size=31)
+    with pytest.raises(InputValueError, match="chunk_size and devices go with a BNN"):
+        SGLD(small_potential, chunk_size=8)
+    with pytest.raises(InputTypeError, match="ShardedData"):
+        gradient_estimator(small_potential, data=(x, y))
+    for bad, error in ((0, InputValueError), (2.0, InputTypeError), (None, InputTypeError)):
+        with pytest.raises(error, match="num_batches"):
+            gradient_scales(small_potential, small_potential.init_params(jax.random.key(0)),
+                            rng_key=jax.random.key(0), num_batches=bad)  # fmt: skip
     with pytest.raises(ValueError, match="init_params are required"):
         MCMC(
             ATMC(potential_fn=gaussian_potential), num_warmup=1, num_samples=1, progress_bar=False
