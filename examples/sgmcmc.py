@@ -332,14 +332,38 @@ def main(args: argparse.Namespace) -> None:
     print(f"\nwrote {path}")
 
 
-def _positive(kind: type):
+def _number(kind: type, low: float, strict: bool = False):
     def parse(s: str):
         v = kind(s)
-        if not v > 0:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {s}")
+        if not (v > low if strict else v >= low):  # NaN fails too
+            raise argparse.ArgumentTypeError(f"expected {'>' if strict else '>='} {low}, got {s}")
         return v
 
     return parse
+
+
+POS_INT, POS_FLOAT, NONNEG_INT = _number(int, 1), _number(float, 0, True), _number(int, 0)
+# flag: (type, default, help)
+FLAGS = {
+    "--width": (POS_INT, 50, "MLP hidden units"),
+    "--prior-scale": (POS_FLOAT, 0.3, "MLP prior sd"),
+    "--cnn-prior-scale": (POS_FLOAT, 1.0, "CNN: prior sd times sqrt(fan-in)"),
+    "--temperature": (POS_FLOAT, 1.0, "posterior temperature"),
+    "--max-train": (POS_INT, None, "digits: use only the first k training rows"),
+    "--num-warmup": (NONNEG_INT, 200, "HMC warmup"),
+    "--num-samples": (POS_INT, 200, "HMC draws per chain"),
+    "--num-chains": (POS_INT, 2, "HMC chains"),
+    "--trajectory-length": (POS_FLOAT, None, "HMC trajectory (default: (π/2)·prior sd)"),
+    "--sg-chains": (POS_INT, 2, "chains per SG-MCMC sampler"),
+    "--batch-size": (POS_INT, 128, "minibatch rows (at most the training rows)"),
+    "--cycle-length": (POS_INT, 1000, "steps per cycle"),
+    "--burnin-cycles": (NONNEG_INT, 2, "cycles of burn-in (MCMC's warmup)"),
+    "--cycles": (POS_INT, 20, "cycles after burn-in: one draw each"),
+    "--h0": (POS_FLOAT, None, "ATMC/SGNHT/SGHMC step at cycle starts (default: recommended)"),
+    "--sgld-h0": (POS_FLOAT, None, "SGLD step at cycle starts (default: recommended)"),
+    "--cnn-max-train": (POS_INT, 2000, "CNN: use only the first k training images"),
+    "--seed": (int, 0, "random seed"),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -347,64 +371,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         description="ATMC, SGNHT, SGHMC and SGLD against full-batch HMC.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--width", type=_positive(int), default=50, help="MLP hidden units")
-    p.add_argument("--prior-scale", type=_positive(float), default=0.3, help="MLP prior sd")
-    p.add_argument(
-        "--cnn-prior-scale",
-        type=_positive(float),
-        default=1.0,
-        help="CNN: prior sd times sqrt(fan-in)",
-    )
-    p.add_argument("--temperature", type=_positive(float), default=1.0)
-    p.add_argument(
-        "--max-train",
-        type=_positive(int),
-        default=None,
-        help="digits: use only the first k training rows",
-    )
-    p.add_argument("--num-warmup", type=int, default=200, help="HMC warmup")
-    p.add_argument("--num-samples", type=_positive(int), default=200, help="HMC draws per chain")
-    p.add_argument("--num-chains", type=_positive(int), default=2, help="HMC chains")
-    p.add_argument(
-        "--trajectory-length",
-        type=_positive(float),
-        default=None,
-        help="HMC trajectory length (default: (π/2)·prior sd, Izmailov et al.)",
-    )
-    p.add_argument("--sg-chains", type=_positive(int), default=2, help="chains per SG sampler")
-    p.add_argument(
-        "--batch-size",
-        type=_positive(int),
-        default=128,
-        help="minibatch rows (at most the training rows)",
-    )
-    p.add_argument("--cycle-length", type=_positive(int), default=1000, help="steps per cycle")
-    p.add_argument("--burnin-cycles", type=int, default=2)
-    p.add_argument(
-        "--cycles", type=_positive(int), default=20, help="cycles after burn-in: one draw each"
-    )
-    p.add_argument(
-        "--h0",
-        type=_positive(float),
-        default=None,
-        help="ATMC/SGNHT/SGHMC step size at cycle starts (default: recommended)",
-    )
-    p.add_argument(
-        "--sgld-h0",
-        type=_positive(float),
-        default=None,
-        help="SGLD step size at cycle starts (default: recommended)",
-    )
+    for flag, (kind, default, text) in FLAGS.items():
+        p.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument(
         "--cnn-dataset", choices=("mnist", "fashion_mnist", "digits", "none"), default="mnist"
     )
-    p.add_argument(
-        "--cnn-max-train",
-        type=_positive(int),
-        default=2000,
-        help="CNN: use only the first k training images",
-    )
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", default=None, help="where the results go (runs/sgmcmc)")
     return p.parse_args(argv)  # fmt: skip
 
