@@ -21,7 +21,7 @@ Two ways to pick the ``b`` rows of each step from ``n``:
   estimate) compensate: ATMC and SGNHT run cold. Measured on conjugate regression, ``n = 500``:
   with the paper's thermostat ATMC had 0.69-0.79 of the exact variance with ``b = 10`` and
   0.976 with ``b = 50`` (issue 15's audit); with the noise estimate 0.24 and 0.10; with
-  independent batches 1.00-1.06 and 1.00-1.02.
+  independent batches 0.99-1.06 and 1.00-1.02.
 
 Every batch of either scheme is a uniformly random sample of rows, so a minibatch estimate
 scaled by ``n / b`` is unbiased.
