@@ -5,13 +5,16 @@
 * :func:`hmc`, :func:`nuts` - one call from ``(model, x, y)`` to a finished ``numpyro.infer.MCMC``.
 * :func:`run_chain` - checkpointed, resumable runs with streamed samples and predictions.
 * :class:`SGLD`, :class:`SGHMC`, :class:`SGNHT`, :class:`ATMC` - SG-MCMC kernels for NumPyro's
-  ``MCMC`` on minibatch gradients (:func:`gradient_estimator`), with :mod:`schedules`.
+  ``MCMC`` on minibatch gradients (:func:`gradient_estimator`, independent batches and an
+  estimate of their noise), with :mod:`schedules` and cycle-end selection (:mod:`cycles`);
+  :func:`gradient_scales` and :func:`recommended_step_size` give each sampler's step size, and
+  :func:`check_accuracy` warns about a run that could not be accurate.
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
 """
 
-from bnn_ppl.inference import schedules
+from bnn_ppl.inference import cycles, schedules
 from bnn_ppl.inference.atmc import ATMC
 from bnn_ppl.inference.checkpoint import (
     ChainResult,
@@ -26,9 +29,8 @@ from bnn_ppl.inference.checkpoint import (
 )
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
 from bnn_ppl.inference.gradients import (
+    GradientEstimate,
     GradientEstimator,
-    SGMCMCKernel,
-    SGMCMCState,
     full_batch_estimator,
     gradient_estimator,
 )
@@ -36,7 +38,14 @@ from bnn_ppl.inference.hmc import HMC, NUTS, default_trajectory_length, hmc, nut
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
+from bnn_ppl.inference.sgmcmc_base import (
+    SGMCMCAccuracyWarning,
+    SGMCMCKernel,
+    SGMCMCState,
+    check_accuracy,
+)
 from bnn_ppl.inference.sgnht import SGNHT
+from bnn_ppl.inference.step_size import GradientScales, gradient_scales, recommended_step_size
 from bnn_ppl.inference.streaming import RunningBMA
 from bnn_ppl.inference.svi import SVIResult, svi_mean_field
 
@@ -44,13 +53,16 @@ __all__ = [
     "ATMC",
     "ChainResult",
     "FullBatchPotential",
+    "GradientEstimate",
     "GradientEstimator",
+    "GradientScales",
     "HMC",
     "MAPResult",
     "NUTS",
     "RunningBMA",
     "SGHMC",
     "SGLD",
+    "SGMCMCAccuracyWarning",
     "SGMCMCKernel",
     "SGMCMCState",
     "SGNHT",
@@ -58,10 +70,12 @@ __all__ = [
     "SegmentInfo",
     "ShardedData",
     "deep_ensemble",
+    "check_accuracy",
     "default_trajectory_length",
     "full_batch_estimator",
     "full_batch_potential",
     "gradient_estimator",
+    "gradient_scales",
     "hmc",
     "iter_segments",
     "load_bma",
@@ -70,9 +84,11 @@ __all__ = [
     "load_samples",
     "map_estimate",
     "nuts",
+    "recommended_step_size",
     "run_chain",
     "run_config",
     "schedules",
+    "cycles",
     "svi_mean_field",
 ]
 

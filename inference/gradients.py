@@ -1,32 +1,29 @@
-"""Minibatch gradients of the potential, and the NumPyro ``MCMCKernel`` glue of the SG-MCMC kernels.
+"""Minibatch gradients of the potential, and an estimate of their noise, for SG-MCMC.
 
-Gradient estimator
-------------------
 :func:`gradient_estimator` turns a :class:`~bnn_ppl.inference.FullBatchPotential` into a
 :class:`GradientEstimator`: ``init(key)`` starts an index stream, and ``batch(stream)`` returns
-``grad_fn`` for the next minibatch plus the advanced stream, where ``grad_fn(position) ->
-(potential estimate, gradient)``. The estimate is unbiased for the tempered potential
+``grad_fn`` for the next minibatch plus the advanced stream, where ``grad_fn(position)`` is a
+:class:`GradientEstimate`. The estimate is unbiased for the tempered potential
 ``U(θ) = -[s_p log p(θ) + s_l log p(D | θ) + log|J|]`` (the one HMC samples, with the
 temperature of the :class:`~bnn_ppl.BNN`): the batch log-likelihood is scaled by ``N / b``,
 the prior counted once (:meth:`FullBatchPotential.minibatch_potential_fn_gen`). Batches are
-drawn without replacement within each epoch (:mod:`bnn_ppl.inference.minibatch`), inside the
-compiled loop; the data stay on device, sharded as in the full-batch potential. With
-``batch_size=None`` ``grad_fn`` is the exact full-batch gradient (sharded, chunked).
+drawn inside the compiled loop (:mod:`bnn_ppl.inference.minibatch`: independent batches with
+replacement by default, or epochs); the data stay on device, sharded as in the full-batch
+potential. With ``batch_size=None`` ``grad_fn`` is the exact full-batch gradient.
+
+Gradient-noise estimate (``noise=True``). The batch is evaluated as two halves ``a`` and ``b``
+(sizes ``⌊b/2⌋`` and ``⌈b/2⌉``, the same rows and cost as one batch) whose gradients ``g_a``,
+``g_b`` are independent unbiased estimates (rows drawn with replacement). The batch gradient is
+their size-weighted mean, and per coordinate
+
+    σ̂² = (g_a - g_b)² · |a|·|b| / b²
+
+is an unbiased estimate of the variance of the batch gradient's noise (the prior cancels in
+the difference). For Gaussian noise it is independent of the batch gradient itself. Full batch:
+``σ̂² = 0``. SGHMC uses it to cancel the noise (``noise_estimate="auto"``).
 
 ``grad_fn`` is built per step from the batch indices; a kernel's pure ``step(rng_key, state,
 grad_fn, step_size)`` calls it where its integrator needs a gradient and never sees the data.
-
-Kernel glue
------------
-:class:`SGMCMCKernel` is the ``numpyro.infer.mcmc.MCMCKernel`` base of :class:`SGLD`,
-:class:`SGHMC`, :class:`SGNHT` and :class:`ATMC`. It owns the potential, the data plumbing
-(``MCMC(kernel, ..., jit_model_args=True).run(key, *pot.args, init_params=...)`` passes the
-sharded data as an argument of NumPyro's compiled loop; ``run(key, init_params=...)`` closes
-over them), the step-size schedule and the step counter, and vmaps over chains for
-``chain_method="vectorized"``. Its state is :class:`SGMCMCState`: the sample field ``z`` is the
-position (unconstrained parameters), ``i`` the step counter (both collected by default), and
-``info`` the kernel's ``Info`` record of the last step (collect it with
-``extra_fields=("info",)`` or single fields such as ``"info.step_size"``).
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -37,45 +34,62 @@ Example:
     >>> model = bp.BNN(MLP(hidden=(8,), out=10), bp.priors.Normal(0.3),
     ...                bp.likelihoods.Categorical())
     >>> pot = full_batch_potential(model, data.x_train, data.y_train)
-    >>> est = gradient_estimator(pot, batch_size=100)
+    >>> est = gradient_estimator(pot, batch_size=100, noise=True)
     >>> stream = est.init(jax.random.key(0))
     >>> grad_fn, stream = est.batch(stream)
-    >>> u, g = grad_fn(pot.init_params(jax.random.key(1)))
-    >>> g["Dense_0.kernel"].shape
-    (64, 8)
+    >>> estimate = grad_fn(pot.init_params(jax.random.key(1)))
+    >>> estimate.grad["Dense_0.kernel"].shape, estimate.noise_variance["Dense_0.kernel"].shape
+    ((64, 8), (64, 8))
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from numpyro.infer.mcmc import MCMCKernel
-from numpyro.util import identity, is_prng_key
 
-from bnn_ppl.inference.minibatch import epoch_init, next_batch
-from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
-from bnn_ppl.inference.schedules import Schedule, as_schedule
-from bnn_ppl.model import BNN
+from bnn_ppl import validation
+from bnn_ppl.inference.minibatch import (
+    SCHEMES,
+    epoch_init,
+    independent_batch,
+    independent_init,
+    next_batch,
+)
+from bnn_ppl.inference.potential import FullBatchPotential, ShardedData
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
+    "GradientEstimate",
     "GradFn",
     "GradientEstimator",
     "gradient_estimator",
     "full_batch_estimator",
-    "SGMCMCState",
-    "SGMCMCKernel",
+    "check_batch_size",
+    "NoiseAverage",
+    "noise_average_init",
+    "noise_average_update",
     "normal_like",
     "tree_mean",
+    "tree_max",
 ]
 
-GradFn = Callable[[Params], tuple[Array, Params]]
-"""``grad_fn(position) -> (potential estimate, gradient of the potential)``."""
+
+class GradientEstimate(NamedTuple):
+    """What ``grad_fn(position)`` returns: the (minibatch) estimate ``potential_energy`` of
+    ``U``, its gradient ``grad``, and ``noise_variance``: per coordinate, an estimate of the
+    variance of ``grad``'s noise (zeros for full batch; ``None`` unless asked for)."""
+
+    potential_energy: Array
+    grad: Params
+    noise_variance: Params | None
+
+
+GradFn = Callable[[Params], GradientEstimate]
+"""``grad_fn(position) -> GradientEstimate``."""
 
 
 class GradientEstimator(NamedTuple):
@@ -90,10 +104,30 @@ class GradientEstimator(NamedTuple):
     batch_size: int | None
 
 
+def check_batch_size(batch_size: Any, num_data: int | None, minimum: int = 1) -> int | None:
+    """``batch_size`` as an int in ``[minimum, num_data]``, or ``None`` (full batch).
+
+    A batch larger than the data is refused, never clamped: the message names both numbers.
+    """
+    if batch_size is None:
+        return None
+    batch_size = validation.check_int("batch_size", batch_size, minimum=minimum)
+    if num_data is not None and batch_size > num_data:
+        raise InputValueError(
+            f"batch_size={batch_size} is larger than the number of training rows "
+            f"({num_data}); pass batch_size <= {num_data}, or batch_size=None for full-batch "
+            "gradients."
+        )
+    return batch_size
+
+
 def gradient_estimator(
     potential: FullBatchPotential,
     data: ShardedData | None = None,
     batch_size: int | None = None,
+    *,
+    sampling: str = "independent",
+    noise: bool = False,
 ) -> GradientEstimator:
     """Minibatch (or full-batch) gradients of ``potential`` on ``data`` (default: its own).
 
@@ -101,54 +135,132 @@ def gradient_estimator(
         potential: the tempered potential.
         data: the sharded data (pass the jit argument here; ``None`` closes over
             ``potential.data``).
-        batch_size: rows per batch, ``1 <= batch_size <= num_data``; ``None``: full batch.
+        batch_size: rows per batch, ``1 <= batch_size <= num_data`` (``>= 2`` with
+            ``noise``); ``None``: full batch.
+        sampling: ``"independent"`` (rows with replacement, fresh each step) or ``"epoch"``
+            (see :mod:`bnn_ppl.inference.minibatch`).
+        noise: also estimate the gradient-noise variance (two half batches, see the module doc).
     """
     if not isinstance(potential, FullBatchPotential):
         raise InputTypeError(
             f"potential must be a FullBatchPotential, got {type(potential).__name__}."
         )
-    batch_size = _check_batch_size(batch_size, potential.num_data)
+    if data is not None and not isinstance(data, ShardedData):
+        raise InputTypeError(
+            f"data must be the potential's ShardedData (pot.data, or pot.args[0] as a jit "
+            f"argument) or None, got {type(data).__name__}."
+        )
+    noise = validation.check_bool("noise", noise)
+    validation.check_choice("sampling", sampling, SCHEMES)
+    n = potential.num_data
+    batch_size = check_batch_size(batch_size, n, 2 if noise else 1)
     if batch_size is None:
         full = jax.value_and_grad(potential.potential_fn_gen(data))
-        return GradientEstimator(init=lambda key: None, batch=lambda s: (full, s), batch_size=None)
-    mini = jax.value_and_grad(potential.minibatch_potential_fn_gen(data))
-    n = potential.num_data
 
-    def init(key: PRNGKey) -> Any:
-        return epoch_init(key, n)
+        def full_fn(position: Params) -> GradientEstimate:
+            u, g = full(position)
+            return GradientEstimate(u, g, jax.tree.map(jnp.zeros_like, g) if noise else None)
+
+        return GradientEstimator(lambda key: None, lambda s: (full_fn, s), None)
+
+    mini = jax.value_and_grad(potential.minibatch_potential_fn_gen(data))
+    if sampling == "independent":
+        init: Callable[[PRNGKey], Any] = independent_init
+
+        def draw(stream: Any) -> tuple[Array, Any]:
+            return independent_batch(stream, batch_size, n)
+    else:
+
+        def init(key: PRNGKey) -> Any:
+            return epoch_init(key, n)
+
+        def draw(stream: Any) -> tuple[Array, Any]:
+            return next_batch(stream, batch_size)
 
     def batch(stream: Any) -> tuple[GradFn, Any]:
-        idx, stream = next_batch(stream, batch_size)
-        return (lambda position: mini(position, idx)), stream
+        idx, stream = draw(stream)
+        if not noise:
 
-    return GradientEstimator(init=init, batch=batch, batch_size=batch_size)
+            def grad_fn(position: Params) -> GradientEstimate:
+                u, g = mini(position, idx)
+                return GradientEstimate(u, g, None)
+
+            return grad_fn, stream
+        return (lambda position: _two_halves(mini, position, idx)), stream
+
+    return GradientEstimator(init, batch, batch_size)
 
 
-def full_batch_estimator(potential_fn: Callable[[Any], Array]) -> GradientEstimator:
+def _two_halves(mini: Callable, position: Params, idx: Array) -> GradientEstimate:
+    """The batch estimate from its two halves, and the noise variance from their difference."""
+    b = idx.shape[0]
+    na, nb = b // 2, b - b // 2
+    ua, ga = mini(position, idx[:na])
+    ub, gb = mini(position, idx[na:])
+    u = (na * ua + nb * ub) / b
+    g = jax.tree.map(lambda a, c: (na * a + nb * c) / b, ga, gb)
+    var = jax.tree.map(lambda a, c: (a - c) ** 2 * (na * nb / b**2), ga, gb)
+    return GradientEstimate(u, g, var)
+
+
+def full_batch_estimator(
+    potential_fn: Callable[[Any], Array], noise: bool = False
+) -> GradientEstimator:
     """Exact gradients of a plain ``potential_fn(position) -> scalar`` (e.g. a test target).
+
+    With ``noise=True`` the estimate carries a zero noise variance.
 
     Example:
         >>> import jax.numpy as jnp
         >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z["x"] ** 2))
         >>> grad_fn, _ = est.batch(est.init(None))
-        >>> grad_fn({"x": jnp.array([1.0, 2.0])})[1]["x"].tolist()
+        >>> grad_fn({"x": jnp.array([1.0, 2.0])}).grad["x"].tolist()
         [1.0, 2.0]
     """
+    if not callable(potential_fn):
+        raise InputTypeError(f"potential_fn must be callable, got {type(potential_fn).__name__}.")
+    noise = validation.check_bool("noise", noise)
     full = jax.value_and_grad(potential_fn)
-    return GradientEstimator(init=lambda key: None, batch=lambda s: (full, s), batch_size=None)
+
+    def grad_fn(position: Any) -> GradientEstimate:
+        u, g = full(position)
+        return GradientEstimate(u, g, jax.tree.map(jnp.zeros_like, g) if noise else None)
+
+    return GradientEstimator(lambda key: None, lambda s: (grad_fn, s), None)
 
 
-def _check_batch_size(batch_size: Any, num_data: int) -> int | None:
-    if batch_size is None:
-        return None
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int | np.integer):
-        raise InputTypeError(f"batch_size must be a positive int or None, got {batch_size!r}.")
-    if not 1 <= batch_size <= num_data:
-        raise InputValueError(
-            f"batch_size must lie in [1, {num_data}] (the number of training rows), got "
-            f"{batch_size}; use batch_size=None for full-batch gradients."
-        )
-    return int(batch_size)
+# ----------------------------------------------------------------- running noise average
+class NoiseAverage(NamedTuple):
+    """Running (exponential) average ``value`` of the per-coordinate noise-variance estimates
+    and their ``count`` (for Adam-style debiasing)."""
+
+    value: PyTree
+    count: Array
+
+
+def noise_average_init(position: PyTree) -> NoiseAverage:
+    """No estimate yet: zeros like ``position``."""
+    return NoiseAverage(jax.tree.map(jnp.zeros_like, position), jnp.zeros((), jnp.int32))
+
+
+def noise_average_update(
+    avg: NoiseAverage, sigma2: PyTree, decay: float
+) -> tuple[NoiseAverage, PyTree]:
+    """Average ``sigma2`` (a ``GradientEstimate.noise_variance``) in; returns the new average
+    and its debiased value ``value / (1 - decay^count)``, the current estimate of ``σ²``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> avg = noise_average_init(jnp.zeros(2))
+        >>> avg, est = noise_average_update(avg, jnp.array([4.0, 1.0]), 0.9)
+        >>> [round(v, 5) for v in est.tolist()]  # one estimate: itself
+        [4.0, 1.0]
+    """
+    count = avg.count + 1
+    value = jax.tree.map(lambda v, s: decay * v + (1 - decay) * s, avg.value, sigma2)
+    debias = 1 - decay ** count.astype(jnp.result_type(float))
+    est = jax.tree.map(lambda v: v / debias.astype(v.dtype), value)
+    return NoiseAverage(value, count), est
 
 
 # --------------------------------------------------------------------------- tree helpers
@@ -172,168 +284,6 @@ def tree_mean(tree: PyTree) -> Array:
     return total / sum(jnp.size(x) for x in leaves)
 
 
-# --------------------------------------------------------------------------- MCMC glue
-class SGMCMCState(NamedTuple):
-    """State of an SG-MCMC kernel inside ``numpyro.infer.MCMC``.
-
-    ``i``: steps taken since ``init`` (warmup included), the schedule's next ``t``;
-    ``kernel_state``: the kernel's own state (``SGLDState``, ``ATMCState``, ...);
-    ``info``: the kernel's ``Info`` record of the last step (zeros before the first);
-    ``stream``: the minibatch index stream (``None`` for full batch);
-    ``rng_key``: the chain's key. ``z`` (the sample field) is ``kernel_state.position``.
-    """
-
-    i: Array
-    kernel_state: Any
-    info: Any
-    stream: Any
-    rng_key: PRNGKey
-
-    @property
-    def z(self) -> Params:
-        """The position (unconstrained parameters): MCMC's sample field."""
-        return self.kernel_state.position
-
-
-Step = Callable[[PRNGKey, Any, GradFn, Array], tuple[Any, Any]]
-
-
-class SGMCMCKernel(MCMCKernel):
-    """Base of the SG-MCMC kernels: potential, data, schedule and chains; see the module doc.
-
-    Subclasses set :attr:`_init_fn` (``position -> kernel state``) and :attr:`_step`
-    (``step(rng_key, state, grad_fn, step_size) -> (state, info)``) in ``__init__``.
-
-    Args:
-        potential: a :class:`~bnn_ppl.inference.FullBatchPotential`, or a
-            :class:`~bnn_ppl.BNN` with ``x`` and ``y`` (the potential is then built here with
-            ``chunk_size`` and ``devices``), or ``None`` with ``potential_fn``.
-        x, y: the data, only with a ``BNN``.
-        potential_fn: a plain ``potential_fn(position) -> scalar`` instead of a potential
-            (full batch only; positions are then whatever ``init_params`` is).
-        batch_size: rows per gradient (``None``: full batch).
-        step_size: a number or a schedule ``t -> h_t`` (:mod:`bnn_ppl.inference.schedules`).
-        chunk_size, devices: as in :func:`~bnn_ppl.inference.full_batch_potential`.
-        init_method: how ``init_params=None`` is filled from the potential (``"prior"`` or
-            ``"network"``).
-    """
-
-    sample_field = "z"
-    model = None  # no NumPyro model: the kernel runs on a potential (ArviZ reads this)
-    _init_fn: Callable[[Params], Any]
-    _step: Step
-
-    def __init__(
-        self,
-        potential: FullBatchPotential | BNN | None = None,
-        x: Any = None,
-        y: Any = None,
-        *,
-        potential_fn: Callable[[Any], Array] | None = None,
-        batch_size: int | None = None,
-        step_size: float | Schedule = 1e-3,
-        chunk_size: int | None = None,
-        devices: Sequence[jax.Device] | None = None,
-        init_method: str = "prior",
-    ):
-        if isinstance(potential, BNN):
-            if x is None or y is None:
-                raise InputValueError("a BNN needs its data: pass x and y.")
-            potential = full_batch_potential(
-                potential, x, y, chunk_size=chunk_size, devices=devices
-            )
-        elif x is not None or y is not None:
-            raise InputValueError(
-                "x and y go with a BNN; a FullBatchPotential already has its data."
-            )
-        if potential is None and potential_fn is None:
-            raise InputValueError("pass a FullBatchPotential, a BNN with x and y, or potential_fn.")
-        if potential is not None and potential_fn is not None:
-            raise InputValueError("pass either a potential (or BNN) or potential_fn, not both.")
-        if potential is not None and not isinstance(potential, FullBatchPotential):
-            raise InputTypeError(
-                "potential must be a FullBatchPotential or a bnn_ppl.BNN, got "
-                f"{type(potential).__name__}."
-            )
-        if potential_fn is not None and batch_size is not None:
-            raise InputValueError(
-                "batch_size needs a FullBatchPotential (it draws rows of its data); a plain "
-                "potential_fn gives full-batch gradients only."
-            )
-        self.potential = potential
-        self.potential_fn = potential_fn
-        self.batch_size = _check_batch_size(
-            batch_size, potential.num_data if potential is not None else 1
-        )
-        self.schedule = as_schedule(step_size)
-        self.init_method = init_method
-        self._vectorized = False
-        self._sample_fn = None
-
-    # ---------------------------------------------------------------------- plumbing
-    @property
-    def initial_step_size(self) -> float:
-        """``h_0 = schedule(0)``."""
-        return float(self.schedule(0))
-
-    def _estimator(self, model_args: tuple) -> GradientEstimator:
-        if self.potential is None:
-            return full_batch_estimator(self.potential_fn)
-        data = model_args[0] if model_args else None
-        return gradient_estimator(self.potential, data, self.batch_size)
-
-    def _one_step(self, state: SGMCMCState, est: GradientEstimator) -> SGMCMCState:
-        key, step_key = jax.random.split(state.rng_key)
-        grad_fn, stream = est.batch(state.stream)
-        dtype = jnp.result_type(jax.tree.leaves(state.kernel_state.position)[0])
-        h = jnp.asarray(self.schedule(state.i), dtype)
-        kernel_state, info = self._step(step_key, state.kernel_state, grad_fn, h)
-        return SGMCMCState(state.i + 1, kernel_state, info, stream, key)
-
-    # ---------------------------------------------------------------- MCMCKernel API
-    @property
-    def default_fields(self) -> tuple[str, ...]:
-        return ("z", "i")
-
-    def init(
-        self,
-        rng_key: PRNGKey,
-        num_warmup: int,
-        init_params: Any,
-        model_args: tuple,
-        model_kwargs: dict,
-    ) -> SGMCMCState:
-        if init_params is None and self.potential is None:
-            raise InputValueError("init_params are required with potential_fn.")
-        est = self._estimator(model_args)
-
-        def one(key: PRNGKey, params: Any) -> SGMCMCState:
-            key, init_key, stream_key = jax.random.split(key, 3)
-            if params is None:
-                params = self.potential.init_params(init_key, method=self.init_method)
-            kernel_state = self._init_fn(params)
-            stream = est.init(stream_key)
-            zero = SGMCMCState(jnp.zeros((), jnp.int32), kernel_state, None, stream, key)
-            info_shape = jax.eval_shape(lambda s: self._one_step(s, est).info, zero)
-            info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
-            return zero._replace(info=info)
-
-        self._vectorized = not is_prng_key(rng_key)
-        self._sample_fn = self.sample
-        if self._vectorized:
-            if init_params is None:
-                return jax.vmap(lambda k: one(k, None))(rng_key)
-            return jax.vmap(one)(rng_key, init_params)
-        return one(rng_key, init_params)
-
-    def sample(self, state: SGMCMCState, model_args: tuple, model_kwargs: dict) -> SGMCMCState:
-        est = self._estimator(model_args)
-        if self._vectorized:
-            return jax.vmap(lambda s: self._one_step(s, est))(state)
-        return self._one_step(state, est)
-
-    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
-        return identity if self.potential is None else self.potential.postprocess_fn
-
-    def get_diagnostics_str(self, state: SGMCMCState) -> str:
-        return f"step size {float(state.info.step_size):.2e}"
+def tree_max(tree: PyTree) -> Array:
+    """Largest scalar in ``tree``."""
+    return jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(tree)]))

@@ -5,10 +5,14 @@ The Euler-Maruyama discretisation of the overdamped Langevin diffusion
 
     θ ← θ - h ∇Ũ(θ) + √(2h) η,        η ~ N(0, I).
 
-(Welling & Teh write ``Δθ = (ε/2) ∇log p + N(0, ε)``: their ``ε`` is ``2h``.) With a constant
-step the stationary law is biased at first order in ``h``: on a Gaussian with precision
-``λ`` the variance is ``1 / (λ (1 - hλ/2))``; with a decaying step (``polynomial_decay``) the
-bias vanishes.
+(Welling & Teh write ``Δθ = (ε/2) ∇log p + N(0, ε)``: their ``ε`` is ``2h``.)
+
+Stationary bias. On a Gaussian with precision ``λ`` and a gradient whose noise has variance
+``σ²`` the stationary variance is ``(1 + hσ²/2) / (λ (1 - hλ/2))``: over-dispersed by about
+``h (λ + σ²) / 2``, first order in ``h``. The gradient noise is usually the larger term (with
+batches of ``b`` of ``N`` rows ``σ² ≈ (N/b) λ`` in the stiffest directions), so SGLD needs
+``h ≪ 1/σ²``: see :func:`bnn_ppl.inference.recommended_step_size`, which asks for ``h (λ_max +
+σ²_max) / 2 = 0.01``. A decaying step (``polynomial_decay``) removes the bias in the limit.
 
 ``preconditioning=True`` gives pSGLD (Li et al. 2016): an RMSprop estimate ``V`` of the squared
 gradient (exponential average with ``decay``, debiased like Adam's) sets a diagonal
@@ -16,13 +20,19 @@ preconditioner ``G = 1 / (ε + √V)`` and::
 
     θ ← θ - h G ∇Ũ(θ) + √(2h G) η.
 
-As in Li et al., the correction term ``h Γ(θ)`` (the divergence of ``G``) is dropped; the error
-it causes is small when ``G`` changes slowly (``decay`` close to 1).
+Li et al. keep adapting ``V`` while sampling and drop the correction term ``h Γ(θ)`` (the
+divergence of ``G``). But ``V`` follows the recent gradients, so ``G`` is smaller exactly when
+the chain is far out: that makes the restoring drift weaker there and the stationary law
+over-dispersed, with a bias that does *not* shrink with ``h`` (measured on a 2-D Gaussian at
+``h = 0.01``: +29-34 % variance at ``decay = 0.99``, +0.8 % at ``0.9999``). Here ``V`` is
+adapted during warmup only and frozen for sampling (as NUTS adapts its mass matrix): sampling is
+then SGLD with a constant diagonal preconditioner, exact up to the ``O(h)`` bias above (with
+``λ`` and ``σ²`` scaled by ``G``). pSGLD therefore needs ``num_warmup > 0``.
 
 Example:
     >>> import jax, jax.numpy as jnp
     >>> from bnn_ppl.inference import sgld, full_batch_estimator
-    >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2))
+    >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
     >>> step = sgld.build_kernel()
     >>> state = sgld.init(jnp.zeros(3))
     >>> grad_fn, _ = est.batch(None)
@@ -40,9 +50,18 @@ import jax
 import jax.numpy as jnp
 
 from bnn_ppl import validation
-from bnn_ppl.inference.gradients import GradFn, SGMCMCKernel, SGMCMCState, normal_like, tree_mean
+from bnn_ppl.inference.gradients import (
+    GradFn,
+    NoiseAverage,
+    noise_average_init,
+    noise_average_update,
+    normal_like,
+    tree_max,
+    tree_mean,
+)
 from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.schedules import Schedule
+from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState, warn_minibatch_settings
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 from bnn_ppl.validation import InputValueError
@@ -51,58 +70,86 @@ __all__ = ["SGLDState", "SGLDInfo", "init", "build_kernel", "SGLD"]
 
 
 class SGLDState(NamedTuple):
-    """``position``; ``square_avg``: the RMSprop average of squared gradients (``None``
-    without preconditioning); ``count``: gradient evaluations so far (for debiasing)."""
+    """``position``; ``square_avg``: the RMSprop average of squared gradients (zeros without
+    preconditioning); ``count``: gradients averaged into it so far (for debiasing); ``noise``:
+    the running average of the gradient-noise estimates (for ``info.noise_share``)."""
 
     position: PyTree
-    square_avg: PyTree | None
+    square_avg: PyTree
     count: Array
+    noise: NoiseAverage
 
 
 class SGLDInfo(NamedTuple):
     """``step_size`` ``h``; ``potential_energy``: the (minibatch) estimate of ``U`` at the
-    position the gradient was taken; ``preconditioner``: mean of ``G`` (1 without)."""
+    position the gradient was taken; ``preconditioner``: mean of ``G`` (1 without);
+    ``noise_share``: the largest share ``hGσ̂²/(2 + hGσ̂²)`` of a coordinate's injected
+    variance that came from the gradient noise (0 without the estimate): SGLD cannot remove
+    it, and over-disperses that coordinate by about ``hGσ̂²/2``."""
 
     step_size: Array
     potential_energy: Array
     preconditioner: Array
+    noise_share: Array
 
 
-def init(position: PyTree, preconditioning: bool = False) -> SGLDState:
+def init(position: PyTree) -> SGLDState:
     """The state at ``position``."""
-    square_avg = jax.tree.map(jnp.zeros_like, position) if preconditioning else None
-    return SGLDState(position, square_avg, jnp.zeros((), jnp.int32))
+    zeros = jax.tree.map(jnp.zeros_like, position)
+    return SGLDState(position, zeros, jnp.zeros((), jnp.int32), noise_average_init(position))
 
 
 def build_kernel(
-    preconditioning: bool = False, decay: float = 0.99, epsilon: float = 1e-5
-) -> Callable[[PRNGKey, SGLDState, GradFn, Array], tuple[SGLDState, SGLDInfo]]:
-    """``step(rng_key, state, grad_fn, step_size) -> (state, info)``; one gradient per step.
+    preconditioning: bool = False,
+    decay: float = 0.99,
+    epsilon: float = 1e-5,
+    noise_estimate: bool = True,
+    noise_decay: float = 0.99,
+) -> Callable[..., tuple[SGLDState, SGLDInfo]]:
+    """``step(rng_key, state, grad_fn, step_size, warmup=True) -> (state, info)``.
+
+    One gradient per step. With ``preconditioning`` the RMSprop average is updated only on
+    steps with ``warmup`` true, and frozen otherwise (see the module docstring).
 
     Args:
-        preconditioning: RMSprop preconditioning (pSGLD); the state must come from
-            ``init(..., preconditioning=True)``.
-        decay: RMSprop's averaging factor ``ρ`` (``V ← ρV + (1-ρ)g²``).
-        epsilon: ``ε`` in ``G = 1 / (ε + √V)``.
+        preconditioning: RMSprop preconditioning (pSGLD).
+        decay: RMSprop's averaging factor ``ρ`` (``V ← ρV + (1-ρ)g²``), in ``[0, 1)``.
+        epsilon: ``ε`` in ``G = 1 / (ε + √V)``, ``> 0``.
+        noise_estimate: estimate the gradient noise (``grad_fn`` must give
+            ``noise_variance``) to report its share in ``info.noise_share``.
+        noise_decay: averaging factor of the running noise estimate, in ``[0, 1)``.
     """
+    preconditioning = validation.check_bool("preconditioning", preconditioning)
+    decay = validation.check_number("decay", decay, low=0.0, high=1.0, high_inclusive=False)
+    epsilon = validation.check_positive("epsilon", epsilon)
+    noise_estimate = validation.check_bool("noise_estimate", noise_estimate)
+    rho = validation.check_number("noise_decay", noise_decay, low=0.0, high=1.0,
+                                  high_inclusive=False)  # fmt: skip
 
     def step(
-        rng_key: PRNGKey, state: SGLDState, grad_fn: GradFn, step_size: Array
+        rng_key: PRNGKey,
+        state: SGLDState,
+        grad_fn: GradFn,
+        step_size: Array,
+        warmup: Array | bool = True,
     ) -> tuple[SGLDState, SGLDInfo]:
         h = step_size
-        u, g = grad_fn(state.position)
+        u, g, sigma2 = grad_fn(state.position)
         noise = normal_like(rng_key, state.position)
-        count = state.count + 1
         if preconditioning:
+            adapt = jnp.asarray(warmup)
+            count = jnp.where(adapt, state.count + 1, state.count)
             square_avg = jax.tree.map(
-                lambda v, gi: decay * v + (1 - decay) * gi**2, state.square_avg, g
+                lambda v, gi: jnp.where(adapt, decay * v + (1 - decay) * gi**2, v),
+                state.square_avg,
+                g,
             )
             debias = 1 - decay ** count.astype(jnp.result_type(float))
             precond = jax.tree.map(
                 lambda v: 1 / (epsilon + jnp.sqrt(v / debias.astype(v.dtype))), square_avg
             )
         else:
-            square_avg = None
+            count, square_avg = state.count, state.square_avg
             precond = jax.tree.map(jnp.ones_like, state.position)
         position = jax.tree.map(
             lambda x, gi, p, e: x - h * p * gi + jnp.sqrt(2 * h * p) * e,
@@ -111,18 +158,27 @@ def build_kernel(
             precond,
             noise,
         )
-        info = SGLDInfo(h, u, tree_mean(precond))
-        return SGLDState(position, square_avg, count), info
+        if noise_estimate:
+            noise_avg, sigma2 = noise_average_update(state.noise, sigma2, rho)
+            share = tree_max(
+                jax.tree.map(lambda s, p: h * p * s / (2 + h * p * s), sigma2, precond)
+            )
+        else:
+            noise_avg, share = state.noise, jnp.zeros(())
+        info = SGLDInfo(h, u, tree_mean(precond), share)
+        return SGLDState(position, square_avg, count, noise_avg), info
 
     return step
 
 
 class SGLD(SGMCMCKernel):
-    """SGLD as a ``numpyro.infer.MCMC`` kernel.
+    """SGLD (pSGLD with ``preconditioning=True``) as a ``numpyro.infer.MCMC`` kernel.
 
-    Arguments ``potential, x, y, potential_fn, batch_size, step_size, chunk_size, devices,
-    init_method`` as in :class:`~bnn_ppl.inference.gradients.SGMCMCKernel`; ``preconditioning,
-    decay, epsilon`` as in :func:`build_kernel`.
+    Arguments ``potential, x, y, potential_fn, batch_size, step_size, sampling, chunk_size,
+    devices, init_method`` as in :class:`~bnn_ppl.inference.SGMCMCKernel`;
+    ``preconditioning, decay, epsilon, noise_estimate, noise_decay`` as in
+    :func:`build_kernel` (the noise estimate needs ``batch_size >= 2``). Recommended step size:
+    :func:`~bnn_ppl.inference.recommended_step_size` (``h (λ_max + σ²_max) = 0.02``).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -147,10 +203,15 @@ class SGLD(SGMCMCKernel):
         preconditioning: bool = False,
         decay: float = 0.99,
         epsilon: float = 1e-5,
+        noise_estimate: bool = True,
+        noise_decay: float = 0.99,
+        sampling: str = "independent",
         chunk_size: int | None = None,
         devices: Sequence[jax.Device] | None = None,
         init_method: str = "prior",
     ):
+        step = build_kernel(preconditioning, decay, epsilon, noise_estimate, noise_decay)
+        self._noise = bool(noise_estimate)
         super().__init__(
             potential,
             x,
@@ -158,16 +219,23 @@ class SGLD(SGMCMCKernel):
             potential_fn=potential_fn,
             batch_size=batch_size,
             step_size=step_size,
+            sampling=sampling,
             chunk_size=chunk_size,
             devices=devices,
             init_method=init_method,
         )
-        if not 0 <= decay < 1:
-            raise InputValueError(f"decay must lie in [0, 1), got {decay!r}.")
-        validation.check_positive("epsilon", epsilon)
         self.preconditioning = bool(preconditioning)
-        self._init_fn = lambda position: init(position, self.preconditioning)
-        self._step = build_kernel(self.preconditioning, decay, epsilon)
+        self._init_fn = init
+        self._step = step
+        warn_minibatch_settings(self, self._noise, thermostat=False)
+
+    def _check_init(self, num_warmup: int) -> None:
+        if self.preconditioning and num_warmup == 0:
+            raise InputValueError(
+                "pSGLD (preconditioning=True) adapts its preconditioner during warmup and "
+                "freezes it for sampling; num_warmup=0 leaves nothing to adapt it with: pass "
+                "MCMC(..., num_warmup=k) with k > 0 (a few hundred steps)."
+            )
 
     def get_diagnostics_str(self, state: SGMCMCState) -> str:
         i = state.info

@@ -1,4 +1,4 @@
-"""Step-size schedules and cycle-end thinning (bnn_ppl.inference.schedules)."""
+"""Step-size schedules (bnn_ppl.inference.schedules) and cycle-end selection (.cycles)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,37 @@ def test_cyclical_cosine_hits_h0_at_starts_and_almost_zero_at_ends():
     assert np.all(h > 0) and np.all(h <= h0 * (1 + 1e-6))
     # decreasing within every cycle
     assert np.all(np.diff(h.reshape(cycles, n), axis=1) < 0)
+
+
+def test_as_schedule_checks_numbers_and_callables_without_compiling():
+    from conftest import count_compiles
+
+    from bnn_ppl.validation import InputTypeError, InputValueError
+
+    with count_compiles() as compiles:
+        for bad, error in ((0.0, InputValueError), (float("nan"), InputValueError),
+                           (-1.0, InputValueError), (None, InputTypeError),
+                           ("0.1", InputTypeError), (True, InputTypeError),
+                           (lambda t: -0.5, InputValueError),
+                           (lambda t: jnp.ones(3), InputValueError),
+                           (lambda t: t.nonexistent, InputTypeError)):  # fmt: skip
+            with pytest.raises(error, match="step_size"):
+                as_schedule(bad)
+        for good in (cyclical_cosine(0.1, 10), polynomial_decay(0.1), constant(0.2)):
+            assert as_schedule(good) is good  # carries its h0: not evaluated
+    assert compiles == []
+    assert as_schedule(lambda t: 0.01)(3) == 0.01
+
+
+def test_cycles_module_is_re_exported_by_schedules():
+    from bnn_ppl.inference import cycles, schedules
+
+    for name in ("cycle_end_indices", "keep_cycle_ends", "cycle_end_samples"):
+        assert getattr(schedules, name) is getattr(cycles, name)
+    with pytest.raises(TypeError, match="cycle_length"):
+        cycles.keep_cycle_ends({"w": np.zeros(4)}, np.arange(1, 5), 2.0)
+    with pytest.raises(TypeError, match="num_samples"):
+        cycle_end_indices(10.0, 5)
 
 
 def test_schedule_arguments_are_checked():

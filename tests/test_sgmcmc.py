@@ -1,25 +1,25 @@
-"""SG-MCMC kernels: correctness, not only smoke.
+"""SG-MCMC kernels: the gradient estimator, argument checks, warnings and the MCMC interface.
 
-* Stationary moments. With exact (full-batch) gradients and a small constant step, every kernel's
-  chains on a correlated 2-D Gaussian match its mean and covariance within 4.5 Monte Carlo
-  standard errors (MCSE = sd / sqrt(ESS), ESS from the chains), and ATMC on the conjugate
-  Bayesian linear regression (through the sharded potential, data as jit arguments) matches the
-  closed-form tempered posterior. Each step size is chosen so that the discretisation bias
-  (stated per kernel, with its order in h) is below one MCSE.
-* ATMC's integrator: the exact Ornstein-Uhlenbeck momentum step against its closed form (and an
-  Euler-Maruyama simulation of the SDE) by Monte Carlo, its beta -> 0 limits, the fusion of half
-  steps, the A/B flows on the harmonic oscillator (second order, symplectic, reversible, the
-  thermostat's drift), the relativistic kinetic energy's derivatives, and the thermostat settling
-  at <p²/m> = 1 and ξ = B/(2m) under injected gradient noise.
-* The minibatch gradient estimator is unbiased (an epoch's batches average to the full gradient
-  exactly, tempering included) and the kernels run inside ``numpyro.infer.MCMC`` (samples,
-  ``print_summary``, extra fields, chains, data as arguments of the compiled loop).
+Stationary distributions are tested in ``test_sgmcmc_stationary.py`` and ATMC's integrator in
+``test_atmc_integrator.py``. Here:
+
+* the minibatch gradient estimator is unbiased (an epoch's batches average to the full gradient
+  exactly, tempering included; independent batches average to it within MCSE) and its noise
+  variance estimate is unbiased for the batch gradient's variance;
+* :func:`gradient_scales` measures the curvature and noise of conjugate regression exactly, and
+  :func:`recommended_step_size` follows its formulas;
+* every constructor refuses bad arguments with ``InputValueError``/``InputTypeError`` before
+  anything is compiled, a batch larger than the data included; settings that cannot be
+  accurate warn, and :func:`check_accuracy` reports runs that were not;
+* the kernels run inside ``numpyro.infer.MCMC`` (samples, ``print_summary``, extra fields,
+  chains, data as arguments of the compiled loop), their state a NamedTuple of arrays.
 """
 
 from __future__ import annotations
 
 import io
 import math
+import warnings
 from contextlib import redirect_stdout
 
 import jax
@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 import pytest
-from conjugate import closed_form, data, linear_model, theta
-from numpyro.diagnostics import effective_sample_size
+from conftest import count_compiles
+from conjugate import NOISE, closed_form, data, linear_model
 from numpyro.infer import MCMC
 
 import bnn_ppl as bp
@@ -37,405 +37,20 @@ from bnn_ppl.inference import (
     SGHMC,
     SGLD,
     SGNHT,
+    GradientScales,
+    SGMCMCAccuracyWarning,
+    check_accuracy,
     full_batch_potential,
     gradient_estimator,
+    gradient_scales,
+    recommended_step_size,
 )
-from bnn_ppl.inference import atmc as atmc_mod
-from bnn_ppl.inference.gradients import full_batch_estimator
 from bnn_ppl.models import MLP
-
-MEAN = np.array([1.0, -1.0])
-COV = np.array([[1.0, 0.5], [0.5, 1.0]])  # precision eigenvalues 2/3 and 2
-PREC = np.linalg.inv(COV)
+from bnn_ppl.validation import InputTypeError, InputValueError
 
 
 def gaussian_potential(z):
-    d = z["x"] - jnp.asarray(MEAN, jnp.float32)
-    return 0.5 * d @ jnp.asarray(PREC, jnp.float32) @ d
-
-
-def _assert_matches_gaussian(draws, mean, cov, z=4.5):
-    """Every mean and covariance entry within z MCSE; ``draws`` is (chains, samples, d)."""
-    draws = np.asarray(draws, np.float64)
-    d = draws.shape[-1]
-    checks = []
-    for i in range(d):
-        checks.append((f"mean[{i}]", draws[..., i], mean[i]))
-        for j in range(i, d):
-            f = (draws[..., i] - mean[i]) * (draws[..., j] - mean[j])
-            checks.append((f"cov[{i},{j}]", f, cov[i, j]))
-    failures = []
-    for name, f, want in checks:
-        ess = float(effective_sample_size(f))
-        assert ess > 200, f"{name}: ESS {ess:.0f} is too small to test anything"
-        mcse = f.std() / np.sqrt(ess)
-        if abs(f.mean() - want) > z * mcse:
-            failures.append(
-                f"{name}: {f.mean():.5f} vs {want:.5f} (MCSE {mcse:.5f}, ESS {ess:.0f})"
-            )
-    assert not failures, "\n".join(failures)
-
-
-# kernel factory, number of steps. Relative variance biases measured with 1024 chains; all
-# are below the 1-1.2% relative MCSE of the covariance entries at 64 chains.
-GAUSSIAN_CASES = {
-    # Euler-Maruyama, first order: variance 1/(λ(1 - hλ/2)), ≤ +0.5% at h = 0.01, λ ≤ 2
-    "SGLD": (lambda: SGLD(potential_fn=gaussian_potential, step_size=0.01), 40_000),
-    # pSGLD drops the Γ term; the bias shrinks as decay -> 1 (+0.8% at decay 0.9999)
-    "pSGLD": (
-        lambda: SGLD(
-            potential_fn=gaussian_potential, step_size=0.01, preconditioning=True, decay=0.9999
-        ),
-        40_000,
-    ),
-    # Chen et al.'s scheme, first order: -0.4% at h = 0.01, C = 1
-    "SGHMC": (
-        lambda: SGHMC(potential_fn=gaussian_potential, step_size=0.01, friction=1.0),
-        40_000,
-    ),
-    # Ding et al.'s Euler scheme, first order: -1% at h = 0.01, so h = 0.005 (-0.5%)
-    "SGNHT": (
-        lambda: SGNHT(potential_fn=gaussian_potential, step_size=0.005, diffusion=1.0),
-        80_000,
-    ),
-    "SGNHT-diagonal": (
-        lambda: SGNHT(
-            potential_fn=gaussian_potential, step_size=0.005, diffusion=1.0, diagonal=True
-        ),
-        80_000,
-    ),
-    # Strang splitting with the exact OU step, second order: +0.1% at h = 0.1
-    "ATMC": (
-        lambda: ATMC(potential_fn=gaussian_potential, step_size=0.1, momentum_noise=1.0),
-        40_000,
-    ),
-    # the frozen friction β m/M(p) makes it first order: +0.6% at h = 0.1, +0.2% at h = 0.05
-    "ATMC-relativistic": (
-        lambda: ATMC(potential_fn=gaussian_potential, step_size=0.05, momentum_noise=1.0, c=3.0),
-        40_000,
-    ),
-}
-
-
-@pytest.mark.statistical
-@pytest.mark.parametrize("name", list(GAUSSIAN_CASES))
-def test_stationary_mean_and_covariance_on_a_gaussian(name):
-    make, steps = GAUSSIAN_CASES[name]
-    chains = 64
-    mcmc = MCMC(
-        make(),
-        num_warmup=2000,
-        num_samples=steps,
-        thinning=steps // 4000,
-        num_chains=chains,
-        chain_method="vectorized",
-        progress_bar=False,
-    )
-    mcmc.run(jax.random.key(11), init_params={"x": jnp.zeros((chains, 2))})
-    _assert_matches_gaussian(mcmc.get_samples(group_by_chain=True)["x"], MEAN, COV)
-
-
-@pytest.mark.statistical
-@pytest.mark.parametrize(
-    "temperature,temper", [(1.0, "likelihood"), (0.5, "posterior")]
-)  # fmt: skip
-def test_atmc_recovers_the_conjugate_posterior_through_the_potential(temperature, temper):
-    """Full-batch ATMC on the sharded potential (data as jit arguments) samples the tempered
-    posterior. Posterior precision ≈ 120-240 (ω ≈ 11-16), h = 0.01: the stationary variance
-    of the scheme is off by +0.4-0.7% (the discrete Lyapunov equation), below the ~2.5% MCSE.
-
-    Burn-in: from a prior draw the potential energy in excess (~120 per coordinate) heats the
-    momentum and the thermostat overshoots to ξ ≈ 2·120/D ≈ 20, then relaxes at
-    d<ξ>/dt = <p²/m> - 1 ≥ -1, i.e. over ~2000-4000 steps at h = 0.01; hence the long warmup."""
-    x, y = data(seed=4)
-    pot = full_batch_potential(linear_model(temperature, temper), x, y)
-    chains = 8
-    mcmc = MCMC(
-        ATMC(pot, step_size=0.01),
-        num_warmup=5000,
-        num_samples=12_000,
-        thinning=4,
-        num_chains=chains,
-        chain_method="vectorized",
-        progress_bar=False,
-        jit_model_args=True,
-    )
-    init = pot.init_params(jax.random.key(0), num_chains=chains)
-    mcmc.run(jax.random.key(5), *pot.args, init_params=init)
-    mean, cov = closed_form(x, y, temperature, temper)
-    _assert_matches_gaussian(theta(mcmc.get_samples(group_by_chain=True)), mean, cov)
-
-
-# ------------------------------------------------------------------ ATMC's integrator
-def _ou_closed_form(p, g, alpha, beta, h, m):
-    """Mean and variance of the OU transition, written out independently (float64)."""
-    if beta == 0:
-        return p - h * g, 2 * alpha * m * h
-    one_minus_decay = -math.expm1(-beta * h)  # 1 - e^{-βh}, accurate for tiny βh
-    return (
-        (1 - one_minus_decay) * p - one_minus_decay / beta * g,
-        alpha * m * -math.expm1(-2 * beta * h) / beta,
-    )
-
-
-OU_CASES = [
-    # p, g, alpha, beta, h, m
-    (1.0, 0.5, 1.0, 2.0, 0.3, 2.0),
-    (0.2, -1.0, 0.5, 0.0, 0.5, 1.0),  # no friction: the β -> 0 limit
-    (-1.0, 1.0, 0.0, 3.0, 0.2, 1.0),  # no noise
-    (3.0, 1.0, 2.0, 50.0, 0.1, 0.5),  # stiff: βh = 5
-]
-
-
-@pytest.mark.parametrize("p,g,alpha,beta,h,m", OU_CASES)
-def test_ou_step_matches_the_closed_form_and_the_sde(p, g, alpha, beta, h, m):
-    mean, var = _ou_closed_form(p, g, alpha, beta, h, m)
-    n = 200_000
-    # the step itself: deterministic part and noise scale, then its draws by Monte Carlo
-    det = float(atmc_mod.ou_step(p, g, alpha, beta, h, m, 0.0))
-    assert det == pytest.approx(mean, rel=1e-5, abs=1e-6)
-    scale = float(atmc_mod.ou_step(0.0, 0.0, alpha, beta, h, m, 1.0))
-    assert scale**2 == pytest.approx(var, rel=1e-5, abs=1e-9)
-    eta = jax.random.normal(jax.random.key(0), (n,))
-    draws = np.asarray(atmc_mod.ou_step(p, g, alpha, beta, h, m, eta), np.float64)
-    sd = math.sqrt(var)
-    assert abs(draws.mean() - mean) < 4.5 * sd / math.sqrt(n) + 1e-6
-    assert abs(draws.var() - var) < 4.5 * var * math.sqrt(2 / n) + 1e-9
-    # an Euler-Maruyama simulation of dp = (-g - βp) dt + sqrt(2αm) dW with 1000 sub-steps
-    # (its bias O(β h / 1000) is far below the MCSE) agrees with the closed form
-    k, paths = 1000, 20_000
-    dt = h / k
-
-    def em(pt, key):
-        dw = jax.random.normal(key, pt.shape) * math.sqrt(dt)
-        return pt + (-g - beta * pt) * dt + math.sqrt(2 * alpha * m) * dw, None
-
-    sim, _ = jax.lax.scan(
-        em, jnp.full((paths,), p, jnp.float32), jax.random.split(jax.random.key(1), k)
-    )
-    sim = np.asarray(sim, np.float64)
-    assert abs(sim.mean() - mean) < 4.5 * sd / math.sqrt(paths) + 2e-3 * abs(mean) + 1e-5
-    if var > 0:
-        assert abs(sim.var() - var) < 4.5 * var * math.sqrt(2 / paths) + 2e-3 * var
-    else:
-        assert sim.std() < 1e-5
-
-
-def test_ou_step_is_stable_as_beta_goes_to_zero_and_beyond():
-    p, g, alpha, h, m = 0.7, 1.3, 0.8, 0.05, 1.5
-    limit_mean, limit_var = _ou_closed_form(p, g, alpha, 0.0, h, m)
-    for beta in (0.0, 1e-30, 1e-12, 1e-8, 1e-5, 9.9e-5, 1.01e-4, 1e-3):
-        mean = float(atmc_mod.ou_step(p, g, alpha, beta, h, m, 0.0))
-        sd = float(atmc_mod.ou_step(0.0, 0.0, alpha, beta, h, m, 1.0))
-        want_mean, want_var = _ou_closed_form(p, g, alpha, beta, h, m)
-        assert math.isfinite(mean) and math.isfinite(sd)
-        assert mean == pytest.approx(want_mean, rel=1e-6)
-        assert sd**2 == pytest.approx(want_var, rel=1e-5)
-        assert mean == pytest.approx(limit_mean, rel=2 * beta * h + 1e-6)
-    # large βh: the momentum forgets p; the drift tends to -g/β, the variance to αm/β
-    mean = float(atmc_mod.ou_step(p, g, alpha, 1e4, h, m, 0.0))
-    sd = float(atmc_mod.ou_step(0.0, 0.0, alpha, 1e4, h, m, 1.0))
-    assert mean == pytest.approx(-g / 1e4, rel=1e-5) and sd**2 == pytest.approx(alpha * m / 1e4)
-    # negative friction (SGNHT's ξ < 0) is handled by the same formula
-    mean = float(atmc_mod.ou_step(p, g, alpha, -2.0, h, m, 0.0))
-    assert mean == pytest.approx(_ou_closed_form(p, g, alpha, -2.0, h, m)[0], rel=1e-5)
-
-
-def test_two_half_ou_steps_make_one_full_step():
-    """Why Algorithm 1 may fuse φ_B^{h/2} ∘ φ_B^{h/2} into φ_B^h: the OU step is a semigroup
-    (same θ, ξ and gradient in both halves), in mean and in variance."""
-    p, g, alpha, beta, h, m = 1.2, -0.4, 0.6, 1.7, 0.3, 2.0
-    half = float(atmc_mod.ou_step(p, g, alpha, beta, h / 2, m, 0.0))
-    twice = float(atmc_mod.ou_step(half, g, alpha, beta, h / 2, m, 0.0))
-    assert twice == pytest.approx(float(atmc_mod.ou_step(p, g, alpha, beta, h, m, 0.0)), 1e-6)
-    v_half = float(atmc_mod.ou_step(0.0, 0.0, alpha, beta, h / 2, m, 1.0)) ** 2
-    v_full = float(atmc_mod.ou_step(0.0, 0.0, alpha, beta, h, m, 1.0)) ** 2
-    assert math.exp(-beta * h) * v_half + v_half == pytest.approx(v_full, rel=1e-5)
-
-
-def test_thermostat_alpha_beta():
-    xi = jnp.array([-2.0, 0.0, 0.5, 1.0, 3.0])
-    alpha, beta = atmc_mod.thermostat(xi, 1.0)
-    np.testing.assert_allclose(alpha, [3.0, 1.0, 0.5, 0.0, 0.0])
-    np.testing.assert_allclose(beta, [1.0, 1.0, 1.0, 1.0, 3.0])  # β = max(D, ξ) ≥ D
-    assert atmc_mod.default_momentum_noise(0.001) == pytest.approx(-math.log(0.9) / 0.001)
-
-
-def _strang(theta_, p, xi, h, alpha=0.0, beta=0.0, m=1.0):
-    """φ_B^{h/2} ∘ φ_A^h ∘ φ_B^{h/2} on U = θ²/2 with α, β given (no noise)."""
-    p = atmc_mod.ou_step(p, theta_, alpha, beta, h / 2, m, 0.0)
-    theta_, xi = atmc_mod.flow_a(theta_, p, xi, h, m)
-    p = atmc_mod.ou_step(p, theta_, alpha, beta, h / 2, m, 0.0)
-    return theta_, p, xi
-
-
-def _run_strang(theta0, p0, h, steps, **kw):
-    def body(carry, _):
-        carry = _strang(*carry, h, **kw)
-        return carry, carry
-
-    _, (th, p, xi) = jax.lax.scan(
-        body, (jnp.float32(theta0), jnp.float32(p0), jnp.float32(0.0)), None, length=steps
-    )
-    return np.asarray(th, np.float64), np.asarray(p, np.float64), np.asarray(xi, np.float64)
-
-
-def test_flows_on_the_harmonic_oscillator():
-    """D = 0 noise, zero friction: φ_A moves θ and ξ at fixed p, φ_B kicks p at fixed θ, ξ; their
-    Strang composition is leapfrog: energy error O(h²) without drift, second-order accurate,
-    symplectic (det J = 1; with friction β the exact OU contraction e^{-βh}), reversible. The
-    thermostat integrates p²/m - 1: it returns to its start when <p²/m> = 1, drifts otherwise."""
-    # the flows separately
-    th, xi = atmc_mod.flow_a(jnp.float32(0.3), jnp.float32(2.0), jnp.float32(0.1), 0.5, 1.0)
-    assert float(th) == pytest.approx(0.3 + 0.5 * 2.0) and float(xi) == pytest.approx(
-        0.1 + 0.5 * (4.0 - 1.0)
-    )
-    p = atmc_mod.ou_step(2.0, 0.3, 0.0, 0.0, 0.5, 1.0, 0.0)
-    assert float(p) == pytest.approx(2.0 - 0.5 * 0.3)
-
-    # energy: bounded error, shrinking 4x when h halves, no drift over ~160 periods
-    errors = {}
-    for h in (0.1, 0.05):
-        steps = int(1000 / h)
-        th, p, _ = _run_strang(1.0, 0.0, h, steps)
-        energy = 0.5 * th**2 + 0.5 * p**2
-        err = np.abs(energy - 0.5)
-        errors[h] = err.max()
-        assert err.max() < h**2  # leapfrog on the oscillator: |ΔH| ≤ (h²/8)·2H
-        per = int(2 * math.pi / h)
-        assert abs(err[-per:].max() - err[:per].max()) < 0.1 * err.max()  # no drift
-    assert errors[0.1] / errors[0.05] == pytest.approx(4.0, rel=0.1)
-
-    # second order: error of θ(t = 1) against cos t + sin t
-    errs = []
-    for h in (0.02, 0.01):
-        th, p, _ = _run_strang(1.0, 1.0, h, int(round(1 / h)))
-        errs.append(abs(th[-1] - (math.cos(1.0) + math.sin(1.0))))
-    assert errs[0] / errs[1] == pytest.approx(4.0, rel=0.15)
-
-    # symplectic / exact contraction, via the Jacobian of one step in (θ, p)
-    for beta in (0.0, 0.7):
-
-        def one(v, beta=beta):
-            t, q, _ = _strang(v[0], v[1], jnp.float32(0.0), 0.1, beta=beta)
-            return jnp.stack([t, q])
-
-        jac = jax.jacfwd(one)(jnp.array([0.4, -0.3]))
-        assert float(jnp.linalg.det(jac)) == pytest.approx(math.exp(-beta * 0.1), rel=1e-5)
-
-    # reversible: run forward, flip p, run forward, flip p
-    th, p, _ = _run_strang(0.8, -0.5, 0.1, 500)
-    th2, p2, _ = _run_strang(th[-1], -p[-1], 0.1, 500)
-    assert th2[-1] == pytest.approx(0.8, abs=1e-4) and -p2[-1] == pytest.approx(-0.5, abs=1e-4)
-
-    # the thermostat integrates p²/m - 1 along p(t) = p0 cos t: for H = 1 (p0 = √2) that is
-    # cos 2t, so ξ = sin(2t)/2 oscillates without drift; for H = 2 (p0 = 2), 1 + 2 cos 2t, so
-    # ξ = t + sin 2t drifts at rate <p²/m> - 1 = 1
-    # (up to an O(h²) drift, measured ≈ h² p0² t / 8: the half-step momenta of leapfrog average
-    # p0²/2 · (1 + O(h²)))
-    for p0, exact in ((math.sqrt(2.0), lambda t: np.sin(2 * t) / 2),
-                      (2.0, lambda t: t + np.sin(2 * t))):  # fmt: skip
-        err = {}
-        for h in (0.02, 0.01):
-            t = h * np.arange(1, int(100 / h) + 1)
-            _, _, xi = _run_strang(0.0, p0, h, len(t))
-            dev = np.abs(xi - exact(t))
-            assert np.all(dev < 5e-4 + 0.2 * h**2 * p0**2 * t)
-            err[h] = dev[-len(t) // 10 :].max()
-        assert err[0.02] / err[0.01] == pytest.approx(4.0, rel=0.25)
-
-
-def test_fused_step_is_flow_a_after_flow_b():
-    d, m, h = 0.8, 1.5, 0.07
-    est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z["w"] ** 2) + jnp.sum(z["b"]))
-    grad_fn = est.batch(None)[0]
-    position = {"w": jnp.array([0.5, -1.0, 2.0]), "b": jnp.array(0.3)}
-    state = atmc_mod.ATMCState(
-        position,
-        {"w": jnp.array([0.1, 0.4, -0.2]), "b": jnp.array(-0.5)},
-        {"w": jnp.array([-0.5, 0.2, 2.0]), "b": jnp.array(1.0)},
-    )
-    for c in (None, 2.0):
-        key = jax.random.key(3)
-        new, info = atmc_mod.build_kernel(d, m, c)(key, state, grad_fn, h)
-        g = grad_fn(position)[1]
-        p, alpha, beta = atmc_mod.flow_b(key, state.momentum, g, state.xi, h, d, m, c)
-        th, xi = atmc_mod.flow_a(position, p, state.xi, h, m, c)
-        for got, want in ((new.momentum, p), (new.position, th), (new.xi, xi)):
-            jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), got, want)
-        assert float(info.beta_mean) == pytest.approx((1.0 + 0.8 + 0.8 + 2.0) / 4)
-        assert float(info.step_size) == pytest.approx(h)
-
-
-def test_relativistic_kinetic_energy_derivatives_and_speed_limit():
-    m, c = 2.0, 0.5
-
-    def kinetic(p):
-        return m * c**2 * (jnp.sqrt(p**2 / (m**2 * c**2) + 1) - 1)
-
-    p = jnp.linspace(-5.0, 5.0, 40)  # no zero: friction_factor is checked as m ∇K(p) / p
-    dk = jax.vmap(jax.grad(kinetic))(p)
-    d2k = jax.vmap(jax.grad(jax.grad(kinetic)))(p)
-    np.testing.assert_allclose(atmc_mod.kinetic_gradient(p, m, c), dk, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(
-        atmc_mod.thermostat_force(p, m, c), m * dk**2 - m * d2k, rtol=1e-4, atol=1e-6
-    )
-    np.testing.assert_allclose(atmc_mod.friction_factor(p, m, c), m * dk / p, rtol=1e-5)
-    # Gaussian limit
-    np.testing.assert_allclose(atmc_mod.kinetic_gradient(p, m, 1e4), p / m, rtol=1e-6)
-    np.testing.assert_allclose(atmc_mod.thermostat_force(p, m, None), p**2 / m - 1)
-    # |Δθ| ≤ h c per step, however large the gradient
-    est = full_batch_estimator(lambda z: 1e6 * jnp.sum(z))
-    step = atmc_mod.build_kernel(1.0, m, c)
-    state = atmc_mod.init(jnp.zeros(4))
-    for k in range(3):
-        new, _ = step(jax.random.key(k), state, est.batch(None)[0], 0.1)
-        assert float(jnp.max(jnp.abs(new.position - state.position))) <= 0.1 * c * (1 + 1e-6)
-        state = new
-
-
-@pytest.mark.statistical
-def test_thermostat_settles_under_gradient_noise():
-    """Gradient noise of sd σ per step is diffusion B = hσ² per unit time. ATMC's thermostat
-    absorbs it: ξ settles at B/(2m) (here 2.5 > D = 1, so ATMC injects no noise at all), the
-    kinetic temperature <p²/m> at 1 (exact in stationarity: ξ's update is h(p²/m - 1)) and θ
-    has the target's moments (bias ≈ 0.4% of a variance at h = 0.05, below the MCSE)."""
-    h, sigma, m, d = 0.05, 10.0, 1.0, 1.0
-    step = atmc_mod.build_kernel(d, m)
-    vg = jax.value_and_grad(gaussian_potential)
-    chains, warm, steps, thin = 128, 4000, 20_000, 10
-
-    def chain(key):
-        def body(state, k):
-            k_step, k_noise = jax.random.split(k)
-
-            def noisy(z):
-                u, g = vg(z)
-                return u, {"x": g["x"] + sigma * jax.random.normal(k_noise, (2,))}
-
-            state, _ = step(k_step, state, noisy, h)
-            return state, (state.position["x"], jnp.mean(state.momentum["x"] ** 2) / m,
-                           state.xi["x"])  # fmt: skip
-
-        keys = jax.random.split(key, warm + steps)
-        state, _ = jax.lax.scan(body, atmc_mod.init({"x": jnp.zeros(2)}), keys[:warm])
-        _, out = jax.lax.scan(body, state, keys[warm:])
-        return jax.tree.map(lambda a: a[::thin], out)
-
-    x, temp, xi = jax.jit(jax.vmap(chain))(jax.random.split(jax.random.key(7), chains))
-    temp, xi = np.asarray(temp, np.float64), np.asarray(xi, np.float64)
-
-    def mcse(f):
-        return f.std() / math.sqrt(float(effective_sample_size(f)))
-
-    assert abs(temp.mean() - 1.0) < 4.5 * mcse(temp)
-    b_over_2m = h * sigma**2 / (2 * m)
-    for i in range(2):  # one thermostat per coordinate, each ~ N(B/2m, 1)
-        xi_i = xi[..., i]
-        assert xi_i.mean() > 20 * mcse(xi_i)  # the thermostat did move
-        assert xi_i.mean() == pytest.approx(b_over_2m, rel=0.05)  # continuous time; O(βh) off
-        assert xi_i.std() == pytest.approx(1.0, rel=0.05)
-    _assert_matches_gaussian(x, MEAN, COV)
+    return 0.5 * jnp.sum(z["x"] ** 2)
 
 
 # ------------------------------------------------------------------ gradient estimator
@@ -446,7 +61,7 @@ def test_an_epoch_of_minibatch_gradients_averages_to_the_full_gradient(temperatu
     pot = full_batch_potential(linear_model(temperature, temper), x, y)
     u = pot.init_params(jax.random.key(0))
     full_value, full_grad = pot.value_and_grad(u)
-    est = gradient_estimator(pot, batch_size=10)
+    est = gradient_estimator(pot, batch_size=10, sampling="epoch")
     stream = est.init(jax.random.key(1))
 
     @jax.jit
@@ -457,9 +72,9 @@ def test_an_epoch_of_minibatch_gradients_averages_to_the_full_gradient(temperatu
     values, grads, rows = [], [], []
     for _ in range(3):  # one epoch: the three batches partition the 30 rows
         rows.append(np.asarray(stream.perm[stream.position : stream.position + 10]))
-        (v, g), stream = next_gradient(u, stream)
-        values.append(v)
-        grads.append(g)
+        estimate, stream = next_gradient(u, stream)
+        values.append(estimate.potential_energy)
+        grads.append(estimate.grad)
     assert sorted(np.concatenate(rows).tolist()) == list(range(30))
     assert np.mean(values) == pytest.approx(float(full_value), rel=1e-5)
     for k in full_grad:
@@ -470,41 +85,261 @@ def test_an_epoch_of_minibatch_gradients_averages_to_the_full_gradient(temperatu
     est = gradient_estimator(pot)
     grad_fn, stream = est.batch(est.init(jax.random.key(2)))
     assert stream is None
-    np.testing.assert_allclose(grad_fn(u)[0], full_value, rtol=1e-6)
+    np.testing.assert_allclose(grad_fn(u).potential_energy, full_value, rtol=1e-6)
 
 
-def test_argument_errors():
+@pytest.mark.statistical
+@pytest.mark.parametrize("batch_size", [10, 7])  # 7: halves of 3 and 4 rows
+def test_independent_batches_and_their_noise_estimate_are_unbiased(batch_size):
+    """Independent batches (rows with replacement): the mean over many batches of the gradient is
+    the full gradient, of the half-batch noise estimate the batch gradient's variance, which is
+    (N²/b) times the rows' population variance of ∇log p(y_i | θ) (with replacement exactly)."""
+    n, k = 30, 20_000
+    x, y = data(n=n, seed=2)
+    pot = full_batch_potential(linear_model(0.5, "posterior"), x, y)
+    u = pot.init_params(jax.random.key(0))
+    full_grad = pot.value_and_grad(u)[1]
+    est = gradient_estimator(pot, batch_size=batch_size, noise=True)
+
+    @jax.jit
+    def draw(key):
+        grad_fn, _ = est.batch(est.init(key))
+        e = grad_fn(u)
+        return e.grad, e.noise_variance
+
+    grads, var_est = jax.lax.map(draw, jax.random.split(jax.random.key(1), k))
+    one_row = gradient_estimator(pot, batch_size=1)
+    per_row = jax.vmap(lambda i: jax.grad(pot.minibatch_potential_fn_gen())(u, i[None]))(
+        jnp.arange(n)
+    )  # prior + N ∇ℓ_i: its population variance over rows / b is the batch gradient's
+    assert one_row.batch_size == 1
+    for key in full_grad:
+        g = np.asarray(grads[key], np.float64)
+        v = np.asarray(var_est[key], np.float64)
+        mcse = g.std(0) / math.sqrt(k)
+        assert np.all(np.abs(g.mean(0) - full_grad[key]) < 4.5 * mcse), key
+        want = np.asarray(per_row[key], np.float64).var(0) / batch_size
+        np.testing.assert_allclose(g.var(0), want, rtol=5 * math.sqrt(2 / k) * 3)
+        assert np.all(np.abs(v.mean(0) - want) < 4.5 * v.std(0) / math.sqrt(k)), key
+
+
+def test_rows_are_drawn_uniformly_with_replacement():
+    from bnn_ppl.inference.minibatch import independent_batch, independent_init
+
+    state, counts = independent_init(jax.random.key(0)), np.zeros(7)
+    for _ in range(2000):
+        idx, state = independent_batch(state, 5, 7)
+        np.add.at(counts, np.asarray(idx), 1)
+    expected = 2000 * 5 / 7
+    chi2 = float(np.sum((counts - expected) ** 2 / expected))
+    assert chi2 < 22.5  # chi-square with 6 dof: P(> 22.5) = 0.001
+
+
+# ------------------------------------------------------------------ scales and step sizes
+def test_gradient_scales_measure_curvature_and_noise_of_conjugate_regression():
+    n, b = 500, 50
+    x, y = data(n=n, seed=4)
+    pot = full_batch_potential(linear_model(), x, y)
+    mean, cov = closed_form(x, y)
+    mode = {"Dense_0.kernel": jnp.asarray(mean[:2, None], jnp.float32),
+            "Dense_0.bias": jnp.asarray(mean[2:], jnp.float32)}  # fmt: skip
+    k = 2000
+    scales = gradient_scales(pot, mode, b, rng_key=jax.random.key(0), num_batches=k)
+    assert scales.curvature == pytest.approx(np.linalg.eigvalsh(np.linalg.inv(cov)).max(), 1e-3)
+    phi = np.concatenate([x, np.ones((n, 1))], 1).astype(np.float64)
+    per_row = n * phi * (phi @ mean - y)[:, None] / NOISE**2  # N ∇ℓ_i at the mode
+    noise = per_row.var(0).max() / b
+    assert scales.noise == pytest.approx(noise, rel=4.5 * math.sqrt(2 / k))
+    assert scales.batch_size == b
+    full = gradient_scales(pot, mode, rng_key=jax.random.key(0))
+    assert full.noise == 0.0 and full.batch_size is None
+
+
+def test_recommended_step_sizes_follow_their_formulas():
+    s = GradientScales(curvature=400.0, noise=1e4, batch_size=10)
+    assert recommended_step_size("SGLD", s) == pytest.approx(0.02 / (400 + 1e4))
+    assert recommended_step_size("SGHMC", s) == pytest.approx(min(0.1 / 20, math.sqrt(0.1 / 1e4)))
+    assert recommended_step_size("ATMC", s) == pytest.approx(min(0.005, math.sqrt(0.069 / 1e4)))
+    h = recommended_step_size("SGNHT", s)
+    b = h * 1e4 / 2
+    assert h * max(1 + b, b / 0.1) / 2 == pytest.approx(0.01, rel=1e-6)  # cold by hξ/2 = 1 %
+    quiet = GradientScales(100.0, 0.0, None)
+    for name in ("SGHMC", "SGNHT", "ATMC"):
+        assert recommended_step_size(name, quiet) == pytest.approx(0.01)  # 0.1 / ω_max
+    assert recommended_step_size("ATMC", quiet, mass=4.0) == pytest.approx(0.02)
+    with pytest.raises(InputValueError, match="sampler"):
+        recommended_step_size("NUTS", s)
+    with pytest.raises(InputTypeError, match="GradientScales"):
+        recommended_step_size("SGLD", (1.0, 2.0, None))
+
+
+# ------------------------------------------------------------------ arguments
+@pytest.fixture(scope="module")
+def small_potential():
     x, y = data(n=30)
+    return full_batch_potential(linear_model(), x, y)
+
+
+ALL = (SGLD, SGHMC, SGNHT, ATMC)
+BAD_COMMON = [
+    # argument, bad value, error type
+    ("step_size", float("nan"), InputValueError),
+    ("step_size", float("inf"), InputValueError),
+    ("step_size", 0.0, InputValueError),
+    ("step_size", -1e-3, InputValueError),
+    ("step_size", None, InputTypeError),
+    ("step_size", "0.01", InputTypeError),
+    ("step_size", True, InputTypeError),
+    ("step_size", lambda t: -0.1, InputValueError),  # a schedule must start > 0
+    ("step_size", lambda t: jnp.ones(2), InputValueError),  # and be a scalar
+    ("batch_size", 31, InputValueError),  # more rows than the data have
+    ("batch_size", 0, InputValueError),
+    ("batch_size", -5, InputValueError),
+    ("batch_size", 2.5, InputTypeError),
+    ("batch_size", 10.0, InputTypeError),  # counts are never rounded
+    ("batch_size", "10", InputTypeError),
+    ("batch_size", True, InputTypeError),
+    ("sampling", "shuffle", InputValueError),
+    ("init_method", "zeros", InputValueError),
+]
+BAD_SPECIFIC = {
+    SGLD: [("decay", 1.0, InputValueError), ("decay", float("nan"), InputValueError),
+           ("decay", -0.1, InputValueError), ("decay", None, InputTypeError),
+           ("epsilon", 0.0, InputValueError), ("preconditioning", 1, InputTypeError),
+           ("noise_estimate", "yes", InputTypeError), ("noise_decay", 1.0, InputValueError)],
+    SGHMC: [("friction", 0.0, InputValueError), ("friction", float("inf"), InputValueError),
+            ("friction", "1", InputTypeError), ("mass", -1.0, InputValueError),
+            ("noise_estimate", 2.0, InputValueError), ("noise_estimate", -0.1, InputValueError),
+            ("noise_estimate", "exact", InputValueError), ("noise_estimate", None, InputTypeError),
+            ("noise_share", 0.0, InputValueError), ("noise_share", 1.5, InputValueError),
+            ("noise_decay", float("nan"), InputValueError)],
+    SGNHT: [("diffusion", 0.0, InputValueError), ("diffusion", float("nan"), InputValueError),
+            ("diffusion", None, InputTypeError), ("mass", 0.0, InputValueError),
+            ("diagonal", "no", InputTypeError), ("noise_estimate", 0, InputTypeError),
+            ("noise_share", -0.5, InputValueError)],
+    ATMC: [("momentum_noise", -1.0, InputValueError), ("momentum_noise", 0.0, InputValueError),
+           ("momentum_noise", float("inf"), InputValueError), ("mass", 0.0, InputValueError),
+           ("mass", True, InputTypeError), ("c", 0.0, InputValueError),
+           ("c", "fast", InputTypeError), ("noise_estimate", None, InputTypeError),
+           ("noise_share", float("nan"), InputValueError),
+           ("noise_decay", -1.0, InputValueError)],
+}  # fmt: skip
+CASES = [(cls, *case) for cls in ALL for case in BAD_COMMON + BAD_SPECIFIC[cls]]
+
+
+def _case_id(case: tuple) -> str:  # stable across processes (pytest-xdist): no addresses
+    cls, arg, value, _ = case
+    return (
+        f"{cls.__name__}-{arg}-{'schedule' if callable(value) else repr(value)}-{CASES.index(case)}"
+    )
+
+
+@pytest.mark.parametrize("cls,arg,value,error", CASES, ids=[_case_id(c) for c in CASES])
+def test_every_argument_is_checked_before_compiling(cls, arg, value, error, small_potential):
+    with count_compiles() as compiles, pytest.raises(error, match=arg.split("_")[0]):
+        cls(small_potential, **{arg: value})
+    assert compiles == []
+
+
+def test_batch_larger_than_the_data_names_both_numbers(small_potential):
+    for cls in ALL:
+        with pytest.raises(InputValueError, match=r"batch_size=31 .* training rows \(30\)"):
+            cls(small_potential, batch_size=31)
+    with pytest.raises(InputValueError, match=r"batch_size=31"):
+        gradient_estimator(small_potential, batch_size=31)
+    # the noise estimate needs two halves; without it a batch of one row is fine
+    with pytest.raises(InputValueError, match="batch_size must be an int >= 2"):
+        ATMC(small_potential, batch_size=1)
+    with pytest.warns(SGMCMCAccuracyWarning, match="noise_estimate=False"):
+        ATMC(small_potential, batch_size=1, noise_estimate=False, momentum_noise=1.0)
+
+
+def test_structural_argument_errors(small_potential):
     model = linear_model()
-    pot = full_batch_potential(model, x, y)
-    with pytest.raises(ValueError, match=r"batch_size must lie in \[1, 30\]"):
-        ATMC(pot, batch_size=31)
-    with pytest.raises(ValueError, match="batch_size"):
-        SGLD(pot, batch_size=0)
-    with pytest.raises(TypeError, match="batch_size"):
-        SGHMC(pot, batch_size=2.5)
+    x, y = data(n=30)
     with pytest.raises(ValueError, match="pass x and y"):
         SGNHT(model)
     with pytest.raises(ValueError, match="already has its data"):
-        ATMC(pot, x, y)
+        ATMC(small_potential, x, y)
     with pytest.raises(ValueError, match="not both"):
-        ATMC(pot, potential_fn=gaussian_potential)
+        ATMC(small_potential, potential_fn=gaussian_potential)
     with pytest.raises(ValueError, match="full-batch gradients only"):
         ATMC(potential_fn=gaussian_potential, batch_size=4)
     with pytest.raises(TypeError, match="FullBatchPotential"):
         ATMC(object())
-    with pytest.raises(ValueError, match="mass"):
-        ATMC(pot, mass=0.0)
-    with pytest.raises(ValueError, match="momentum_noise"):
-        ATMC(pot, momentum_noise=-1.0)
-    with pytest.raises(ValueError, match="noise_estimate"):
-        SGHMC(pot, friction=1.0, noise_estimate=2.0)
-    with pytest.raises(ValueError, match="decay"):
-        SGLD(pot, preconditioning=True, decay=1.0)
+    with pytest.raises(TypeError, match="potential_fn must be callable"):
+        ATMC(potential_fn=3.0)
+    with pytest.raises(ValueError, match="batch_size=31"):
+        ATMC(model, x, y, batch_size=31)
+    with pytest.raises(InputValueError, match="chunk_size and devices go with a BNN"):
+        SGLD(small_potential, chunk_size=8)
+    with pytest.raises(InputTypeError, match="ShardedData"):
+        gradient_estimator(small_potential, data=(x, y))
+    for bad, error in ((0, InputValueError), (2.0, InputTypeError), (None, InputTypeError)):
+        with pytest.raises(error, match="num_batches"):
+            gradient_scales(small_potential, small_potential.init_params(jax.random.key(0)),
+                            rng_key=jax.random.key(0), num_batches=bad)  # fmt: skip
     with pytest.raises(ValueError, match="init_params are required"):
         MCMC(
             ATMC(potential_fn=gaussian_potential), num_warmup=1, num_samples=1, progress_bar=False
         ).run(jax.random.key(0))
+    with pytest.raises(InputValueError, match="num_warmup"):
+        MCMC(SGLD(potential_fn=gaussian_potential, preconditioning=True), num_warmup=0,
+             num_samples=1, progress_bar=False).run(jax.random.key(0),
+                                                    init_params={"x": jnp.ones(2)})  # fmt: skip
+
+
+# ------------------------------------------------------------------ warnings
+def test_settings_that_cannot_be_accurate_warn(small_potential):
+    for cls in (SGNHT, ATMC, SGHMC, SGLD):
+        with pytest.warns(SGMCMCAccuracyWarning, match="sampling='epoch'"):
+            cls(small_potential, batch_size=10, sampling="epoch")
+    for cls in (SGNHT, ATMC):
+        with pytest.warns(SGMCMCAccuracyWarning, match="noise_estimate=False"):
+            cls(small_potential, batch_size=10, noise_estimate=False)
+        with pytest.warns(SGMCMCAccuracyWarning, match="noise_share=0.9"):
+            cls(small_potential, batch_size=10, noise_share=0.9)
+    with pytest.warns(UserWarning, match="noise_estimate=0"):
+        SGHMC(small_potential, batch_size=10, noise_estimate=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the defaults, and full batch, say nothing
+        for cls in ALL:
+            cls(small_potential, batch_size=10)
+            cls(small_potential, sampling="epoch", noise_estimate=cls is SGHMC and "auto")
+
+
+def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
+    def run(kernel, **kw):
+        mcmc = MCMC(kernel, num_warmup=50, num_samples=200, progress_bar=False,
+                    jit_model_args=True)  # fmt: skip
+        mcmc.run(jax.random.key(0), *small_potential.args,
+                 init_params=small_potential.init_params(jax.random.key(1)), **kw)  # fmt: skip
+        return mcmc
+
+    # a fine run: nothing to say
+    fine = MCMC(ATMC(potential_fn=gaussian_potential, step_size=0.1), num_warmup=200,
+                num_samples=1000, progress_bar=False)  # fmt: skip
+    fine.run(jax.random.key(0), init_params={"x": jnp.zeros(2)}, extra_fields=("info",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_accuracy(fine) == []
+    # ... and not one that stopped before its thermostat settled (from a prior draw, 0.25 time
+    # units), once the Info of every step is collected
+    early = run(ATMC(small_potential, batch_size=10, step_size=1e-3), extra_fields=("info",))
+    with pytest.warns(SGMCMCAccuracyWarning, match="kinetic temperature"):
+        check_accuracy(early)
+    # SGNHT at a large step: cold by hξ/2 (here ≈ 0.25 on a unit Gaussian)
+    mcmc = MCMC(SGNHT(potential_fn=gaussian_potential, step_size=0.5), num_warmup=50,
+                num_samples=200, progress_bar=False)  # fmt: skip
+    mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(2)}, extra_fields=("info",))
+    with pytest.warns(SGMCMCAccuracyWarning, match="cold by about"):
+        check_accuracy(mcmc)
+    # SGHMC whose gradient noise exceeds what friction can absorb at this step
+    with pytest.warns(SGMCMCAccuracyWarning, match="noise"):
+        problems = check_accuracy(run(SGHMC(small_potential, batch_size=2, step_size=0.05)))
+    assert problems
+    with pytest.raises(InputTypeError, match="SG-MCMC kernel"):
+        check_accuracy(object())
 
 
 # ------------------------------------------------------------------ the MCMC interface
@@ -559,6 +394,10 @@ def test_kernels_run_inside_numpyro_mcmc(name):
     # the progress bar's diagnostics of one chain
     one_chain = jax.tree.map(lambda a: a[0], mcmc.last_state)
     assert "step size" in mcmc.sampler.get_diagnostics_str(one_chain)
+    # the state is a NamedTuple of arrays (checkpointable as a pytree), step size in the Info
+    assert all(isinstance(a, jax.Array) for a in jax.tree.leaves(mcmc.last_state))
+    assert type(mcmc.last_state.kernel_state).__name__.endswith("State")
+    np.testing.assert_allclose(info.step_size, mcmc.sampler.schedule(0), rtol=1e-6)
 
 
 def test_a_bnn_with_data_builds_its_potential_and_init_params_default_to_the_prior():
@@ -595,8 +434,9 @@ def test_data_as_arguments_and_closure_give_the_same_chain():
 @pytest.mark.parametrize("batch_size", [None, 100])
 def test_data_are_arguments_not_constants_of_the_sample_program(batch_size):
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(20_000, 20)).astype(np.float32)
-    y = (x[:, 0] + 0.1 * rng.normal(size=20_000)).astype(np.float32)
+    # 40k rows: the program with the two half batches of the noise estimate is ~170 kB of text
+    x = rng.normal(size=(40_000, 20)).astype(np.float32)
+    y = (x[:, 0] + 0.1 * rng.normal(size=40_000)).astype(np.float32)
     model = bp.BNN(MLP(hidden=(4,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
     pot = full_batch_potential(model, x, y)
     kernel = ATMC(pot, batch_size=batch_size, step_size=1e-3)
