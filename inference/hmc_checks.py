@@ -79,7 +79,12 @@ _COMMON = {
     "forward_mode_differentiation",
     "regularize_mass_matrix",
 }
-HMC_KWARGS = _COMMON | {"num_steps", "trajectory_length", "max_num_steps"}
+HMC_KWARGS = _COMMON | {
+    "num_steps",
+    "trajectory_length",
+    "metric_trajectory_length",
+    "max_num_steps",
+}
 NUTS_KWARGS = _COMMON | {"max_tree_depth"}
 
 
@@ -162,24 +167,37 @@ def check_hmc_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     length = out.get("trajectory_length", 2 * math.pi)  # NumPyro's default
     if length is not None:
         length = out["trajectory_length"] = validation.check_positive("trajectory_length", length)
+    lengths = {"trajectory_length": length}
+    if out.get("metric_trajectory_length") is not None:
+        if length is None or out.get("num_steps") is not None:
+            raise InputValueError(
+                "metric_trajectory_length needs a trajectory_length (used while the metric is "
+                "the identity) and no num_steps."
+            )
+        lengths["metric_trajectory_length"] = out["metric_trajectory_length"] = (
+            validation.check_positive("metric_trajectory_length", out["metric_trajectory_length"])
+        )
     fixed_step = not out.get("adapt_step_size", True) and out.get("num_steps") is None
     if fixed_step and length is not None:
         step = out.get("step_size", 1.0)  # NumPyro's default
-        if step > length:
-            raise InputValueError(
-                f"step_size={step!r} exceeds trajectory_length={length!r}: NumPyro would "
-                f"integrate with one step of {length!r} instead. Pass step_size <= "
-                "trajectory_length, or adapt_step_size=True."
-            )
-        n = leapfrog_steps(length, step)
-        if n > cap:
-            raise InputValueError(
-                f"step_size={step!r} needs ceil(trajectory_length / step_size) = {n:.3g} leapfrog "
-                f"steps per iteration, more than max_num_steps={cap}: pass step_size >= "
-                f"{length / cap:.3g}, a shorter trajectory_length, or a larger max_num_steps "
-                f"(at most {MAX_NUM_STEPS_LIMIT})."
-            )
+        for name, value in lengths.items():
+            _check_fixed_step(step, name, value, cap)
     return out
+
+
+def _check_fixed_step(step: float, name: str, length: float, cap: int) -> None:
+    if step > length:
+        raise InputValueError(
+            f"step_size={step!r} exceeds {name}={length!r}: NumPyro would integrate with one "
+            f"step of {length!r} instead. Pass step_size <= {name}, or adapt_step_size=True."
+        )
+    n = leapfrog_steps(length, step)
+    if n > cap:
+        raise InputValueError(
+            f"step_size={step!r} needs ceil({name} / step_size) = {n:.3g} leapfrog steps per "
+            f"iteration, more than max_num_steps={cap}: pass step_size >= {length / cap:.3g}, "
+            f"a shorter {name}, or a larger max_num_steps (at most {MAX_NUM_STEPS_LIMIT})."
+        )
 
 
 def check_nuts_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:

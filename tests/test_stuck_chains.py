@@ -250,21 +250,25 @@ def _near_prior_model():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("adapt_mass_matrix", [None, True], ids=["defaults", "mass-matrix"])
-def test_hmc_does_not_freeze_on_a_posterior_close_to_its_prior(adapt_mass_matrix):
+@pytest.mark.parametrize("old_default", [False, True], ids=["defaults", "old-defaults"])
+def test_hmc_does_not_freeze_on_a_posterior_close_to_its_prior(old_default):
     """Issue 14 item 4b: this run froze (step size 3.4e38, 0 leapfrog steps, acceptance 1.0)
-    at the old defaults, which adapted the mass matrix."""
+    at the old defaults: mass matrix adapted, (π/2)·σ_prior throughout. With the step-size
+    guard even the old defaults move; the new default also changes the trajectory length to
+    π/2 once the metric is adapted."""
     model, x, y = _near_prior_model()
-    kwargs = {} if adapt_mass_matrix is None else {"adapt_mass_matrix": adapt_mass_matrix}
+    length = bp.inference.default_trajectory_length(model, x)  # 0.47: (π/2)·0.3
+    kwargs = {"trajectory_length": length} if old_default else {}
     with warnings.catch_warnings():
         warnings.simplefilter("error", StuckChainWarning)
         mcmc = hmc(
             model, x, y, num_warmup=1000, num_samples=50, num_chains=2, rng_key=jax.random.key(0),
-            extra_fields=("num_steps", "adapt_state.step_size"), **kwargs,
+            extra_fields=("num_steps", "adapt_state.step_size", "trajectory_length"), **kwargs,
         )  # fmt: skip
-    length = bp.inference.default_trajectory_length(model, x)
     extra = mcmc.get_extra_fields()
+    want = np.float32(length if old_default else np.pi / 2)
+    assert np.all(np.asarray(extra["trajectory_length"]) == want)
     assert np.all(np.asarray(extra["num_steps"]) >= 1)
-    assert np.all(np.asarray(extra["adapt_state.step_size"]) <= np.float32(length))
+    assert np.all(np.asarray(extra["adapt_state.step_size"]) <= want)
     rows = sampler_summary(mcmc)
     assert all(r["moving"] and r["identical_fraction"] < STUCK_FRACTION for r in rows)
