@@ -248,12 +248,12 @@ def hmc(
     while the metric is the identity, as in their paper, then π/2 (:data:`QUARTER_PERIOD`)
     once it holds the posterior's variances. Izmailov et al. adapt no mass matrix; keeping their
     length with an adapted one (the old default) made it a fraction σ_prior of a quarter period:
-    3 leapfrog steps per iteration on digits with a N(0, 0.3²) prior (function-space ESS 12 of
-    1200 draws, R-hat 1.27), and on a posterior close to its prior a step size that ran away to
+    3 leapfrog steps per iteration on digits with a N(0, 0.3²) prior (function-space ESS 11 of
+    1200 draws, R-hat 1.31), and on a posterior close to its prior a step size that ran away to
     3.4e38 (0 steps: a frozen chain). Without adaptation (``adapt_mass_matrix=False``: Izmailov
-    et al. exactly) the fixed length resonated on a Gaussian posterior (ESS 18-30 of 1200) and
-    cost 2.5x the gradients per effective draw on diabetes; the default was within ~10 % of the
-    best on every problem measured (``benchmarks/hmc_defaults.py``; numbers in the README). An
+    et al. exactly) the fixed length resonated on a Gaussian posterior (ESS 18-37 of 1200) and
+    cost 2.7x the gradients per effective draw on diabetes; the default was the best or within
+    10 % of it on every problem measured (``benchmarks/hmc_defaults.py``; table in the README). An
     explicit ``trajectory_length`` is used throughout, in whatever metric is current (NumPyro's
     meaning).
 

@@ -320,8 +320,8 @@ def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
         warn=False,
     )
     warn_if_stuck(health, stacklevel=4)  # points at the caller of hmc() / nuts()
-    if max_num_steps is None or state.trajectory_length is None:
-        return
+    if max_num_steps is None or max_num_steps == 1 or state.trajectory_length is None:
+        return  # (with one step allowed, floor and ceiling are the same: nothing to report)
     length = np.ravel(np.asarray(state.trajectory_length, np.float64))
     step = np.ravel(np.asarray(state.adapt_state.step_size, np.float64))
     floor = length / (max_num_steps - 0.5)
