@@ -771,18 +771,10 @@ def _fit_mcmc(
             model, data.x_train, data.y_train, chunk_size=s["chunk_size"]
         )
         if s["method"] == "hmc":
-            if kernel_kwargs["trajectory_length"] is None:
-                kernel_kwargs["trajectory_length"] = inference.default_trajectory_length(
-                    model, data.x_train
-                )
-            # the settings of bp.inference.hmc, so that both give the same chain
-            kernel: Any = inference.HMC(
-                pot,
-                adapt_step_size=True,
-                adapt_mass_matrix=True,
-                target_accept_prob=0.8,
-                **kernel_kwargs,
-            )
+            from bnn_ppl.inference.hmc import hmc_kernel
+
+            # the kernel of bp.inference.hmc, with its defaults, so that both give the same chain
+            kernel: Any = hmc_kernel(pot, **kernel_kwargs)
         else:
             kernel = inference.NUTS(
                 pot, adapt_mass_matrix=True, target_accept_prob=0.8, **kernel_kwargs

@@ -10,7 +10,9 @@ the two side by side:
 * :func:`weight_space` - every parameter of every site,
 * :func:`function_space` - the predictive probabilities (classification) or predictive means
   (regression) at given inputs, computed over chunks of inputs,
-* :func:`sampler_summary` - acceptance, divergences, step size and trajectory length per chain,
+* :func:`sampler_summary` - per chain: whether it moved at all (:func:`check_chains`: a frozen
+  or stuck chain is a :class:`StuckChainWarning`, never a success), acceptance, divergences,
+  step size and leapfrog steps,
 * :func:`to_inference_data` - ArviZ's ``from_numpyro`` plus a ``function_space`` group.
 
 Samples must keep their chains apart: ``mcmc.get_samples(group_by_chain=True)``, i.e. every
@@ -35,6 +37,13 @@ import arviz as az
 import numpy as np
 
 from bnn_ppl import validation
+from bnn_ppl.chain_health import (
+    ChainHealth,
+    StuckChainWarning,
+    check_chains,
+    final_step_size,
+    warn_if_stuck,
+)
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import predict
@@ -48,6 +57,9 @@ __all__ = [
     "weight_space",
     "function_space",
     "sampler_summary",
+    "check_chains",
+    "ChainHealth",
+    "StuckChainWarning",
     "to_inference_data",
 ]
 
@@ -214,35 +226,43 @@ def function_space(
     return Convergence(joined("rhat"), joined("ess_bulk"), joined("ess_tail"))
 
 
-def sampler_summary(mcmc: Any) -> list[dict[str, float]]:
-    """Per chain: mean acceptance probability, divergences, final step size, mean leapfrog steps.
+def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
+    """Per chain: whether it moved (:func:`check_chains`) and what the sampler recorded.
 
-    Reads ``mcmc.get_extra_fields(group_by_chain=True)`` (collect ``accept_prob``,
-    ``diverging`` and ``num_steps`` through ``extra_fields``; :func:`bnn_ppl.inference.hmc`
-    does) and the adapted step size from ``mcmc.last_state``.
+    Every row has ``chain``, ``draws``, ``moving`` (``False`` for a frozen or stuck chain),
+    ``identical_fraction`` and ``warning`` (the problems found, ``""`` if none). Where
+    available it also has ``accept_prob`` (mean), ``divergences``, ``step_size`` (final,
+    adapted) and ``num_steps`` (mean leapfrog steps): collect ``accept_prob``, ``diverging`` and
+    ``num_steps`` through ``extra_fields`` (:func:`bnn_ppl.inference.hmc` does). Works for any
+    ``numpyro.infer.MCMC`` after ``run``, SG-MCMC kernels included.
+
+    A chain that is not moving is never reported as a success: its row says so and, with
+    ``warn``, a :class:`StuckChainWarning` is raised.
     """
+    samples = mcmc.get_samples(group_by_chain=True)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    needed = {"accept_prob", "diverging"} - set(extra)
-    if needed:
-        raise InputValueError(
-            f"the MCMC run did not collect {sorted(needed)}; run it with "
-            "extra_fields=('accept_prob', 'diverging', 'num_steps')."
-        )
-    step = np.atleast_1d(np.asarray(mcmc.last_state.adapt_state.step_size))
-    chains = np.asarray(extra["accept_prob"]).shape[0]
-    step = np.broadcast_to(step, (chains,))
-    out = []
-    for c in range(chains):
-        row = {
-            "chain": c,
-            "accept_prob": float(np.mean(extra["accept_prob"][c])),
-            "divergences": int(np.sum(extra["diverging"][c])),
-            "step_size": float(step[c]),
+    health = check_chains(samples, extra, final_step_size(mcmc.last_state), warn=False)
+    if warn:
+        warn_if_stuck(health)
+    rows = []
+    for h in health:
+        row: dict[str, Any] = {
+            "chain": h.chain,
+            "draws": h.draws,
+            "moving": h.moving,
+            "identical_fraction": h.identical_fraction,
+            "warning": "; ".join(h.problems),
         }
+        if "accept_prob" in extra:
+            row["accept_prob"] = float(np.mean(np.asarray(extra["accept_prob"])[h.chain]))
+        if "diverging" in extra:
+            row["divergences"] = int(np.sum(np.asarray(extra["diverging"])[h.chain]))
+        if h.step_size is not None:
+            row["step_size"] = h.step_size
         if "num_steps" in extra:
-            row["num_steps"] = float(np.mean(extra["num_steps"][c]))
-        out.append(row)
-    return out
+            row["num_steps"] = float(np.mean(np.asarray(extra["num_steps"])[h.chain]))
+        rows.append(row)
+    return rows
 
 
 def to_inference_data(
