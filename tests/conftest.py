@@ -22,19 +22,34 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 @contextlib.contextmanager
-def count_compiles() -> Iterator[list[float]]:
-    """Record XLA backend compilations inside the block (one entry per compilation)."""
-    events: list[float] = []
+def count_compiles() -> Iterator[list[str]]:
+    """Every lowering to XLA, backend compilation or persistent-cache hit inside the block.
 
-    def listener(event: str, duration: float, **kwargs: object) -> None:
-        if event == "/jax/core/compile/backend_compile_duration":
-            events.append(duration)
+    A program read from the persistent compilation cache records no backend compilation, but
+    it was lowered first, which is recorded here. (Tracing alone, as ``jax.eval_shape`` does,
+    is not counted.)
+    """
+    events: list[str] = []
+    watched = {
+        "/jax/core/compile/jaxpr_to_mlir_module_duration",
+        "/jax/core/compile/backend_compile_duration",
+    }
 
-    jax.monitoring.register_event_duration_secs_listener(listener)
+    def on_duration(event: str, duration: float, **kwargs: object) -> None:
+        if event in watched:
+            events.append(event)
+
+    def on_event(event: str, **kwargs: object) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    jax.monitoring.register_event_listener(on_event)
     try:
         yield events
     finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+        jax.monitoring.unregister_event_duration_listener(on_duration)
+        jax.monitoring.unregister_event_listener(on_event)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 import numpy as np
 import pytest
 from conftest import UCI_DIR, count_compiles
@@ -31,9 +32,18 @@ from hypothesis import strategies as st
 import bnn_ppl as bp
 from bnn_ppl import InputError
 from bnn_ppl.inference import (
+    ATMC,
+    HMC,
+    NUTS,
+    SGHMC,
+    SGLD,
+    SGNHT,
     deep_ensemble,
     full_batch_potential,
+    hmc,
     map_estimate,
+    nuts,
+    run_chain,
     svi_mean_field,
 )
 from bnn_ppl.models import MLP
@@ -71,8 +81,10 @@ CLF, REG = classifier(), regressor()
 CLF.check_data(X, Y_CLASS)  # shape the models once, outside every compile count
 REG.check_data(X, Y_REG)
 SAMPLES = {k: np.zeros((2, *d.event_shape), np.float32) for k, d in CLF.sites(X).items()}
+POT = full_batch_potential(REG, X, Y_REG)  # built once, outside every compile count
 PROBS = np.full((N, K), 1.0 / K, np.float32)
 MEAN = np.zeros(N, np.float32)
+KEY = jax.random.key(0)
 
 
 # ------------------------------------------------------------------------- bad-value families
@@ -548,6 +560,113 @@ def _cases() -> list[Case]:
         "scale",
     )
 
+    # full-batch MCMC: the drivers and the kernels
+    def run(f: Callable, **kw: Any) -> Any:
+        kw.setdefault("num_warmup", 5)
+        kw.setdefault("num_samples", 5)
+        return f(REG, kw.pop("x", X), kw.pop("y", Y_REG), **kw)
+
+    for name, f in (("hmc", hmc), ("nuts", nuts)):
+        add(name, "x", bad_inputs(), lambda v, f=f: run(f, x=v))
+        add(name, "y", bad_targets(), lambda v, f=f: run(f, y=v))
+        add(name, "num_warmup", counts(minimum=0), lambda v, f=f: run(f, num_warmup=v))
+        for arg in ("num_samples", "num_chains", "thinning"):
+            add(name, arg, counts(), lambda v, f=f, a=arg: run(f, **{a: v}))
+        add(name, "step_size", positives(), lambda v, f=f: run(f, step_size=v))
+        add(name, "target_accept_prob", open_unit(), lambda v, f=f: run(f, target_accept_prob=v))
+        add(
+            name,
+            "chain_method",
+            choices(("vectorized", "sequential")),
+            lambda v, f=f: run(f, chain_method=v),
+        )
+        add(
+            name, "init_method", choices(("prior", "network")), lambda v, f=f: run(f, init_method=v)
+        )
+        add(
+            name,
+            "rng_key",
+            keys().filter(lambda k: k is not None),
+            lambda v, f=f: run(f, rng_key=v),
+        )
+        add(name, "chunk_size", counts(optional=True), lambda v, f=f: run(f, chunk_size=v))
+    add(
+        "hmc",
+        "trajectory_length",
+        positives().filter(lambda v: v is not None),
+        lambda v: run(hmc, trajectory_length=v),
+    )
+    add(
+        "nuts",
+        "max_tree_depth",
+        st.one_of(counts(), st.integers(16, 10**6)),
+        lambda v: run(nuts, max_tree_depth=v),
+    )
+    add("HMC", "step_size", positives(), lambda v: HMC(POT, step_size=v))
+    add(
+        "HMC",
+        "trajectory_length",
+        positives().filter(lambda v: v is not None),
+        lambda v: HMC(POT, trajectory_length=v),
+    )
+    add("HMC", "target_accept_prob", open_unit(), lambda v: HMC(POT, target_accept_prob=v))
+    add("HMC", "potential", NOT_NUMBERS, lambda v: HMC(v), "potential")
+    add(
+        "NUTS",
+        "max_tree_depth",
+        st.one_of(counts(), st.integers(16, 10**6)),
+        lambda v: NUTS(POT, max_tree_depth=v),
+    )
+    add("NUTS", "step_size", positives(), lambda v: NUTS(POT, step_size=v))
+
+    # SG-MCMC kernels
+    for name, cls in (("SGLD", SGLD), ("SGHMC", SGHMC), ("SGNHT", SGNHT), ("ATMC", ATMC)):
+        add(
+            name,
+            "step_size",
+            positives().filter(lambda v: v is not None),
+            lambda v, c=cls: c(POT, step_size=v),
+        )
+        add(name, "batch_size", counts(optional=True), lambda v, c=cls: c(POT, batch_size=v))
+        add(
+            name,
+            "batch_size>n",
+            st.integers(N + 1, 10**9),
+            lambda v, c=cls: c(POT, batch_size=v),
+            "batch_size",
+        )
+        add(
+            name, "sampling", choices(("independent", "epoch")), lambda v, c=cls: c(POT, sampling=v)
+        )
+    add("SGLD", "decay", open_unit(), lambda v: SGLD(POT, preconditioning=True, decay=v))
+    add("SGHMC", "friction", positives(), lambda v: SGHMC(POT, friction=v))
+    add("SGNHT", "diffusion", positives(), lambda v: SGNHT(POT, diffusion=v))
+    add("ATMC", "mass", positives(), lambda v: ATMC(POT, mass=v))
+
+    # checkpointed runs: every argument before anything is compiled or written
+    def chain(**kw: Any) -> Any:
+        args = {
+            "num_warmup": 2,
+            "num_samples": 4,
+            "checkpoint_every": 2,
+            "rng_key": KEY,
+            "checkpoint_dir": "/nonexistent/never-created",
+        } | kw
+        return run_chain(HMC(POT, trajectory_length=0.5), **args)
+
+    for arg in ("num_samples", "checkpoint_every", "num_chains", "thinning"):
+        add("run_chain", arg, counts(), lambda v, a=arg: chain(**{a: v}))
+    add("run_chain", "num_warmup", counts(minimum=0), lambda v: chain(num_warmup=v))
+    # x_predict=None means "no predictions" (the default), so None is not a bad value here
+    add(
+        "run_chain",
+        "x_predict",
+        bad_inputs().filter(lambda v: v is not None),
+        lambda v: chain(x_predict=v),
+        "x_predict",
+    )
+    add("run_chain", "rng_key", keys(), lambda v: chain(rng_key=v))
+
     # data
     add(
         "data.load",
@@ -684,3 +803,108 @@ def test_the_matrix_covers_every_public_entry_point() -> None:
     ):
         assert name in entries, name
     assert len(CASES) >= 60
+
+
+# ------------------------------------------------------------------------ the command line
+def _count_texts(minimum: int = 1) -> st.SearchStrategy:
+    return st.one_of(
+        st.integers(max_value=minimum - 1, min_value=-(10**12)).map(str),
+        st.floats(allow_nan=True, allow_infinity=True)
+        .filter(lambda f: f != int(f) if math.isfinite(f) else True)
+        .map(str),
+        st.sampled_from(["", "abc", "1e3", "2.0", "0x10", "nan", "inf"]),
+        st.integers(min_value=2**63).map(str),
+    )
+
+
+def _positive_texts() -> st.SearchStrategy:
+    return st.one_of(
+        st.floats(max_value=0.0, allow_nan=False).map(repr),
+        st.sampled_from(["nan", "inf", "-inf", "1e-320", "1e39", "", "abc", "0"]),
+    )
+
+
+CLI_TINY = ["--model", "mlp", "--width", "4", "--dataset", "iris"]
+CLI_FLAGS: dict[str, tuple[st.SearchStrategy, list[str]]] = {
+    "--num-samples": (_count_texts(), ["--method", "hmc"]),
+    "--num-warmup": (_count_texts(minimum=0), ["--method", "hmc"]),
+    "--num-chains": (_count_texts(), ["--method", "hmc"]),
+    "--max-tree-depth": (_count_texts(), ["--method", "nuts"]),
+    "--step-size": (_positive_texts(), ["--method", "hmc"]),
+    "--trajectory-length": (_positive_texts(), ["--method", "hmc"]),
+    "--temperature": (_positive_texts(), ["--method", "svi"]),
+    "--learning-rate": (_positive_texts(), ["--method", "svi"]),
+    "--steps": (_count_texts(), ["--method", "svi"]),
+    "--batch-size": (_count_texts(), ["--method", "svi"]),
+    "--members": (_count_texts(), ["--method", "ensemble"]),
+    "--width": (_count_texts(), ["--method", "svi"]),
+    "--chunk-size": (_count_texts(), ["--method", "svi"]),
+    "--max-train": (_count_texts(), ["--method", "svi"]),
+    "--seed": (st.sampled_from(["-1", "2.5", "abc", str(2**32)]), ["--method", "svi"]),
+    "--prior": (bad_prior_strings(), ["--method", "svi"]),
+    "--dataset": (
+        st.text(min_size=1, max_size=8).filter(
+            lambda t: t not in bp.data.available() and not t.startswith("-")
+        ),
+        ["--method", "svi"],
+    ),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("flag", list(CLI_FLAGS))
+@SETTINGS
+@given(data=st.data())
+def test_cli_run_refuses_a_bad_option_before_claiming_the_folder(
+    flag: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import contextlib
+    import io
+
+    from bnn_ppl import cli
+
+    values, extra = CLI_FLAGS[flag]
+    value = data.draw(values, label=flag)
+    out = tmp_path_factory.mktemp("run") / "never-written"
+    args = ["run", *CLI_TINY, *extra, f"{flag}={value}", "--out", str(out)]
+    err = io.StringIO()
+    with count_compiles() as compiles:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            rc = cli.main(args)
+    assert rc == 2, f"bnn-ppl {' '.join(args)} exited {rc}: {err.getvalue()}"
+    message = err.getvalue()
+    assert "Traceback" not in message
+    assert flag in message or flag.lstrip("-").replace("-", "_") in message, message
+    assert not out.exists(), "a refused run claimed its folder"
+    assert compiles == []
+
+
+@pytest.mark.parametrize(
+    "make",
+    ["missing", "file", "empty", "not_json", "no_run"],
+)
+def test_cli_evaluate_and_compare_refuse_what_is_not_a_run_folder(make: str, tmp_path) -> None:
+    import contextlib
+    import io
+
+    from bnn_ppl import cli
+
+    target = tmp_path / "run"
+    if make == "file":
+        target.write_text("not a folder")
+    elif make == "empty":
+        target.mkdir()
+    elif make == "not_json":
+        target.mkdir()
+        (target / "config.json").write_text("{ not json")
+    elif make == "no_run":
+        target.mkdir()
+        (target / "config.json").write_text("{}")
+    for command in (["evaluate", str(target)], ["compare", str(target), str(target)]):
+        err = io.StringIO()
+        with count_compiles() as compiles:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                rc = cli.main(command)
+        assert rc == 2, (command, err.getvalue())
+        assert "Traceback" not in err.getvalue() and str(target) in err.getvalue()
+        assert compiles == []

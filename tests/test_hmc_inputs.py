@@ -10,13 +10,12 @@ an integer", and ``num_warmup="2"`` or ``None`` raised "'<' not supported betwee
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import jax
 import numpy as np
 import pytest
+from conftest import count_compiles
 from conjugate import data, linear_model
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,38 +27,6 @@ from bnn_ppl.inference.hmc_checks import (
     check_run_args,
 )
 from bnn_ppl.validation import InputError, InputTypeError, InputValueError
-
-
-@contextlib.contextmanager
-def count_compiles() -> Iterator[list[str]]:
-    """Every lowering to XLA, compilation or persistent-cache hit inside the block.
-
-    Stricter than ``conftest.count_compiles`` (backend compilations only): a program read from
-    the persistent compilation cache records no backend compilation, but it was lowered first,
-    which is recorded here. (Tracing alone, as ``jax.eval_shape`` does, is not counted.)
-    """
-    events: list[str] = []
-    watched = {
-        "/jax/core/compile/jaxpr_to_mlir_module_duration",
-        "/jax/core/compile/backend_compile_duration",
-    }
-
-    def on_duration(event: str, duration: float, **kwargs: object) -> None:
-        if event in watched:
-            events.append(event)
-
-    def on_event(event: str, **kwargs: object) -> None:
-        if event == "/jax/compilation_cache/cache_hits":
-            events.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
-    jax.monitoring.register_event_listener(on_event)
-    try:
-        yield events
-    finally:
-        jax.monitoring.unregister_event_duration_listener(on_duration)
-        jax.monitoring.unregister_event_listener(on_event)
-
 
 BAD_COMMON = [
     # (argument, bad value, exception): each must be refused, naming the argument
