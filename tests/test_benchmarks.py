@@ -3,7 +3,8 @@
 Each script is run as a user would run it (``python benchmarks/<name>.py --quick``, from the
 repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
-here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). The
+here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
+``memory`` and ``vs_blackjax`` run under ``-m slow`` only (20-60 s each on 2 cores). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
 
@@ -58,7 +59,15 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
     return proc.stdout, time.monotonic() - t0
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# the three slowest smoke tests (ResNet compile for gpu.py, 20-40 s each on 2 cores) run under
+# ``-m slow`` only, to keep the default suite within its time budget
+SLOW_CASES = {"gpu", "memory", "vs_blackjax"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CASES else n for n in sorted(CASES)],
+)
 def test_benchmark_runs_quick(name):
     args, expected, devices = CASES[name]
     out, seconds = run_script(name, args, devices)

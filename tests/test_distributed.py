@@ -299,6 +299,7 @@ RESNET_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # ~40 s on 2 cores; test_potential's four-device equality runs by default
 def test_resnet20frn_on_eight_simulated_devices_equals_one_device(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-c", RESNET_SCRIPT, str(tmp_path / "sums.npz")],
