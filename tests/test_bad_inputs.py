@@ -738,6 +738,9 @@ def _named(message: str, names: tuple[str, ...]) -> bool:
 @SETTINGS
 @given(data=st.data())
 def test_bad_value_raises_a_named_error_before_compiling(case: Case, data: st.DataObject) -> None:
+    if case.id == "data.load-split" and not (UCI_DIR / "yacht").is_dir():
+        # the split's range is read from the data set's folder (n_splits.txt)
+        pytest.skip(f"no UCI data at {UCI_DIR}")
     value = data.draw(case.values, label=case.arg)
     with count_compiles() as compiles:
         with pytest.raises(InputError) as info:
