@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -262,7 +263,9 @@ class Posterior:
                 tail = ["class"] if k == "probs" else ["output"]
                 pred_dims[k] = ["obs_test", *tail[: v.ndim - 3]]
         attrs = {"/": {"method": self.method, "config": json.dumps(self.config, sort_keys=True)}}
-        tree = az.from_dict(groups, dims=dims, pred_dims=pred_dims, attrs=attrs)
+        with warnings.catch_warnings():  # an ensemble has more chains (members) than draws
+            warnings.filterwarnings("ignore", "Found chain dimension to be longer")
+            tree = az.from_dict(groups, dims=dims, pred_dims=pred_dims, attrs=attrs)
         if self.trace:
             ds = xr.Dataset(
                 {k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v) for k, v in self.trace.items()}
