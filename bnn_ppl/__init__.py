@@ -36,6 +36,7 @@ from bnn_ppl.validation import InputError
 __all__ = [
     "BNN",
     "InputError",
+    "Posterior",
     "bma",
     "data",
     "diagnostics",
@@ -74,4 +75,6 @@ def __getattr__(name: str) -> Any:
     # unless asked for).
     if name in ("inference", "models", "plots"):
         return import_module(f"bnn_ppl.{name}")
+    if name == "Posterior":
+        return import_module("bnn_ppl.posterior").Posterior
     raise AttributeError(f"module 'bnn_ppl' has no attribute {name!r}")

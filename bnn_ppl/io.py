@@ -36,7 +36,8 @@ import json
 import os
 import secrets
 import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import IO, Any
 
 import numpy as np
@@ -45,6 +46,7 @@ from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "atomic_write",
+    "atomic_write_path",
     "write_json",
     "read_json",
     "npz_bytes",
@@ -95,6 +97,54 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    _fsync_folder(folder)
+
+
+@contextmanager
+def atomic_write_path(path: str | os.PathLike) -> Iterator[str]:
+    """Create or replace ``path`` atomically with a writer that wants a file *name*.
+
+    Yields the name of a new, empty temporary file in the target's folder (missing folders are
+    created); the body writes it (e.g. ``tree.to_netcdf(tmp)``), and on a normal exit it is
+    fsynced and renamed over ``path``. On any error, or if the body leaves nothing there, the
+    temporary file is removed and the previous ``path`` is untouched. The final file has the
+    mode ``open(path, "w")`` gives (0666 less the umask), even when the writer recreated the
+    temporary file with other permissions.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+        >>> with atomic_write_path(path) as tmp:
+        ...     with open(tmp, "w") as f:
+        ...         _ = f.write("done")
+        >>> open(path).read(), sorted(os.listdir(os.path.dirname(path)))
+        ('done', ['out.txt'])
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = _create_temporary(folder, f".{os.path.basename(path)}.")
+    try:
+        mode = os.fstat(fd).st_mode & 0o7777  # 0666 less the umask (os.umask() is not thread-safe)
+    finally:
+        os.close(fd)
+    try:
+        yield tmp
+        os.chmod(tmp, mode)
+        fd = os.open(tmp, os.O_RDONLY | _O_BINARY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(folder)
+
+
+def _fsync_folder(folder: str) -> None:
     dir_fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(dir_fd)  # make the rename itself durable

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 from bnn_ppl import io as _io
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["Posterior", "SAMPLE_STATS", "NUMPYRO_STATS"]
+__all__ = ["Posterior", "SAMPLE_STATS"]
 
 SAMPLE_STATS = (
     "acceptance_rate",
@@ -51,20 +52,11 @@ SAMPLE_STATS = (
 )
 """The sample statistics a Posterior may carry (ArviZ's names), each of shape (chain, draw)."""
 
-NUMPYRO_STATS = {
-    "accept_prob": "acceptance_rate",
-    "diverging": "diverging",
-    "energy": "energy",
-    "adapt_state.step_size": "step_size",
-    "num_steps": "n_steps",
-}
-"""NumPyro ``extra_fields`` -> ArviZ sample-statistic names (``potential_energy`` becomes
-``lp = -potential_energy``; NUTS's ``tree_depth`` is derived from ``num_steps``)."""
-
-_GROUPS = ("predictions", "log_likelihood", "observed")
+_GROUPS = ("samples", "sample_stats", "predictions", "log_likelihood", "observed", "trace")
 
 
 def _arrays(name: str, value: Any) -> dict[str, np.ndarray]:
+    """``value`` as a dict str -> numeric NumPy array (copied: a Posterior owns its arrays)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
@@ -73,25 +65,59 @@ def _arrays(name: str, value: Any) -> dict[str, np.ndarray]:
     for k, v in value.items():
         if not isinstance(k, str) or not k or "/" in k:
             raise InputValueError(f"{name} keys must be non-empty strings without '/', got {k!r}.")
-        out[k] = np.asarray(v)
+        a = np.array(v)
+        if a.dtype.kind not in "biuf":
+            raise InputTypeError(
+                f"{name}[{k!r}] has dtype {a.dtype}; a Posterior stores numbers and booleans "
+                "only (convert it, e.g. np.asarray(value, np.float32))."
+            )
+        a.flags.writeable = False
+        out[k] = a
     return out
+
+
+def _check_finite(name: str, arrays: Mapping[str, np.ndarray], allow_neg_inf: bool = False) -> None:
+    for k, a in arrays.items():
+        if a.dtype.kind != "f":
+            continue
+        bad = np.isnan(a) | (a == np.inf) if allow_neg_inf else ~np.isfinite(a)
+        if bad.any():
+            where = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise InputValueError(
+                f"{name}[{k!r}] holds NaN/inf values (first at index {where}): the run that made "
+                "them diverged; check its diagnostics and rerun with a smaller step size."
+            )
+
+
+def _same(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f")
+        for k in a
+    )
 
 
 @dataclass(frozen=True, eq=False)
 class Posterior:
     """Draws from (an approximation of) the posterior, with everything needed to judge them.
 
+    Every field is checked on construction (an :class:`~bnn_ppl.validation.InputError` names
+    the field and the key): sites with different ``(chain, draw)`` axes, NaN/inf draws, a
+    statistic or per-row log-likelihood of another shape, a config that is not JSON. Arrays
+    are copied to read-only NumPy arrays. Two Posteriors are ``==`` when every field is equal
+    exactly (dtypes included).
+
     Attributes:
         method: what produced it: ``"hmc"``, ``"nuts"``, ``"sgld"``, ``"sghmc"``, ``"sgnht"``,
             ``"atmc"``, ``"svi"``, ``"map"``, ``"ensemble"``.
-        samples: constrained values by site, each ``(chain, draw, *site_shape)``.
+        samples: constrained values by site, each ``(chain, draw, *site_shape)``; finite.
         sample_stats: per-draw statistics (:data:`SAMPLE_STATS`), each ``(chain, draw)``.
-        config: the JSON-able configuration of the run (method settings, model, data, seed,
-            library versions).
+        config: the JSON-able configuration of the run (stored as its JSON round trip: tuples
+            become lists).
         predictions: predictive distribution at the test inputs, per draw: ``{"probs": (chain,
             draw, n, K)}`` or ``{"mean": ..., "scale": ...}`` of shape ``(chain, draw, n[, d])``.
         log_likelihood: per-row log-likelihoods ``(chain, draw, n)``: ``"y"`` for the training
-            targets (what ``az.loo``/``az.waic`` use) and ``"y_test"`` for the test targets.
+            targets (what ``az.loo``/``az.waic`` use) and ``"y_test"`` for the test targets;
+            no NaN or +inf.
         observed: the targets, ``{"y": y_train, "y_test": y_test}``.
         trace: optimisation curves, e.g. ``{"loss": (members, steps)}``.
     """
@@ -108,14 +134,16 @@ class Posterior:
     def __post_init__(self) -> None:
         if not isinstance(self.method, str) or not self.method:
             raise InputTypeError(f"method must be a non-empty str, got {self.method!r}.")
-        samples = _arrays("samples", self.samples)
+        groups = {name: _arrays(name, getattr(self, name)) for name in _GROUPS}
+        samples = groups["samples"]
         if not samples:
             raise InputValueError("samples is empty: a Posterior holds at least one site.")
         lead = None
         for k, v in samples.items():
             if v.ndim < 2:
                 raise InputValueError(
-                    f"samples[{k!r}] has shape {v.shape}; draws have leading (chain, draw) axes."
+                    f"samples[{k!r}] has shape {v.shape}; draws have leading (chain, draw) axes "
+                    "(one chain of S draws: add an axis, value[None])."
                 )
             if lead is not None and v.shape[:2] != lead:
                 raise InputValueError(
@@ -124,34 +152,57 @@ class Posterior:
             lead = v.shape[:2]
         if 0 in lead:
             raise InputValueError(f"samples hold no draws: (chain, draw) = {lead}.")
-        stats = _arrays("sample_stats", self.sample_stats)
-        for k, v in stats.items():
+        _check_finite("samples", samples)
+        for k, v in groups["sample_stats"].items():
+            if k not in SAMPLE_STATS:
+                raise InputValueError(
+                    f"sample_stats[{k!r}] is not one of ArviZ's names {list(SAMPLE_STATS)}."
+                )
             if v.shape != lead:
                 raise InputValueError(
                     f"sample_stats[{k!r}] has shape {v.shape}; it must be (chain, draw) = {lead}."
                 )
-        for name in _GROUPS:
-            arrays = _arrays(name, getattr(self, name))
-            if name != "observed":
-                for k, v in arrays.items():
-                    if v.shape[:2] != lead:
-                        raise InputValueError(
-                            f"{name}[{k!r}] has shape {v.shape}; its leading axes must be "
-                            f"(chain, draw) = {lead}."
-                        )
-            object.__setattr__(self, name, arrays)
+        for name in ("predictions", "log_likelihood"):
+            for k, v in groups[name].items():
+                if v.shape[:2] != lead or v.ndim < 3:
+                    raise InputValueError(
+                        f"{name}[{k!r}] has shape {v.shape}; it must be (chain, draw, n, ...) "
+                        f"with (chain, draw) = {lead}."
+                    )
+        for k, v in groups["log_likelihood"].items():
+            n = groups["observed"].get(k, v[0, 0]).shape[:1]
+            if v.ndim != 3 or v.shape[2:] != n:
+                raise InputValueError(
+                    f"log_likelihood[{k!r}] has shape {v.shape}; it must be (chain, draw, n) "
+                    f"with n = {n[0]} rows (observed[{k!r}])."
+                )
+        _check_finite("log_likelihood", groups["log_likelihood"], allow_neg_inf=True)
+        if not isinstance(self.config, Mapping):
+            raise InputTypeError(f"config must be a dict, got {type(self.config).__name__}.")
         try:
-            config = json.loads(json.dumps(dict(self.config)))
+            config = json.loads(json.dumps(dict(self.config), allow_nan=False))
         except (TypeError, ValueError) as e:
-            raise InputTypeError(f"config must be JSON-able: {e}") from None
-        object.__setattr__(self, "samples", samples)
-        object.__setattr__(self, "sample_stats", stats)
+            raise InputTypeError(
+                f"config must be JSON-able (str keys; str, finite numbers, bools, None, lists, "
+                f"dicts): {e}"
+            ) from None
+        for name, arrays in groups.items():
+            object.__setattr__(self, name, arrays)
         object.__setattr__(self, "config", config)
-        object.__setattr__(self, "trace", _arrays("trace", self.trace))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Posterior):
+            return NotImplemented
+        return (self.method, self.config) == (other.method, other.config) and all(
+            _same(getattr(self, g), getattr(other, g)) for g in _GROUPS
+        )
+
+    __hash__ = None  # type: ignore[assignment]  (mutable-looking contents: not hashable)
 
     # ------------------------------------------------------------------------- shape
     @property
     def num_chains(self) -> int:
+        """Chains (an ensemble's members)."""
         return int(next(iter(self.samples.values())).shape[0])
 
     @property
@@ -167,6 +218,23 @@ class Posterior:
     def replace(self, **changes: Any) -> Posterior:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
+
+    def with_data(
+        self,
+        model: Any,
+        x: Any,
+        y: Any,
+        x_test: Any = None,
+        y_test: Any = None,
+        *,
+        chunk_size: int | None = None,
+    ) -> Posterior:
+        """A copy with ``observed``, per-row ``log_likelihood`` (``"y"``, and ``"y_test"``
+        given test targets) and ``predictions`` at ``x_test`` computed for every draw by
+        ``model`` (a :class:`~bnn_ppl.BNN`); see :func:`bnn_ppl.pointwise.attach_data`."""
+        from bnn_ppl.pointwise import attach_data
+
+        return attach_data(self, model, x, y, x_test, y_test, chunk_size=chunk_size)
 
     # ------------------------------------------------------------------------- ArviZ
     def to_inference_data(self) -> Any:
@@ -195,7 +263,9 @@ class Posterior:
                 tail = ["class"] if k == "probs" else ["output"]
                 pred_dims[k] = ["obs_test", *tail[: v.ndim - 3]]
         attrs = {"/": {"method": self.method, "config": json.dumps(self.config, sort_keys=True)}}
-        tree = az.from_dict(groups, dims=dims, pred_dims=pred_dims, attrs=attrs)
+        with warnings.catch_warnings():  # an ensemble has more chains (members) than draws
+            warnings.filterwarnings("ignore", "Found chain dimension to be longer")
+            tree = az.from_dict(groups, dims=dims, pred_dims=pred_dims, attrs=attrs)
         if self.trace:
             ds = xr.Dataset(
                 {k: ([f"{k}_dim_{i}" for i in range(v.ndim)], v) for k, v in self.trace.items()}
@@ -206,7 +276,8 @@ class Posterior:
     def save(self, path: str | os.PathLike) -> None:
         """Write :meth:`to_inference_data` to ``path`` as netCDF (HDF5), atomically."""
         tree = self.to_inference_data()
-        _io.atomic_write_path(path, lambda tmp: tree.to_netcdf(tmp, engine="h5netcdf"))
+        with _io.atomic_write_path(path) as tmp:
+            tree.to_netcdf(tmp, engine="h5netcdf")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Posterior:

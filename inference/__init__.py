@@ -12,6 +12,8 @@
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
+* :func:`from_mcmc`, :func:`from_svi`, :func:`from_map`, :func:`as_posterior` - any of these
+  results as a :class:`bnn_ppl.Posterior` (draws, sample statistics, ArviZ file).
 """
 
 from bnn_ppl.inference import cycles, schedules
@@ -48,6 +50,7 @@ from bnn_ppl.inference.sgnht import SGNHT
 from bnn_ppl.inference.step_size import GradientScales, gradient_scales, recommended_step_size
 from bnn_ppl.inference.streaming import RunningBMA
 from bnn_ppl.inference.svi import SVIResult, svi_mean_field
+from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
 
 __all__ = [
     "ATMC",
@@ -69,7 +72,11 @@ __all__ = [
     "SVIResult",
     "SegmentInfo",
     "ShardedData",
+    "as_posterior",
     "deep_ensemble",
+    "from_map",
+    "from_mcmc",
+    "from_svi",
     "check_accuracy",
     "default_trajectory_length",
     "full_batch_estimator",

@@ -77,7 +77,20 @@ __all__ = [
     "CheckedMCMC",
     "LeapfrogLimitWarning",
     "CHAIN_METHODS",
+    "DEFAULT_EXTRA_FIELDS",
 ]
+
+
+DEFAULT_EXTRA_FIELDS = (
+    "accept_prob",
+    "diverging",
+    "num_steps",
+    "energy",
+    "potential_energy",
+    "adapt_state.step_size",
+)
+"""Fields :func:`hmc` and :func:`nuts` collect per draw: ArviZ's ``acceptance_rate``,
+``diverging``, ``n_steps`` (and NUTS's ``tree_depth``), ``energy``, ``lp`` and ``step_size``."""
 
 
 def default_trajectory_length(model: BNN, x: Any) -> float:
@@ -234,7 +247,7 @@ def hmc(
     chunk_size: int | None = None,
     dtype: Any = None,
     progress_bar: bool = False,
-    extra_fields: tuple[str, ...] = ("accept_prob", "diverging", "num_steps"),
+    extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
     """Full-batch HMC with a fixed trajectory length; returns the finished ``MCMC``.
 
@@ -276,7 +289,10 @@ def hmc(
         init_method: ``"prior"`` or ``"network"`` (see :meth:`bnn_ppl.BNN.init`).
         devices, chunk_size, dtype: as in :func:`~bnn_ppl.inference.full_batch_potential`.
         progress_bar: show NumPyro's progress bar (slower: one dispatch per iteration).
-        extra_fields: HMC state fields to collect, for ``mcmc.get_extra_fields()``.
+        extra_fields: HMC state fields to collect, for ``mcmc.get_extra_fields()``; the default
+            (:data:`DEFAULT_EXTRA_FIELDS`) is what :func:`~bnn_ppl.inference.from_mcmc`
+            turns into ArviZ's sample statistics (``energy`` gives BFMI and
+            ``az.plot_energy``).
 
     Returns:
         The ``numpyro.infer.MCMC`` (a :class:`CheckedMCMC`) after ``run``: ``get_samples()``,
@@ -323,7 +339,7 @@ def nuts(
     chunk_size: int | None = None,
     dtype: Any = None,
     progress_bar: bool = False,
-    extra_fields: tuple[str, ...] = ("accept_prob", "diverging", "num_steps"),
+    extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
     """Full-batch NUTS; arguments as in :func:`hmc` plus ``max_tree_depth`` (1 to 15).
 
