@@ -26,7 +26,7 @@ from bnn_ppl.models import MLP
 from bnn_ppl.pointwise import log_likelihood
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.validation import InputTypeError, InputValueError
-from tests.tolerances import assert_sums_close
+from tolerances import assert_sums_close
 
 SCALE = 0.5
 N, N_TEST = 30, 10
