@@ -36,6 +36,8 @@ from bnn_ppl.validation import InputError
 __all__ = [
     "BNN",
     "InputError",
+    "config",
+    "fit",
     "Posterior",
     "bma",
     "data",
@@ -77,4 +79,8 @@ def __getattr__(name: str) -> Any:
         return import_module(f"bnn_ppl.{name}")
     if name == "Posterior":
         return import_module("bnn_ppl.posterior").Posterior
+    if name == "config":
+        return import_module("bnn_ppl.config")
+    if name == "fit":  # the driver lives in inference; imported on first use only
+        return import_module("bnn_ppl.inference.fitting").fit
     raise AttributeError(f"module 'bnn_ppl' has no attribute {name!r}")

@@ -30,6 +30,7 @@ from bnn_ppl.inference.checkpoint import (
     run_config,
 )
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
+from bnn_ppl.inference.fitting import FitData, fit
 from bnn_ppl.inference.gradients import (
     GradientEstimate,
     GradientEstimator,
@@ -55,6 +56,7 @@ from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, fr
 __all__ = [
     "ATMC",
     "ChainResult",
+    "FitData",
     "FullBatchPotential",
     "GradientEstimate",
     "GradientEstimator",
@@ -74,6 +76,7 @@ __all__ = [
     "ShardedData",
     "as_posterior",
     "deep_ensemble",
+    "fit",
     "from_map",
     "from_mcmc",
     "from_svi",

@@ -1,0 +1,286 @@
+"""Typed settings of every inference method: one small frozen dataclass per method.
+
+:func:`bnn_ppl.inference.fit` takes one of these and returns a :class:`~bnn_ppl.Posterior`
+whose ``config`` is :meth:`to_dict` of it, so a run is described by one JSON-able record and
+:func:`from_dict` rebuilds the dataclass from it. Every value is checked when the dataclass is
+built (an :class:`~bnn_ppl.InputError` naming the field), so a bad setting fails before anything
+is compiled. The module imports nothing heavy (no JAX), so a command line can build its options
+from these classes cheaply.
+
+One name per concept: ``num_samples`` (draws per chain, or cycles for SG-MCMC), ``num_steps``
+(optimiser steps), ``num_members`` (ensemble size), ``batch_size`` (minibatch rows; ``None`` is
+the full batch), ``chunk_size`` (rows per chunk of the full-batch potential).
+
+Example:
+    >>> from bnn_ppl.config import HMCConfig, from_dict
+    >>> c = HMCConfig(num_warmup=10, num_samples=20, num_chains=2)
+    >>> c.method, c.to_dict()["num_chains"]
+    ('hmc', 2)
+    >>> from_dict(c.to_dict()) == c
+    True
+    >>> HMCConfig(num_samples=0)
+    Traceback (most recent call last):
+    ...
+    bnn_ppl.validation.InputValueError: num_samples must be an int >= 1, got 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from bnn_ppl import validation
+from bnn_ppl.validation import InputTypeError, InputValueError
+
+__all__ = [
+    "ATMCConfig",
+    "CONFIGS",
+    "Config",
+    "EnsembleConfig",
+    "HMCConfig",
+    "MAPConfig",
+    "NUTSConfig",
+    "SGHMCConfig",
+    "SGLDConfig",
+    "SGNHTConfig",
+    "SVIConfig",
+    "from_dict",
+]
+
+INIT_METHODS = ("prior", "median", "uniform")
+
+
+def _count(name: str, value: Any, minimum: int = 1) -> None:
+    validation.check_int(name, value, minimum=minimum)
+
+
+def _optional_count(name: str, value: Any) -> None:
+    if value is not None:
+        validation.check_int(name, value)
+
+
+def _optional_positive(name: str, value: Any) -> None:
+    if value is not None:
+        validation.check_positive(name, value)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Fields every method shares: ``chunk_size`` of the full-batch potential and
+    ``init_method`` (NumPyro's init strategy for the starting point: ``"prior"``,
+    ``"median"`` or ``"uniform"``)."""
+
+    method: ClassVar[str] = ""
+
+    chunk_size: int | None = None
+    init_method: str = "prior"
+
+    def __post_init__(self) -> None:
+        _optional_count("chunk_size", self.chunk_size)
+        validation.check_choice("init_method", self.init_method, INIT_METHODS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields and ``"method"``, JSON-able."""
+        return {"method": self.method, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True)
+class _MCMCConfig(Config):
+    num_warmup: int = 200
+    num_samples: int = 200
+    num_chains: int = 1
+    thinning: int = 1
+    step_size: float = 0.01
+    adapt_mass_matrix: bool = True
+    target_accept_prob: float = 0.8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _count("num_warmup", self.num_warmup, minimum=0)
+        for name in ("num_samples", "num_chains", "thinning"):
+            _count(name, getattr(self, name))
+        validation.check_positive("step_size", self.step_size)
+        validation.check_bool("adapt_mass_matrix", self.adapt_mass_matrix)
+        validation.check_number(
+            "target_accept_prob",
+            self.target_accept_prob,
+            low=0.0,
+            high=1.0,
+            low_inclusive=False,
+            high_inclusive=False,
+        )
+
+
+@dataclass(frozen=True)
+class HMCConfig(_MCMCConfig):
+    """Full-batch HMC (:func:`bnn_ppl.inference.hmc`): ``trajectory_length=None`` is a quarter
+    period in the current metric; ``max_num_steps`` bounds the leapfrog steps."""
+
+    method: ClassVar[str] = "hmc"
+
+    trajectory_length: float | None = None
+    adapt_step_size: bool = True
+    max_num_steps: int = 1024
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _optional_positive("trajectory_length", self.trajectory_length)
+        validation.check_bool("adapt_step_size", self.adapt_step_size)
+        _count("max_num_steps", self.max_num_steps)
+
+
+@dataclass(frozen=True)
+class NUTSConfig(_MCMCConfig):
+    """NUTS (:func:`bnn_ppl.inference.nuts`) with trees of depth at most ``max_tree_depth``."""
+
+    method: ClassVar[str] = "nuts"
+
+    max_tree_depth: int = 10
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _count("max_tree_depth", self.max_tree_depth)
+
+
+@dataclass(frozen=True)
+class MAPConfig(Config):
+    """A MAP estimate by Adam (:func:`bnn_ppl.inference.map_estimate`): one chain, one draw."""
+
+    method: ClassVar[str] = "map"
+
+    num_steps: int = 2000
+    learning_rate: float = 0.01
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _count("num_steps", self.num_steps)
+        validation.check_positive("learning_rate", self.learning_rate)
+        _optional_count("batch_size", self.batch_size)
+
+
+@dataclass(frozen=True)
+class EnsembleConfig(MAPConfig):
+    """A deep ensemble of ``num_members`` MAP solutions from independent starting points
+    (:func:`bnn_ppl.inference.deep_ensemble`): the members are the chains, one draw each."""
+
+    method: ClassVar[str] = "ensemble"
+
+    num_members: int = 5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _count("num_members", self.num_members)
+
+
+@dataclass(frozen=True)
+class SVIConfig(MAPConfig):
+    """Mean-field Gaussian SVI (:func:`bnn_ppl.inference.svi_mean_field`), started from a MAP
+    estimate of ``map_steps`` steps when ``map_steps > 0`` (the recipe of Izmailov et al.:
+    a guide started at the prior's scale rarely finds the data); ``num_samples`` draws from
+    the fitted guide form one chain."""
+
+    method: ClassVar[str] = "svi"
+
+    num_steps: int = 5000
+    map_steps: int = 0
+    init_scale: float = 0.01
+    num_particles: int = 1
+    num_samples: int = 100
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _count("map_steps", self.map_steps, minimum=0)
+        validation.check_positive("init_scale", self.init_scale)
+        _count("num_particles", self.num_particles)
+        _count("num_samples", self.num_samples)
+
+
+@dataclass(frozen=True)
+class _SGMCMCConfig(Config):
+    """Shared by the SG-MCMC samplers: a cyclical cosine step size of ``cycle_length`` steps
+    starting each cycle at ``step_size`` and one draw at the end of each cycle;
+    ``num_warmup`` burn-in cycles, then ``num_samples`` cycles (draws) per chain.
+    ``step_size=None`` is :func:`~bnn_ppl.inference.recommended_step_size` for the curvature
+    and minibatch noise measured at a MAP estimate of ``map_steps`` Adam steps."""
+
+    num_warmup: int = 2
+    num_samples: int = 20
+    num_chains: int = 1
+    cycle_length: int = 1000
+    batch_size: int | None = 128
+    step_size: float | None = None
+    map_steps: int = 200
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _count("num_warmup", self.num_warmup, minimum=0)
+        for name in ("num_samples", "num_chains", "cycle_length"):
+            _count(name, getattr(self, name))
+        _optional_count("batch_size", self.batch_size)
+        _optional_positive("step_size", self.step_size)
+        _count("map_steps", self.map_steps)
+
+
+@dataclass(frozen=True)
+class SGLDConfig(_SGMCMCConfig):
+    """Stochastic-gradient Langevin dynamics (:class:`bnn_ppl.inference.SGLD`)."""
+
+    method: ClassVar[str] = "sgld"
+
+
+@dataclass(frozen=True)
+class SGHMCConfig(_SGMCMCConfig):
+    """Stochastic-gradient HMC (:class:`bnn_ppl.inference.SGHMC`)."""
+
+    method: ClassVar[str] = "sghmc"
+
+
+@dataclass(frozen=True)
+class SGNHTConfig(_SGMCMCConfig):
+    """The stochastic-gradient Nosé-Hoover thermostat (:class:`bnn_ppl.inference.SGNHT`)."""
+
+    method: ClassVar[str] = "sgnht"
+
+
+@dataclass(frozen=True)
+class ATMCConfig(_SGMCMCConfig):
+    """Adaptive thermostat Monte Carlo (:class:`bnn_ppl.inference.ATMC`)."""
+
+    method: ClassVar[str] = "atmc"
+
+
+CONFIGS: dict[str, type[Config]] = {
+    c.method: c
+    for c in (
+        HMCConfig,
+        NUTSConfig,
+        MAPConfig,
+        EnsembleConfig,
+        SVIConfig,
+        SGLDConfig,
+        SGHMCConfig,
+        SGNHTConfig,
+        ATMCConfig,
+    )
+}
+"""Method name -> its config class."""
+
+
+def from_dict(record: Mapping[str, Any]) -> Config:
+    """The config :meth:`Config.to_dict` wrote (``"method"`` picks the class); an unknown
+    method or field is an error naming it."""
+    if not isinstance(record, Mapping):
+        raise InputTypeError(f"record must be a mapping, got {type(record).__name__}.")
+    fields = dict(record)
+    method = fields.pop("method", None)
+    if method not in CONFIGS:
+        raise InputValueError(f"record['method'] must be one of {sorted(CONFIGS)}, got {method!r}.")
+    cls = CONFIGS[method]
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(fields) - known)
+    if unknown:
+        raise InputValueError(f"{cls.__name__} has no field(s) {unknown}; it has {sorted(known)}.")
+    return cls(**fields)

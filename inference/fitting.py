@@ -1,0 +1,268 @@
+"""One driver from a model and data to a :class:`~bnn_ppl.Posterior`: :func:`fit`.
+
+(The module is ``fitting`` so that the function ``fit`` never shadows a module name.)
+
+Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends in the same
+record, so scripts, the examples and the command line compare methods through one path::
+
+    HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
+    SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
+    SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
+    MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
+
+The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
+cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
+recommended step size measured at a MAP estimate. Given test inputs, the Posterior also holds the
+predictions at them and per-row log-likelihoods of the training (and test) targets, so
+:meth:`~bnn_ppl.Posterior.to_inference_data` supports ``az.loo``.
+
+Example:
+    >>> import jax, numpy as np
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.config import MAPConfig
+    >>> from bnn_ppl.inference import fit
+    >>> from bnn_ppl.models import MLP
+    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+    >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
+    ...            jax.random.key(0))
+    >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape
+    ('map', 1, 1, (1, 1, 20))
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from numpyro.infer import MCMC
+
+from bnn_ppl import validation
+from bnn_ppl.config import (
+    Config,
+    EnsembleConfig,
+    HMCConfig,
+    MAPConfig,
+    NUTSConfig,
+    SVIConfig,
+    _MCMCConfig,
+    _SGMCMCConfig,
+)
+from bnn_ppl.data import Dataset
+from bnn_ppl.model import BNN
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.types import PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
+
+__all__ = ["FitData", "fit"]
+
+
+class FitData(NamedTuple):
+    """What :func:`fit` fits to (``x``, ``y``) and, optionally, evaluates at."""
+
+    x: Any
+    y: Any
+    x_test: Any = None
+    y_test: Any = None
+
+
+def _fit_data(data: Any) -> FitData:
+    if isinstance(data, Dataset):
+        return FitData(data.x_train, data.y_train, data.x_test, data.y_test)
+    if isinstance(data, tuple) and len(data) in (2, 3, 4):
+        return FitData(*data)
+    raise InputTypeError(
+        "data must be a bp.data.Dataset or a tuple (x, y) / (x, y, x_test) / "
+        f"(x, y, x_test, y_test), got {type(data).__name__}"
+        + (f" of length {len(data)}" if isinstance(data, tuple) else "")
+        + "."
+    )
+
+
+def _numpy(tree: Any) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in tree.items()}
+
+
+def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.hmc import hmc, nuts
+    from bnn_ppl.inference.to_posterior import from_mcmc
+
+    common = {
+        "rng_key": key,
+        "num_warmup": c.num_warmup,
+        "num_samples": c.num_samples,
+        "num_chains": c.num_chains,
+        "thinning": c.thinning,
+        "step_size": c.step_size,
+        "adapt_mass_matrix": c.adapt_mass_matrix,
+        "target_accept_prob": c.target_accept_prob,
+        "init_method": c.init_method,
+        "chunk_size": c.chunk_size,
+    }
+    if isinstance(c, HMCConfig):
+        mcmc = hmc(
+            model,
+            d.x,
+            d.y,
+            trajectory_length=c.trajectory_length,
+            adapt_step_size=c.adapt_step_size,
+            max_num_steps=c.max_num_steps,
+            **common,
+        )
+    else:
+        assert isinstance(c, NUTSConfig)
+        mcmc = nuts(model, d.x, d.y, max_tree_depth=c.max_tree_depth, **common)
+    return from_mcmc(mcmc, method=c.method, config=c.to_dict())
+
+
+def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
+    from bnn_ppl.inference.to_posterior import from_map
+
+    kwargs = {
+        "num_steps": c.num_steps,
+        "learning_rate": c.learning_rate,
+        "minibatch_size": c.batch_size,
+        "init_method": c.init_method,
+        "rng_key": key,
+        "chunk_size": c.chunk_size,
+    }
+    if isinstance(c, EnsembleConfig):
+        result = deep_ensemble(model, d.x, d.y, c.num_members, **kwargs)
+    else:
+        result = map_estimate(model, d.x, d.y, **kwargs)
+    return from_map(result, method=c.method, config=c.to_dict())
+
+
+def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.ensemble import map_estimate
+    from bnn_ppl.inference.svi import svi_mean_field
+    from bnn_ppl.inference.to_posterior import from_svi
+
+    map_key, svi_key, draw_key = jax.random.split(key, 3)
+    init_loc, extra = None, {}
+    if c.map_steps > 0:
+        found = map_estimate(
+            model,
+            d.x,
+            d.y,
+            num_steps=c.map_steps,
+            learning_rate=c.learning_rate,
+            minibatch_size=c.batch_size,
+            init_method=c.init_method,
+            rng_key=map_key,
+            chunk_size=c.chunk_size,
+        )
+        init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
+    result = svi_mean_field(
+        model,
+        d.x,
+        d.y,
+        num_steps=c.num_steps,
+        learning_rate=c.learning_rate,
+        init_scale=c.init_scale,
+        init_loc=init_loc,
+        minibatch_size=c.batch_size,
+        num_particles=c.num_particles,
+        rng_key=svi_key,
+    )
+    post = from_svi(result, draw_key, c.num_samples, config=c.to_dict() | extra)
+    sites = model.sites(d.x)  # the guide may hold auxiliary sites: keep the model's
+    return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
+
+
+def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl import inference
+    from bnn_ppl.inference.schedules import cycle_end_samples, cyclical_cosine
+
+    kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
+                  "atmc": inference.ATMC}[c.method]  # fmt: skip
+    pot = inference.full_batch_potential(model, d.x, d.y, chunk_size=c.chunk_size)
+    batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
+    map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
+    step, extra = c.step_size, {}
+    if step is None:
+        found = inference.map_estimate(
+            model, d.x, d.y, num_steps=c.map_steps, minibatch_size=batch,
+            init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
+        )  # fmt: skip
+        scales = inference.gradient_scales(
+            pot, pot.unconstrain(found.params), batch, rng_key=scale_key
+        )
+        step = inference.recommended_step_size(c.method.upper(), scales)
+        extra = {"step_size_used": step, "scales": scales._asdict()}
+    n, chains = c.cycle_length, c.num_chains
+    kernel = kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
+    mcmc = MCMC(
+        kernel,
+        num_warmup=c.num_warmup * n,
+        num_samples=c.num_samples * n,
+        thinning=n,  # the last step of every cycle, and only it
+        num_chains=chains,
+        chain_method="vectorized",
+        progress_bar=False,
+        jit_model_args=True,
+    )
+    init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
+    mcmc.run(run_key, *pot.args, init_params=init)
+    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
+    for name, value in samples.items():
+        if not np.all(np.isfinite(value)):
+            raise validation.DivergedError(
+                c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
+            )
+    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
+    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
+    return Posterior(c.method, samples, config=c.to_dict() | extra)
+
+
+def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
+    """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
+
+    Args:
+        model: a :class:`~bnn_ppl.BNN`.
+        data: a :class:`~bnn_ppl.data.Dataset` (fit to its training split, evaluated on its
+            test split) or a tuple ``(x, y)``, ``(x, y, x_test)`` or ``(x, y, x_test, y_test)``.
+        config: one of the dataclasses of :mod:`bnn_ppl.config`; it fixes the method.
+        rng_key: ``jax.random.key(seed)``; the same key gives the same Posterior.
+
+    Returns:
+        A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
+        method chose, e.g. the SG-MCMC step size), with the observed data, per-row
+        log-likelihoods and, given ``x_test``, predictions.
+
+    Raises:
+        TypeError: ``config`` is not a config dataclass, ``data`` of the wrong kind.
+        ValueError: bad data (see the methods), or a run whose draws are not finite.
+    """
+    if not isinstance(model, BNN):
+        raise InputTypeError(f"model must be a bp.BNN, got {type(model).__name__}.")
+    if not isinstance(config, Config) or not config.method:
+        raise InputTypeError(
+            "config must be one of bnn_ppl.config's dataclasses (HMCConfig, NUTSConfig, "
+            f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
+        )
+    key = validation.check_key("rng_key", rng_key)
+    d = _fit_data(data)
+    if d.y_test is not None and d.x_test is None:
+        raise InputValueError("data has y_test but no x_test; give both or neither.")
+    # every array is checked before anything runs: a bad test set must not cost a finished run
+    model.check_data(d.x, d.y)
+    if d.x_test is not None:
+        x_test = model.check_inputs(d.x_test, "x_test")
+        if d.y_test is not None:
+            y_test = validation.as_array("y_test", d.y_test)
+            validation.check_same_length("x_test", x_test, "y_test", y_test)
+            model.likelihood.check_targets(y_test, model.output_shape(x_test))
+    if isinstance(config, _MCMCConfig):
+        post = _mcmc(model, d, config, key)
+    elif isinstance(config, SVIConfig):
+        post = _svi(model, d, config, key)
+    elif isinstance(config, MAPConfig):
+        post = _map(model, d, config, key)
+    elif isinstance(config, _SGMCMCConfig):
+        post = _sgmcmc(model, d, config, key)
+    else:  # a Config subclass defined elsewhere
+        raise InputTypeError(f"fit has no method for {type(config).__name__}.")
+    return post.with_data(model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)
