@@ -32,7 +32,8 @@ sharded sum, which is the part worth sharing.
 Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
 named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
 (per-row latents are not supported); an observed site outside the plate; a global site whose
-density depends on the sharded data (found by following the data through the jaxpr).
+density depends on the sharded data (found by following the data through the jaxpr; see
+:mod:`bnn_ppl.inference.model_structure`).
 
 Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
 log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
@@ -72,12 +73,18 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 from numpyro import handlers
-from numpyro.distributions import Unit
 from numpyro.distributions.transforms import Transform, biject_to
 from numpyro.infer.initialization import init_to_uniform
 from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
+from bnn_ppl.inference.model_structure import (
+    check_sites,
+    data_dependent,
+    in_plate,
+    site_lp,
+    structure,
+)
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
 from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
 from bnn_ppl.model import TEMPER_MODES
@@ -93,17 +100,6 @@ class ModelData(NamedTuple):
 
     arrays: dict[str, Array]
     mask: Array
-
-
-class _Site(NamedTuple):
-    """What the structure trace learns about one sample site."""
-
-    name: str
-    observed: bool
-    factor: bool
-    plate_size: int | None
-    """The data plate's size if the site is inside it, else None."""
-    plate_dim: int | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,20 +133,14 @@ class ModelPotential(FullBatchPotential):
         model = handlers.substitute(self.model, **{key: substitute})
         return handlers.trace(model).get_trace(*self.model_args, **self.model_kwargs, **kwargs)
 
-    def _in_plate(self, site: dict) -> bool:
-        return any(f.name == self.data_plate for f in site["cond_indep_stack"])
-
     # ------------------------------------------------------------------ structure
     @cached_property
     def transforms(self) -> dict[str, Transform | None]:
-        """Per global latent site, the bijection to its support at the initial values (the
+        """Per global latent, the bijection to its support at the initial values (the
         potential recomputes it at every evaluation, so dependent supports work)."""
         tr = self._trace(self.postprocess_fn(self.init_params(jax.random.key(0))), self.probe)
-        return {
-            k: (None if _is_real(s["fn"].support) else biject_to(s["fn"].support))
-            for k, s in tr.items()
-            if s["type"] == "sample" and not s["is_observed"]
-        }
+        return {k: (None if _is_real(s["fn"].support) else biject_to(s["fn"].support))
+                for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"]}
 
     @cached_property
     def num_params(self) -> int:
@@ -181,13 +171,11 @@ class ModelPotential(FullBatchPotential):
         tr = self._trace(to_support, self.probe)
         values, log_prior = {}, jnp.zeros((), self.dtype)
         for name, site in tr.items():
-            if site["type"] != "sample" or self._in_plate(site):
+            if site["type"] != "sample" or in_plate(site, self.data_plate):
                 continue
             if not site["is_observed"]:
                 values[name] = site["value"]
-            lp = site["fn"].log_prob(site["value"])
-            lp = lp if site["scale"] is None else site["scale"] * lp
-            log_prior = log_prior + jnp.sum(lp).astype(self.dtype)
+            log_prior = log_prior + jnp.sum(site_lp(site)).astype(self.dtype)
         log_det = sum(log_dets, jnp.zeros((), self.dtype)).astype(self.dtype)
         return values, log_det, log_prior
 
@@ -234,9 +222,8 @@ class ModelPotential(FullBatchPotential):
             for name, site in self._trace(values, batch).items():
                 if name not in plate_sites:
                     continue
-                lp = site["fn"].log_prob(site["value"])
-                lp = lp if site["scale"] is None else site["scale"] * lp
-                total = total + jnp.sum(jnp.where(mask, _per_row(lp, site, self), 0)).astype(acc)
+                rows = _per_row(site_lp(site), site, self.data_plate)
+                total = total + jnp.sum(jnp.where(mask, rows, 0)).astype(acc)
             return total
 
         total = sharded_chunked_sum(chunk_ll, self.mesh, self.num_chunks, acc)
@@ -264,71 +251,18 @@ class ModelPotential(FullBatchPotential):
             values, log_det, log_prior = self._globals(unconstrained)
             batch = {k: a[idx] for k, a in data.arrays.items()}
             tr = self._trace(values, batch)
-            ll = sum(jnp.sum(_site_lp(tr[k])).astype(self.dtype) for k in self.plate_sites)
+            ll = sum(jnp.sum(site_lp(tr[k])).astype(self.dtype) for k in self.plate_sites)
             ll = ll * (n / idx.shape[0])
             return -(self.prior_scale * log_prior + self.likelihood_scale * ll + log_det)
 
         return potential_fn
 
 
-def _site_lp(site: dict) -> Array:
-    lp = site["fn"].log_prob(site["value"])
-    return lp if site["scale"] is None else site["scale"] * lp
-
-
-def _per_row(lp: Array, site: dict, pot: ModelPotential) -> Array:
+def _per_row(lp: Array, site: dict, plate: str) -> Array:
     """Sum a plate site's log density over every batch axis but the plate's."""
-    dim = next(f.dim for f in site["cond_indep_stack"] if f.name == pot.data_plate)
+    dim = next(f.dim for f in site["cond_indep_stack"] if f.name == plate)
     lp = jnp.moveaxis(lp, lp.ndim + dim, 0)
     return jnp.sum(lp.reshape(lp.shape[0], -1), axis=1)
-
-
-def _structure(
-    model: Callable, args: tuple, kwargs: dict, data: dict[str, Any], plate: str
-) -> tuple[list[_Site], dict[str, jax.ShapeDtypeStruct]]:
-    """Every sample site of the model on ``data``, and the latent values' shapes (traced
-    abstractly: nothing is computed)."""
-    sites: list[_Site] = []
-
-    def run(d: dict[str, Array]) -> dict[str, Array]:
-        tr = handlers.trace(handlers.seed(model, 0)).get_trace(*args, **kwargs, **d)
-        for name, s in tr.items():
-            if s["type"] == "sample":
-                frame = next((f for f in s["cond_indep_stack"] if f.name == plate), None)
-                sites.append(_Site(name, bool(s["is_observed"]), isinstance(s["fn"], Unit),
-                                   None if frame is None else frame.size,
-                                   None if frame is None else frame.dim))
-        return {k: s["value"] for k, s in tr.items()
-                if s["type"] == "sample" and not s["is_observed"]}
-
-    values = jax.eval_shape(run, data)
-    return sites, values
-
-
-def _data_dependent(
-    pot: ModelPotential, values: dict[str, Any], probe: dict[str, Any]
-) -> list[str]:
-    """Global sites whose log density depends on the sharded data (a forward taint analysis of
-    the jaxpr; a call that takes the data taints all its outputs, so it errs on refusing)."""
-    names: list[str] = []
-
-    def global_terms(values: Params, batch: dict[str, Array]) -> list[Array]:
-        tr = pot._trace(values, batch)
-        names.clear()
-        out = []
-        for name, site in tr.items():
-            if site["type"] == "sample" and not pot._in_plate(site):
-                names.append(name)
-                out.append(jnp.sum(_site_lp(site)))
-        return out
-
-    closed = jax.make_jaxpr(global_terms)(values, probe)
-    jaxpr, num_values = closed.jaxpr, len(jax.tree.leaves(values))
-    tainted = {id(v) for v in jaxpr.invars[num_values:]}
-    for eqn in jaxpr.eqns:
-        if any(id(v) in tainted for v in eqn.invars):
-            tainted.update(id(v) for v in eqn.outvars)
-    return [n for n, v in zip(names, jaxpr.outvars, strict=True) if id(v) in tainted]
 
 
 def model_potential(
@@ -391,34 +325,20 @@ def model_potential(
 
     spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in arrays.items()}
     probe = {k: a[:1] for k, a in arrays.items()}
-    full, values = _structure(model, model_args, model_kwargs, spec, data_plate)
-    if not any(s.plate_size is not None for s in full):
-        raise InputValueError(f"the model has no sample site inside numpyro.plate({data_plate!r},"
-                              " n); put the observed sites in that plate (or set data_plate).")
+    full, values = structure(model, model_args, model_kwargs, spec, data_plate)
     probe_spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in probe.items()}
-    one = {s.name: s for s in _structure(model, model_args, model_kwargs, probe_spec,
-                                         data_plate)[0]}
-    for s in full:
-        if s.plate_size is not None and (s.plate_size != n or getattr(one.get(s.name), "plate_size", None) != 1):
-            raise InputValueError(
-                f"site {s.name!r}: plate {data_plate!r} has size {s.plate_size} but the data "
-                f"have {n} rows, or its size does not follow them; size the plate from the "
-                f"data (numpyro.plate({data_plate!r}, x.shape[0])): it is called on chunks.")
-        if s.plate_size is not None and not s.observed:
-            raise InputValueError(
-                f"site {s.name!r} is a latent inside plate {data_plate!r} (a per-row local "
-                "latent); model_potential supports global latents only: move it out of the "
-                "plate, marginalise it, or use NumPyro's NUTS(model).")
-        if s.plate_size is None and s.observed and not s.factor:
-            raise InputValueError(
-                f"site {s.name!r} is observed outside plate {data_plate!r}; every observed "
-                f"site must sit inside numpyro.plate({data_plate!r}, n).")
+    one = structure(model, model_args, model_kwargs, probe_spec, data_plate)[0]
+    check_sites(full, one, n, data_plate)
+    if bad := data_dependent(model, model_args, model_kwargs, values, probe, data_plate):
+        raise InputValueError(
+            f"site {bad[0]!r} is outside plate {data_plate!r} but its density depends on the "
+            f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
 
     chunk, num_chunks = device_rows(n, len(devices), chunk_size)
     padded = len(devices) * num_chunks * chunk
     mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
     sharding = NamedSharding(mesh, P(DATA_AXIS))
-    pot = ModelPotential(
+    return ModelPotential(
         model=model,
         data=ModelData(
             {k: jax.device_put(pad_rows(a, padded), sharding) for k, a in arrays.items()},
@@ -429,8 +349,3 @@ def model_potential(
         data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
         temperature=temperature, temper=temper, init_strategy=init_strategy,
     )
-    if bad := _data_dependent(pot, values, probe):
-        raise InputValueError(
-            f"site {bad[0]!r} is outside plate {data_plate!r} but its density depends on the "
-            f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
-    return pot
