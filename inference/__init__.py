@@ -1,6 +1,7 @@
 """Inference for Bayesian neural networks (installed as ``bnn_ppl.inference``).
 
 * :func:`full_batch_potential` - the sharded, chunked, tempered potential of a BNN.
+* :func:`model_potential` - the same for any NumPyro model with a data plate.
 * :class:`HMC`, :class:`NUTS` - NumPyro's kernels on that potential, data as jit arguments.
 * :func:`hmc`, :func:`nuts` - one call from ``(model, x, y)`` to a finished ``numpyro.infer.MCMC``.
 * :func:`run_chain` - checkpointed, resumable runs with streamed samples and predictions.
@@ -38,6 +39,7 @@ from bnn_ppl.inference.gradients import (
     gradient_estimator,
 )
 from bnn_ppl.inference.hmc import HMC, NUTS, default_trajectory_length, hmc, nuts
+from bnn_ppl.inference.model_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
@@ -63,6 +65,8 @@ __all__ = [
     "GradientScales",
     "HMC",
     "MAPResult",
+    "ModelData",
+    "ModelPotential",
     "NUTS",
     "RunningBMA",
     "SGHMC",
@@ -88,6 +92,7 @@ __all__ = [
     "gradient_scales",
     "hmc",
     "iter_segments",
+    "model_potential",
     "load_bma",
     "load_extra_fields",
     "load_predictions",

@@ -64,14 +64,13 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import Transform
 
 from bnn_ppl import validation
+from bnn_ppl.inference.sharded_sum import DATA_AXIS, pad_rows, sharded_chunked_sum
+from bnn_ppl.inference.sharded_sum import device_rows as _device_rows
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["ShardedData", "FullBatchPotential", "full_batch_potential", "DATA_AXIS"]
-
-DATA_AXIS = "data"
-DEFAULT_MAX_CHUNK = 1024
 
 
 class ShardedData(NamedTuple):
@@ -183,68 +182,14 @@ class FullBatchPotential:
     # ------------------------------------------------------------------ density
     @cached_property
     def _sharded_log_likelihood(self) -> Callable[[Params, ShardedData], Array]:
-        model, chunk, num_chunks, acc = self.model, self.chunk_size, self.num_chunks, self.dtype
+        model, acc = self.model, self.dtype
 
-        def chunk_ll(params: Params, xb: Array, yb: Array, mb: Array) -> Array:
-            ll = model.log_likelihood(params, xb, yb).astype(acc)
+        def chunk_ll(params: Params, batch: tuple[Array, Array], mb: Array) -> Array:
+            ll = model.log_likelihood(params, *batch).astype(acc)
             return jnp.sum(jnp.where(mb, ll, jnp.zeros((), acc)))
 
-        def chunks(a: Array) -> Array:
-            return a.reshape(num_chunks, chunk, *a.shape[1:])
-
-        def scanned_log_likelihood(params: Params, x: Array, y: Array, mask: Array) -> Array:
-            data = (chunks(x), chunks(y), chunks(mask))
-
-            # the rule below gives the gradient in the parameters only, so the data are closed
-            # over; differentiating in the data is refused earlier (_params_only)
-            @jax.custom_vjp
-            def scanned(params: Params) -> Array:
-                def body(total: Array, batch: tuple[Array, Array, Array]) -> tuple[Array, None]:
-                    return total + chunk_ll(params, *batch), None
-
-                return jax.lax.scan(body, jnp.zeros((), acc), data)[0]
-
-            def scanned_fwd(params: Params) -> tuple[Array, Params]:
-                # value and gradient in ONE pass over the chunks: each chunk's forward and
-                # backward run back to back and only the running sums are carried, so memory
-                # is one chunk's activations plus one gradient, and no forward pass is
-                # recomputed (as it would be with remat)
-                def body(carry: tuple, batch: tuple[Array, Array, Array]) -> tuple[tuple, None]:
-                    total, grad = carry
-                    v, g = jax.value_and_grad(chunk_ll)(params, *batch)
-                    return (total + v, jax.tree.map(jnp.add, grad, g)), None
-
-                init = (jnp.zeros((), acc), jax.tree.map(jnp.zeros_like, params))
-                (total, grad), _ = jax.lax.scan(body, init, data)
-                return total, grad
-
-            def scanned_bwd(grad: Params, ct: Array) -> tuple[Params]:
-                return (jax.tree.map(lambda g: (ct * g).astype(g.dtype), grad),)
-
-            scanned.defvjp(scanned_fwd, scanned_bwd)
-            return scanned(params)
-
-        def local(params: Params, x: Array, y: Array, mask: Array) -> Array:
-            if num_chunks == 1:
-                # no loop at all (a loop body's convolution gradients are slow on XLA:CPU,
-                # jax-ml/jax#12868; see bnn_ppl.models.conv)
-                return jax.lax.psum(chunk_ll(params, x, y, mask), DATA_AXIS)
-            return jax.lax.psum(scanned_log_likelihood(params, x, y, mask), DATA_AXIS)
-
-        sharded = jax.shard_map(
-            local,
-            mesh=self.mesh,
-            in_specs=(P(), P(DATA_AXIS), P(DATA_AXIS), P(DATA_AXIS)),
-            out_specs=P(),
-            # the network is user code: a scan inside it (an RNN, say) whose carry starts as a
-            # constant would fail shard_map's varying-axes type check; the psum above is explicit
-            check_vma=False,
-        )
-        if num_chunks == 1:
-            return lambda params, data: sharded(params, data.x, data.y, data.mask)
-        return lambda params, data: sharded(
-            params, _params_only(data.x), _params_only(data.y), data.mask
-        )
+        total = sharded_chunked_sum(chunk_ll, self.mesh, self.num_chunks, acc)
+        return lambda params, data: total(params, (data.x, data.y), data.mask)
 
     def log_likelihood(self, params: Params, data: ShardedData | None = None) -> Array:
         """Untempered total log-likelihood of constrained ``params`` on the data."""
@@ -315,13 +260,6 @@ class FullBatchPotential:
         return lambda u: f(u, self.data)
 
 
-def _device_rows(n: int, num_devices: int, chunk_size: int | None) -> tuple[int, int]:
-    per_device = -(-n // num_devices)
-    max_chunk = DEFAULT_MAX_CHUNK if chunk_size is None else chunk_size
-    num_chunks = -(-per_device // max_chunk)
-    return -(-per_device // num_chunks), num_chunks
-
-
 def compute_dtype(dtype: Any) -> jnp.dtype:
     """The dtype an input or target array is computed in: bools stay bools, integers become
     int32 (int64 with ``jax_enable_x64``), floats float32 (float64 with ``jax_enable_x64`` for
@@ -334,36 +272,6 @@ def compute_dtype(dtype: Any) -> jnp.dtype:
     if np.issubdtype(dtype, np.integer):
         return jnp.dtype(jnp.int64 if x64 and dtype.itemsize > 4 else jnp.int32)
     return jnp.dtype(jnp.float64 if x64 and dtype == np.float64 else jnp.float32)
-
-
-def pad_rows(a: np.ndarray, total: int) -> np.ndarray:
-    """``a`` with rows appended up to ``total`` rows, by repeating its own rows cyclically.
-
-    Padding rows are masked out of every sum; they copy real rows (not zeros) so that the
-    network never sees an input that no real row is: a function that is NaN or infinite at an
-    all-zero row (a log, a division) cannot reach the value *or the gradient* through the
-    padding (a masked NaN still turns a gradient into NaN: ``0 * NaN``).
-    """
-    n = a.shape[0]
-    if total <= n:
-        return a
-    if n == 0:
-        return np.zeros((total, *a.shape[1:]), a.dtype)
-    return np.concatenate([a, a[np.arange(total - n) % n]])
-
-
-@jax.custom_jvp
-def _params_only(a: Array) -> Array:
-    """Identity that refuses to be differentiated (the chunked gradient covers parameters)."""
-    return a
-
-
-@_params_only.defjvp
-def _params_only_jvp(primals: tuple, tangents: tuple) -> tuple:
-    raise NotImplementedError(
-        "the chunked potential is differentiable in the parameters only; for gradients with "
-        "respect to the data build it with chunk_size >= the rows per device (one chunk)."
-    )
 
 
 def full_batch_potential(

@@ -45,6 +45,11 @@ TINY_FLAGS: dict[str, list[str]] = {
     ],
 }
 
+TINY_FLAGS["numpyro_model.py"] = [
+    "--num-train", "40", "--num-warmup", "30", "--num-samples", "30", "--chunk-size", "16",
+    "--memory-n", "1000", "4000", "--table-chunk-size", "250",
+]  # fmt: skip
+
 # script name -> variant name -> extra flags (one run per variant)
 VARIANTS: dict[str, dict[str, list[str]]] = {
     "compare_hmc_svi.py": {"digits": [], "diabetes": ["--dataset", "diabetes"]},
@@ -128,6 +133,19 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
         assert sorted(p.name for p in out_dir.iterdir()) == ["metrics.json"]
 
 
+def _check_numpyro_model(stdout: str, out_dir: Path, variant: str) -> None:
+    """The two samplers' predictive means agree (a tiny run: within one predictive sd), the
+    NumPyro program's working memory grows with the rows and the chunked one's does not."""
+    gap = next(line for line in stdout.splitlines() if "mean predictive sd:" in line)
+    assert float(gap.split(":")[1].split()[0]) < 1.0, gap
+    rows = [line.split() for line in stdout.splitlines() if line.split()[:1] in (["1000"],
+                                                                                ["4000"])]
+    assert len(rows) == 2, stdout
+    (_, _, _, _, theirs_1k, ours_1k), (_, _, _, _, theirs_4k, ours_4k) = rows
+    assert float(theirs_4k) > 2 * float(theirs_1k)
+    assert float(ours_4k) <= 1.05 * float(ours_1k)
+
+
 # script name -> check(stdout, out_dir, variant) after a successful run
 def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
     """Both figures are written, and prior functions are wider than the posterior's near data."""
@@ -152,6 +170,7 @@ CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "rhat.py": _check_rhat,
     "compare_hmc_svi.py": _check_compare,
     "prior_functions.py": _check_prior_functions,
+    "numpyro_model.py": _check_numpyro_model,
 }
 
 

@@ -1,0 +1,127 @@
+"""What :func:`~bnn_ppl.inference.model_potential` learns about a NumPyro model, and its rules.
+
+:func:`structure` traces the model abstractly (``jax.eval_shape``: nothing is computed) and
+records every sample site: observed or latent, a factor or not, inside the data plate (and its
+size) or not. :func:`check_sites` refuses what the sharded potential cannot evaluate, naming the
+site; :func:`data_dependent` finds global sites whose density depends on the sharded data by
+following the data forward through the jaxpr of the global log densities.
+
+Example:
+    >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
+    >>> def model(x, y=None):
+    ...     w = numpyro.sample("w", dist.Normal(0, 1))
+    ...     with numpyro.plate("data", x.shape[0]):
+    ...         numpyro.sample("y", dist.Normal(w * x, 1.0), obs=y)
+    >>> spec = {k: jax.ShapeDtypeStruct((5,), np.float32) for k in ("x", "y")}
+    >>> sites, values = structure(model, (), {}, spec, "data")
+    >>> [(s.name, s.observed, s.plate_size) for s in sites], values["w"].shape
+    ([('w', False, None), ('y', True, 5)], ())
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from numpyro import handlers
+from numpyro.distributions import Unit
+
+from bnn_ppl.types import Array, Params
+from bnn_ppl.validation import InputValueError
+
+__all__ = ["Site", "check_sites", "data_dependent", "in_plate", "site_lp", "structure"]
+
+
+class Site(NamedTuple):
+    """What the structure trace learns about one sample site."""
+
+    name: str
+    observed: bool
+    factor: bool
+    plate_size: int | None
+    """The data plate's size if the site is inside it, else None."""
+
+
+def in_plate(site: dict, plate: str) -> bool:
+    """Whether a trace site sits inside the plate named ``plate``."""
+    return any(f.name == plate for f in site["cond_indep_stack"])
+
+
+def site_lp(site: dict) -> Array:
+    """A trace site's log density at its value, times its scale (as NumPyro's log_density)."""
+    lp = site["fn"].log_prob(site["value"])
+    return lp if site["scale"] is None else site["scale"] * lp
+
+
+def structure(
+    model: Callable, args: tuple, kwargs: dict, data: dict[str, Any], plate: str
+) -> tuple[list[Site], dict[str, jax.ShapeDtypeStruct]]:
+    """Every sample site of the model on ``data`` (shapes), and the latent values' shapes."""
+    sites: list[Site] = []
+
+    def run(d: dict[str, Array]) -> dict[str, Array]:
+        tr = handlers.trace(handlers.seed(model, 0)).get_trace(*args, **kwargs, **d)
+        for name, s in tr.items():
+            if s["type"] == "sample":
+                frame = next((f for f in s["cond_indep_stack"] if f.name == plate), None)
+                sites.append(Site(name, bool(s["is_observed"]), isinstance(s["fn"], Unit),
+                                  None if frame is None else frame.size))
+        return {k: s["value"] for k, s in tr.items()
+                if s["type"] == "sample" and not s["is_observed"]}
+
+    values = jax.eval_shape(run, data)
+    return sites, values
+
+
+def check_sites(full: list[Site], one_row: list[Site], n: int, plate: str) -> None:
+    """Refuse, naming the site: no site in the plate; a plate not of ``n`` rows or not sized
+    from the data (``one_row``: the sites traced on a one-row probe); a latent in the plate; an
+    observed site (other than a factor) outside it."""
+    if not any(s.plate_size is not None for s in full):
+        raise InputValueError(f"the model has no sample site inside numpyro.plate({plate!r}, "
+                              "n); put the observed sites in that plate (or set data_plate).")
+    one = {s.name: s.plate_size for s in one_row}
+    for s in full:
+        if s.plate_size is not None and (s.plate_size != n or one.get(s.name) != 1):
+            raise InputValueError(
+                f"site {s.name!r}: plate {plate!r} has size {s.plate_size} but the data have "
+                f"{n} rows, or its size does not follow them; size the plate from the data "
+                f"(numpyro.plate({plate!r}, x.shape[0])): it is called on chunks.")
+        if s.plate_size is not None and not s.observed:
+            raise InputValueError(
+                f"site {s.name!r} is a latent inside plate {plate!r} (a per-row local latent); "
+                "model_potential supports global latents only: move it out of the plate, "
+                "marginalise it, or use NumPyro's NUTS(model).")
+        if s.plate_size is None and s.observed and not s.factor:
+            raise InputValueError(
+                f"site {s.name!r} is observed outside plate {plate!r}; every observed site "
+                f"must sit inside numpyro.plate({plate!r}, n).")
+
+
+def data_dependent(
+    model: Callable, args: tuple, kwargs: dict, values: Params, probe: dict[str, Any],
+    plate: str,
+) -> list[str]:
+    """Global sites whose log density depends on the sharded data (a forward taint analysis of
+    the jaxpr; a call that takes the data taints all its outputs, so it errs on refusing)."""
+    names: list[str] = []
+
+    def global_terms(values: Params, batch: dict[str, Array]) -> list[Array]:
+        sub = handlers.substitute(model, data=values)
+        tr = handlers.trace(sub).get_trace(*args, **kwargs, **batch)
+        names.clear()
+        out = []
+        for name, site in tr.items():
+            if site["type"] == "sample" and not in_plate(site, plate):
+                names.append(name)
+                out.append(jnp.sum(site_lp(site)))
+        return out
+
+    jaxpr = jax.make_jaxpr(global_terms)(values, probe).jaxpr
+    tainted = {id(v) for v in jaxpr.invars[len(jax.tree.leaves(values)):]}
+    for eqn in jaxpr.eqns:
+        if any(id(v) in tainted for v in eqn.invars):
+            tainted.update(id(v) for v in eqn.outvars)
+    return [n for n, v in zip(names, jaxpr.outvars, strict=True) if id(v) in tainted]
