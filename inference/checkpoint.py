@@ -364,6 +364,16 @@ def _potential_of(kernel: Any) -> FullBatchPotential:
             f"FullBatchPotential (e.g. HMC(full_batch_potential(model, x, y), ...)), got "
             f"{type(kernel).__name__}."
         )
+    from bnn_ppl.inference.model_potential import ModelPotential
+
+    if isinstance(pot, ModelPotential):
+        # a model_potential of a plain NumPyro model: its configuration (network, priors) cannot
+        # be recorded and checked on resume, so it is refused rather than resumed unchecked
+        raise InputTypeError(
+            "run_chain checkpoints potentials of a bp.BNN (full_batch_potential) only; this "
+            "kernel's potential is a model_potential of a plain NumPyro model. Run it with "
+            "numpyro.infer.MCMC directly."
+        )
     return pot
 
 
