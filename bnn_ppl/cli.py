@@ -1088,7 +1088,7 @@ def _function_space(run: runs.Run) -> Any:
     predictive means for regression): what ``bp.diagnostics.function_space`` computes, without
     re-running the network or reloading the data."""
     pred = run.predictions
-    values = pred.mean if isinstance(pred, GaussianPrediction) else pred
+    values = bp.likelihoods.location(pred)
     return bp.diagnostics.weight_space({"predictive": np.asarray(values)})
 
 

@@ -44,7 +44,7 @@ from bnn_ppl.chain_health import (
     final_step_size,
     warn_if_stuck,
 )
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import location, prediction_fields
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Array
@@ -216,7 +216,7 @@ def function_space(
     parts = []
     for start in range(0, x.shape[0], chunk):
         pred = predict(model, arrays, x[start : start + chunk])
-        values = pred.mean if isinstance(pred, GaussianPrediction) else pred
+        values = location(pred)
         values = np.asarray(values).reshape(chains, draws, *values.shape[1:])
         parts.append(_diagnose({"predictive": values}))
 
@@ -286,11 +286,11 @@ def to_inference_data(
         a = np.asarray(a).reshape(chains, draws, *np.shape(a)[1:])
         return ("chain", "draw", *tail[: a.ndim - 2]), a
 
-    if isinstance(pred, GaussianPrediction):
-        ds = xr.Dataset(
-            {"mean": dims(pred.mean, "obs", "output"), "scale": dims(pred.scale, "obs", "output")}
-        )
-    else:
-        ds = xr.Dataset({"probs": dims(pred, "obs", "class")})
+    ds = xr.Dataset(
+        {
+            k: dims(v, "obs", "class" if k == "probs" else "output")
+            for k, v in prediction_fields(pred).items()
+        }
+    )
     idata["function_space"] = ds
     return idata

@@ -13,7 +13,9 @@ pickle, checked against its SHA-256 when read):
   for Markov chains (hmc, nuts, sgmcmc; a chain axis even for one chain), ``(draw, ...)`` for
   independent draws (svi: draws from the guide; ensemble: one member per draw).
 * ``predictions.npz`` - per-draw test predictions with the same leading axes (``probs``
-  ``(..., n, K)``, or Gaussian ``mean`` and ``scale`` ``(..., n)``) and the test ``targets``, so
+  ``(..., n, K)``, Gaussian ``mean`` and ``scale``, Student-t ``loc``, ``scale`` and ``df``, or
+  Poisson ``rate``, ``(..., n)``; :func:`bnn_ppl.likelihoods.prediction_fields`) and the test
+  ``targets``, so
   that evaluating and comparing runs needs neither the network nor the data.
 * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
@@ -64,7 +66,14 @@ import numpy as np
 import bnn_ppl
 from bnn_ppl import metrics as _metrics
 from bnn_ppl.io import load_npz, read_json, save_npz, write_json
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import (
+    GaussianPrediction,
+    PoissonPrediction,
+    Prediction,
+    StudentTPrediction,
+    prediction_fields,
+    prediction_from_fields,
+)
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -111,7 +120,8 @@ class Run(NamedTuple):
         config: ``config.json``.
         record: ``metrics.json``.
         predictions: per-draw test probabilities ``([chain,] draw, n, K)`` or a
-            :class:`~bnn_ppl.likelihoods.GaussianPrediction` of ``([chain,] draw, n)`` arrays.
+            :class:`~bnn_ppl.likelihoods.GaussianPrediction` (or Student-t, Poisson prediction)
+            of ``([chain,] draw, n)`` arrays.
         targets: the test targets ``(n,)`` (standardised for regression).
         samples: site -> draws, or ``None`` when not asked for.
     """
@@ -119,7 +129,7 @@ class Run(NamedTuple):
     path: str
     config: dict[str, Any]
     record: dict[str, Any]
-    predictions: np.ndarray | GaussianPrediction
+    predictions: Prediction
     targets: np.ndarray
     samples: dict[str, np.ndarray] | None
 
@@ -264,18 +274,10 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
 
 # ---------------------------------------------------------------------------------- results
 def _prediction_arrays(predictions: Any) -> dict[str, np.ndarray]:
-    if isinstance(predictions, GaussianPrediction):
-        return {"mean": np.asarray(predictions.mean), "scale": np.asarray(predictions.scale)}
-    return {"probs": np.asarray(predictions)}
+    return {k: np.asarray(v) for k, v in prediction_fields(predictions).items()}
 
 
-def _from_arrays(arrays: Mapping[str, np.ndarray]) -> np.ndarray | GaussianPrediction:
-    if "probs" in arrays:
-        return arrays["probs"]
-    return GaussianPrediction(arrays["mean"], arrays["scale"])
-
-
-def flat_draws(predictions: Any, chains: bool) -> np.ndarray | GaussianPrediction:
+def flat_draws(predictions: Any, chains: bool) -> Prediction:
     """Per-draw predictions with the chain axis (if any) merged into the draw axis."""
     if not chains:
         return predictions
@@ -284,23 +286,21 @@ def flat_draws(predictions: Any, chains: bool) -> np.ndarray | GaussianPredictio
         a = np.asarray(a)
         return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])
 
-    if isinstance(predictions, GaussianPrediction):
-        return GaussianPrediction(merge(predictions.mean), merge(predictions.scale))
-    return merge(predictions)
+    fields = {k: merge(v) for k, v in prediction_fields(predictions).items()}
+    return prediction_from_fields(fields)
 
 
-def per_chain(predictions: Any) -> list[np.ndarray | GaussianPrediction]:
+def per_chain(predictions: Any) -> list[Prediction]:
     """The per-draw predictions of each chain, from ``(chain, draw, ...)`` arrays."""
-    if isinstance(predictions, GaussianPrediction):
-        return [
-            GaussianPrediction(m, s)
-            for m, s in zip(predictions.mean, predictions.scale, strict=True)
-        ]
-    return list(np.asarray(predictions))
+    fields = {k: list(np.asarray(v)) for k, v in prediction_fields(predictions).items()}
+    return [
+        prediction_from_fields(dict(zip(fields, one, strict=True)))
+        for one in zip(*fields.values(), strict=True)
+    ]
 
 
 def predictive_metrics(
-    predictions: np.ndarray | GaussianPrediction,
+    predictions: Prediction,
     targets: np.ndarray,
     *,
     task: str,
@@ -308,34 +308,37 @@ def predictive_metrics(
 ) -> dict[str, float]:
     """Test metrics of the Bayesian model average of per-draw predictions ``(draw, n, ...)``.
 
-    Classification: accuracy, NLL, ECE (15 equal-width bins) and Brier score of the averaged
-    probabilities. Regression: RMSE of the BMA mean and NLL of the BMA (the equal-weight
-    Gaussian mixture of the draws), both in the targets' original units (``y_std``).
+    Classification (Categorical, Bernoulli): accuracy, NLL, ECE (15 equal-width bins) and
+    Brier score of the averaged probabilities. Gaussian and Student-t: RMSE of the BMA mean
+    and NLL of the BMA (the equal-weight mixture of the draws), both in the targets' original
+    units (``y_std``). Poisson: RMSE of the BMA rate and NLL of the Poisson mixture.
 
     Raises:
         ValueError: non-finite predictions (a diverged sampler), or predictions that do not
             fit the targets.
     """
-    if isinstance(predictions, GaussianPrediction):
-        mean, scale = np.asarray(predictions.mean), np.asarray(predictions.scale)
-        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
-            raise InputValueError(
-                "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
-                "undefined (lower the step size or learning rate, or use a less extreme prior or "
-                "temperature)."
-            )
-        return {
-            "rmse": float(_metrics.rmse(mean.mean(axis=0), targets, y_scale=y_std)),
-            "nll": float(_metrics.mixture_nll(mean, scale, targets, y_scale=y_std)),
-        }
-    probs = np.asarray(predictions)
-    if not np.all(np.isfinite(probs)):
+    fields = {k: np.asarray(v) for k, v in prediction_fields(predictions).items()}
+    if not all(np.all(np.isfinite(v)) for v in fields.values()):
         raise InputValueError(
             "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
             "undefined (lower the step size or learning rate, or use a less extreme prior or "
             "temperature)."
         )
-    avg = probs.mean(axis=0)
+    if isinstance(predictions, GaussianPrediction | StudentTPrediction):
+        loc, scale = fields.get("mean", fields.get("loc")), fields["scale"]
+        if isinstance(predictions, StudentTPrediction):
+            nll = _metrics.student_t_mixture_nll(loc, scale, fields["df"], targets, y_std)
+        else:
+            nll = _metrics.mixture_nll(loc, scale, targets, y_scale=y_std)
+        rmse = _metrics.rmse(loc.mean(axis=0), targets, y_scale=y_std)
+        return {"rmse": float(rmse), "nll": float(nll)}
+    if isinstance(predictions, PoissonPrediction):
+        rate = fields["rate"]
+        return {
+            "rmse": float(_metrics.rmse(rate.mean(axis=0), targets)),
+            "nll": float(_metrics.poisson_mixture_nll(rate, targets)),
+        }
+    avg = fields["probs"].mean(axis=0)
     if task != "classification":
         raise InputValueError(f"probabilities given for a {task} task.")
     return {
@@ -350,7 +353,7 @@ def save_results(
     folder: str | os.PathLike,
     *,
     samples: Mapping[str, Any],
-    predictions: np.ndarray | GaussianPrediction,
+    predictions: Prediction,
     targets: Any,
     chains: bool,
     task: str,
@@ -386,7 +389,7 @@ def save_results(
         SAMPLES: save_npz(os.path.join(folder, SAMPLES), arrays),
         PREDICTIONS: save_npz(os.path.join(folder, PREDICTIONS), pred | {"targets": targets}),
     }
-    flat = flat_draws(_from_arrays(pred), chains)
+    flat = flat_draws(prediction_from_fields(pred), chains)
     record: dict[str, Any] = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -442,13 +445,17 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         draws = load_npz(os.path.join(folder, SAMPLES), sha256=files[SAMPLES]) if samples else None
     except FileNotFoundError as e:
         raise InputValueError(f"{folder}: {os.path.basename(e.filename)} is missing.") from e
-    if "targets" not in pred or not ({"probs"} <= set(pred) or {"mean", "scale"} <= set(pred)):
+    if "targets" not in pred:
         raise InputValueError(
             f"{folder}/{PREDICTIONS} holds {sorted(pred)}; a run's predictions hold 'targets' "
-            "and 'probs' (or 'mean' and 'scale')."
+            "and the fields of a prediction ('probs', or 'mean' and 'scale', ...)."
         )
     targets = pred.pop("targets")
-    return Run(folder, config, record, _from_arrays(pred), targets, draws)
+    try:
+        predictions = prediction_from_fields(pred)
+    except InputValueError as e:
+        raise InputValueError(f"{folder}/{PREDICTIONS}: {e}") from None
+    return Run(folder, config, record, predictions, targets, draws)
 
 
 def check_comparable(runs: Sequence[Run]) -> None:
