@@ -12,6 +12,10 @@ The data flow is the architecture, one module per stage::
 * ``bnn_ppl.models`` (architectures) and ``bnn_ppl.inference`` (potential, HMC) are
   subpackages installed from the top-level ``models/`` and ``inference/`` folders.
 
+``import bnn_ppl`` itself is cheap: each name is imported on first use, so JAX, NumPyro and
+Flax load with the first model or computation, ArviZ with the first diagnostic or ArviZ file
+(always after NumPyro: :mod:`bnn_ppl._imports`), and matplotlib only with ``bp.plots``.
+
 Example:
     >>> import bnn_ppl as bp
     >>> from bnn_ppl.models import MLP
