@@ -78,6 +78,21 @@ def test_heavy_modules_load_on_first_use():
     assert {"jax", "numpyro", "arviz"} <= set(loaded)
 
 
+def test_arviz_imported_between_bnn_ppl_and_first_use_does_not_break_numpyro():
+    """ArviZ 1.x leaves ``numpyro`` as a lazy proxy; the first ``bp.X`` makes it real (the
+    order ``import arviz`` before ``import bnn_ppl`` is tests/test_packaging.py's)."""
+    out = _python(
+        "import bnn_ppl as bp\n"
+        "import arviz\n"
+        "bp.likelihoods.Gaussian(scale=1.0)\n"
+        "import numpyro\n"
+        "from numpyro import handlers\n"
+        "handlers.seed(lambda: numpyro.factor('f', 0.0), 0)()\n"
+        "print('ok')\n"
+    )
+    assert out.strip().endswith("ok")
+
+
 @pytest.mark.parametrize("how", ["script", "module"])
 def test_help_loads_nothing_heavy(how):
     if how == "script":
