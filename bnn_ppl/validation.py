@@ -25,15 +25,9 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    import jax
-
-# JAX is imported inside the checks that need it: the command line's option checks and
-# ``import bnn_ppl`` must not pay for it (tests/test_imports.py).
 
 __all__ = [
     "InputError",
@@ -68,8 +62,7 @@ class InputTypeError(InputError, TypeError):
 
 
 def _is_concrete(a: Any) -> bool:
-    """Whether ``a`` is not a JAX tracer (checked without importing JAX: no tracer exists
-    before JAX is imported)."""
+    """Not a JAX tracer (none exists before JAX is imported; this module imports it lazily)."""
     jax = sys.modules.get("jax")
     return jax is None or not isinstance(a, jax.core.Tracer)
 
@@ -335,7 +328,7 @@ def check_batch_size(name: str, batch_size: Any, num_data: int) -> int | None:
     return batch_size
 
 
-def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, jax.Array]:
+def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, Any]:
     """Constrained initial values for every site of ``model``: finite, of the site's shape and
     inside its support. Returns them as arrays."""
     if not isinstance(values, Mapping):
