@@ -41,15 +41,22 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl import runs, validation
+from bnn_ppl import validation
 from bnn_ppl.io import write_json
-from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.validation import DivergedError, InputError, InputValueError
+
+if TYPE_CHECKING:
+    from bnn_ppl import runs
+    from bnn_ppl.likelihoods import GaussianPrediction
+
+# JAX, NumPyro, ArviZ and matplotlib (and ``bnn_ppl.runs``, which loads JAX) are imported inside
+# the subcommands that use them, so that ``bnn-ppl --help`` and option errors stay fast
+# (tests/test_imports.py checks that ``--help`` loads none of them).
 
 __all__ = ["main", "build_parser", "run_settings", "check_feasible", "CLIError"]
 
@@ -649,6 +656,8 @@ def build_model(settings: Mapping[str, Any], data: bp.data.Dataset) -> bp.BNN:
 
 
 def _data_identity(settings: Mapping[str, Any], data: bp.data.Dataset) -> dict[str, Any]:
+    from bnn_ppl import runs
+
     return {
         "name": settings["dataset"],
         "split": settings["split"],
@@ -740,7 +749,7 @@ def _fit_mcmc(
     """HMC or NUTS: ``bp.inference.hmc``/``nuts``, or ``run_chain`` with ``--checkpoint-every``."""
     import jax
 
-    from bnn_ppl import inference
+    from bnn_ppl import inference, runs
 
     key = jax.random.key(s["seed"])
     if s["method"] == "hmc":
@@ -978,6 +987,8 @@ def _metric_line(m: Mapping[str, float]) -> str:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
+    from bnn_ppl import runs
+
     s = run_settings(vars(ns))
     say = _say(ns.quiet)
     data = load_data(s["dataset"], split=s["split"], data_dir=ns.data_dir, max_train=s["max_train"])
@@ -1087,6 +1098,8 @@ def _function_space(run: runs.Run) -> Any:
     """Function-space R-hat/ESS from the saved per-draw predictions (probabilities, or the
     predictive means for regression): what ``bp.diagnostics.function_space`` computes, without
     re-running the network or reloading the data."""
+    from bnn_ppl.likelihoods import GaussianPrediction
+
     pred = run.predictions
     values = bp.likelihoods.location(pred)
     return bp.diagnostics.weight_space({"predictive": np.asarray(values)})
@@ -1120,6 +1133,8 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
 
 
 def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
+    from bnn_ppl import runs
+
     rows = [
         (
             f"BMA ({run.num_draws} draws)",
@@ -1139,7 +1154,7 @@ def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
 
 
 def _cmd_evaluate(ns: argparse.Namespace) -> int:
-    from bnn_ppl import plots
+    from bnn_ppl import plots, runs
 
     say = _say(ns.quiet)
     num_bins = ns.num_bins
@@ -1222,6 +1237,8 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
 
 
 def _cmd_compare(ns: argparse.Namespace) -> int:
+    from bnn_ppl import runs
+
     say = _say(ns.quiet)
     if len(ns.runs) < 2:
         raise CLIError("compare needs at least two run folders (the first is the reference).")

@@ -33,10 +33,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import arviz as az
 import numpy as np
 
-from bnn_ppl import validation
+from bnn_ppl import _imports, validation
 from bnn_ppl.chain_health import (
     ChainHealth,
     StuckChainWarning,
@@ -161,6 +160,7 @@ def _chains_draws(name: str, a: Any) -> np.ndarray:
 
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
+    az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
         flat = a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
@@ -273,7 +273,7 @@ def to_inference_data(
     ``mean`` and ``scale`` with dims chain/draw/obs)."""
     import xarray as xr
 
-    idata = az.from_numpyro(mcmc)
+    idata = _imports.arviz().from_numpyro(mcmc)
     if model is None:
         return idata
     if x is None:
