@@ -105,6 +105,7 @@ CONFIG = "config.json"
 SAMPLES = "samples.npz"
 PREDICTIONS = "predictions.npz"
 METRICS = "metrics.json"
+POSTERIOR = "posterior.nc"
 EVALUATION = "evaluation.json"
 CHECKPOINTS = "checkpoints"
 
