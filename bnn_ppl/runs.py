@@ -9,19 +9,16 @@ pickle, checked against its SHA-256 when read):
   sizes and SHA-256 fingerprints of its training and test arrays), ``model`` (parameter count),
   ``environment`` (the output and data paths) and ``versions`` (library versions). Only
   ``arguments`` and ``data`` must match for the folder to be reused.
-* ``samples.npz`` - site -> draws in the layout of ``MCMC.get_samples()``: ``(chain, draw, ...)``
-  for Markov chains (hmc, nuts, sgmcmc; a chain axis even for one chain), ``(draw, ...)`` for
-  independent draws (svi: draws from the guide; ensemble: one member per draw).
-* ``predictions.npz`` - per-draw test predictions with the same leading axes (``probs``
-  ``(..., n, K)``, Gaussian ``mean`` and ``scale``, Student-t ``loc``, ``scale`` and ``df``, or
-  Poisson ``rate``, ``(..., n)``; :func:`bnn_ppl.likelihoods.prediction_fields`) and the test
-  ``targets``, so
-  that evaluating and comparing runs needs neither the network nor the data.
+* ``posterior.nc`` - the run's :class:`~bnn_ppl.Posterior` (ArviZ groups, netCDF).
+* ``samples.npz`` - site -> draws, ``(chain, draw, ...)`` for Markov chains (hmc, nuts, sgmcmc),
+  ``(draw, ...)`` for independent draws (svi: guide draws; ensemble: one member per draw).
+* ``predictions.npz`` - per-draw test predictions with the same leading axes (the fields of
+  :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
+  comparing runs needs neither the network nor the data.
 * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
   without it holds an unfinished run.
-* ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - the folder of
-  :func:`bnn_ppl.inference.run_chain`, from which a killed run resumes.
+* ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - a killed run resumes from it.
 
 This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
 
@@ -64,16 +61,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import bnn_ppl
-from bnn_ppl import metrics as _metrics
 from bnn_ppl.io import load_npz, read_json, save_npz, write_json
 from bnn_ppl.likelihoods import (
-    GaussianPrediction,
-    PoissonPrediction,
     Prediction,
-    StudentTPrediction,
     prediction_fields,
     prediction_from_fields,
 )
+from bnn_ppl.metrics.suite import flat_draws, per_chain, predictive_metrics
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -276,78 +270,6 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
 # ---------------------------------------------------------------------------------- results
 def _prediction_arrays(predictions: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in prediction_fields(predictions).items()}
-
-
-def flat_draws(predictions: Any, chains: bool) -> Prediction:
-    """Per-draw predictions with the chain axis (if any) merged into the draw axis."""
-    if not chains:
-        return predictions
-
-    def merge(a: Any) -> np.ndarray:
-        a = np.asarray(a)
-        return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])
-
-    fields = {k: merge(v) for k, v in prediction_fields(predictions).items()}
-    return prediction_from_fields(fields)
-
-
-def per_chain(predictions: Any) -> list[Prediction]:
-    """The per-draw predictions of each chain, from ``(chain, draw, ...)`` arrays."""
-    fields = {k: list(np.asarray(v)) for k, v in prediction_fields(predictions).items()}
-    return [
-        prediction_from_fields(dict(zip(fields, one, strict=True)))
-        for one in zip(*fields.values(), strict=True)
-    ]
-
-
-def predictive_metrics(
-    predictions: Prediction,
-    targets: np.ndarray,
-    *,
-    task: str,
-    y_std: float = 1.0,
-) -> dict[str, float]:
-    """Test metrics of the Bayesian model average of per-draw predictions ``(draw, n, ...)``.
-
-    Classification (Categorical, Bernoulli): accuracy, NLL, ECE (15 equal-width bins) and
-    Brier score of the averaged probabilities. Gaussian and Student-t: RMSE of the BMA mean
-    and NLL of the BMA (the equal-weight mixture of the draws), both in the targets' original
-    units (``y_std``). Poisson: RMSE of the BMA rate and NLL of the Poisson mixture.
-
-    Raises:
-        ValueError: non-finite predictions (a diverged sampler), or predictions that do not
-            fit the targets.
-    """
-    fields = {k: np.asarray(v) for k, v in prediction_fields(predictions).items()}
-    if not all(np.all(np.isfinite(v)) for v in fields.values()):
-        raise InputValueError(
-            "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
-            "undefined (lower the step size or learning rate, or use a less extreme prior or "
-            "temperature)."
-        )
-    if isinstance(predictions, GaussianPrediction | StudentTPrediction):
-        loc, scale = fields.get("mean", fields.get("loc")), fields["scale"]
-        if isinstance(predictions, StudentTPrediction):
-            nll = _metrics.student_t_mixture_nll(loc, scale, fields["df"], targets, y_std)
-        else:
-            nll = _metrics.mixture_nll(loc, scale, targets, y_scale=y_std)
-        rmse = _metrics.rmse(loc.mean(axis=0), targets, y_scale=y_std)
-        return {"rmse": float(rmse), "nll": float(nll)}
-    if isinstance(predictions, PoissonPrediction):
-        rate = fields["rate"]
-        return {
-            "rmse": float(_metrics.rmse(rate.mean(axis=0), targets)),
-            "nll": float(_metrics.poisson_mixture_nll(rate, targets)),
-        }
-    avg = fields["probs"].mean(axis=0)
-    if task != "classification":
-        raise InputValueError(f"probabilities given for a {task} task.")
-    return {
-        "accuracy": float(_metrics.accuracy(avg, targets)),
-        "nll": float(_metrics.nll(avg, targets)),
-        "ece": float(_metrics.ece(avg, targets)),
-        "brier": float(_metrics.brier(avg, targets)),
-    }
 
 
 def save_results(
