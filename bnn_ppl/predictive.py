@@ -112,7 +112,9 @@ def predict(
 
     Args:
         model: the :class:`~bnn_ppl.BNN` the samples belong to.
-        samples: site name -> array with a leading sample axis (or ``(chains, samples)``).
+        samples: site name -> array with a leading sample axis (or ``(chains, samples)``,
+            merged into one), or a :class:`~bnn_ppl.Posterior`, whose ``(chain, draw)`` axes
+            the predictions keep.
         x: inputs, shape ``(n, ...)``.
         chunk_size: inputs per network call (default: all ``n`` at once).
         sample_chunk_size: draws evaluated together with ``vmap`` (default 1, the lowest memory).
@@ -122,8 +124,14 @@ def predict(
         probabilities of shape ``(num_samples, n, num_classes)`` (``(num_samples, n, 2)`` for a
         Bernoulli); a :class:`~bnn_ppl.likelihoods.GaussianPrediction` whose ``mean`` and
         ``scale`` have shape ``(num_samples, n)`` (or ``(num_samples, n, d)``); likewise a
-        ``StudentTPrediction`` or ``PoissonPrediction``.
+        ``StudentTPrediction`` or ``PoissonPrediction``. Given a Posterior, the leading axis
+        is ``(chain, draw)`` instead.
     """
+    from bnn_ppl.posterior import Posterior
+
+    lead = None
+    if isinstance(samples, Posterior):
+        lead, samples = (samples.num_chains, samples.num_draws), samples.samples
     x = model.check_inputs(x)
     n = x.shape[0]
     chunk = n if chunk_size is None else validation.check_int("chunk_size", chunk_size)
@@ -141,7 +149,12 @@ def predict(
     out = _predict(
         model, flat, xc, chunk_size=chunk, sample_chunk_size=sample_chunk, num_chunks=num_chunks
     )
-    return jax.tree.map(lambda a: a[:, :n], out)
+
+    def unpad(a: Array) -> Array:
+        a = a[:, :n]
+        return a if lead is None else a.reshape(*lead, *a.shape[1:])
+
+    return jax.tree.map(unpad, out)
 
 
 def prior_predictive(

@@ -72,6 +72,17 @@ def test_hmc_posterior_fields(hmc_posterior, problem):
     np.testing.assert_array_equal(post.observed["y_test"], problem[4])
 
 
+def test_predict_on_a_posterior_keeps_its_chain_and_draw_axes(hmc_posterior, problem):
+    """bp.predict(model, posterior, x) is (chain, draw, n): the flattened dict's predictions
+    reshaped, and what the posterior's own predictions hold."""
+    model, _, _, xt, _ = problem
+    kept = bp.predict(model, hmc_posterior, xt, chunk_size=3)  # 4 chunks, 2 rows padded
+    flat = bp.predict(model, hmc_posterior.flat_samples(), xt)
+    assert kept.mean.shape == (2, 50, N_TEST)
+    np.testing.assert_array_equal(np.asarray(kept.mean).reshape(100, N_TEST), flat.mean)
+    np.testing.assert_allclose(kept.mean, hmc_posterior.predictions["mean"], rtol=1e-6)
+
+
 def test_save_load_round_trip_is_exact(hmc_posterior, tmp_path):
     path = tmp_path / "run" / "posterior.nc"
     hmc_posterior.save(path)
