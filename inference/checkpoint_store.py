@@ -96,6 +96,7 @@ class CheckpointStore:
         self.path = os.fspath(path)
         self.fingerprint = dict(fingerprint)
         self._lock_fd: int | None = None
+        self._last: Record | None = None  # the newest record verified or written by us
 
     # ---------------------------------------------------------------- lock
     def __enter__(self) -> CheckpointStore:
@@ -111,7 +112,7 @@ class CheckpointStore:
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
-        self._lock_fd = fd
+        self._lock_fd, self._last = fd, None
         try:
             self._clean_temporaries()
             self._check_run_file()
@@ -177,7 +178,7 @@ class CheckpointStore:
         self._require_lock()
         if len(draws_per_segment) != segment or (draws is None) != (segment == 0):
             raise ValueError("draws_per_segment must list segments 1..segment; draws iff > 0.")
-        previous = self.latest() if segment > 0 else None
+        previous = (self._last or self.latest()) if segment > 0 else None
         if segment > 0 and (previous is None or previous.segment != segment - 1):
             raise ValueError(f"segment {segment} must follow segment {segment - 1}.")
         names = [_name(k, segment, e) for k, e in (("state", "npz"), ("draws", "npz"))]
@@ -203,7 +204,10 @@ class CheckpointStore:
             old = os.path.join(self.path, _name("state", previous.segment - 1, "npz"))
             if os.path.exists(old):
                 os.unlink(old)
-        return Record(segment, list(draws_per_segment), state_file, files[state_file], draws_files)
+        self._last = Record(
+            segment, list(draws_per_segment), state_file, files[state_file], draws_files
+        )
+        return self._last
 
     def _move_aside(self, names: list[str], why: str) -> None:
         present = [n for n in names if os.path.exists(os.path.join(self.path, n))]
@@ -270,6 +274,7 @@ class CheckpointStore:
                     for kind, ext in (("state", "npz"), ("draws", "npz"), ("record", "json"))
                 ]
                 self._move_aside(newer, "after-damaged")
+            self._last = record
             return record
         if names:
             raise CheckpointError(
