@@ -301,3 +301,22 @@ def test_sigkill_resume_is_bit_exact_hmc(tmp_path):
 @pytest.mark.parametrize("method", ["nuts", "atmc"])
 def test_sigkill_resume_is_bit_exact(tmp_path, method):
     _resumed_equals_uninterrupted(tmp_path, method)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"checkpoint_every": 5}, ValueError, "checkpoint_every needs a checkpoint_dir"),
+        ({"checkpoint_dir": 3}, TypeError, "checkpoint_dir must be a folder path"),
+        ({"checkpoint_dir": "DIR", "checkpoint_every": 0}, ValueError, "checkpoint_every"),
+        ({"checkpoint_dir": "DIR", "checkpoint_every": 1.5}, TypeError, "checkpoint_every"),
+        ({"checkpoint_dir": "FILE"}, ValueError, "is not a folder"),
+    ],
+)
+def test_bad_checkpoint_arguments_are_refused_before_anything_runs(tmp_path, kwargs, error, match):
+    (tmp_path / "file").write_text("")
+    paths = {"DIR": str(tmp_path / "ckpt"), "FILE": str(tmp_path / "file")}
+    kwargs = {k: paths.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+    with pytest.raises(error, match=match):
+        fit(_model(), (X, Y), cfg.HMCConfig(), jax.random.key(0), **kwargs)
+    assert not (tmp_path / "ckpt").exists()
