@@ -142,6 +142,9 @@ def fit_checkpointed(
     if sg:
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
         return sgmcmc_posterior(config, samples, extra)
+    from bnn_ppl.chain_health import check_chains
+
+    check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if one is stuck
     meta = {
         "num_warmup": plan.num_warmup,
         "num_samples": plan.num_samples,

@@ -263,8 +263,11 @@ def _child(tmp_path, config, out):
 
 
 def _kill_after_segment(tmp_path, config, segment):
+    """SIGKILL the child once segment ``segment``'s record exists (-1: once ``run.json`` does,
+    i.e. during warmup)."""
     proc = _child(tmp_path, config, tmp_path / "never.npz")
-    record = tmp_path / "ckpt" / f"record_{segment:06d}.json"
+    name = "run.json" if segment < 0 else f"record_{segment:06d}.json"
+    record = tmp_path / "ckpt" / name
     deadline = time.monotonic() + 300
     while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -274,9 +277,12 @@ def _kill_after_segment(tmp_path, config, segment):
     assert record.exists() and not (tmp_path / "never.npz").exists()
 
 
-def _resumed_equals_uninterrupted(tmp_path, method):
+def _resumed_equals_uninterrupted(tmp_path, method, segment=2):
     config = CONFIGS[method]
-    _kill_after_segment(tmp_path, config, 2)
+    _kill_after_segment(tmp_path, config, segment)
+    if segment < 0:  # killed in warmup: nothing committed, warmup is redone
+        assert not (tmp_path / "ckpt" / "record_000000.json").exists()
+        _kill_after_segment(tmp_path, config, 1)
     first = (tmp_path / "ckpt" / "record_000001.json").stat()
     proc = _child(tmp_path, config, tmp_path / "resumed.npz")
     assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
@@ -295,6 +301,11 @@ def _resumed_equals_uninterrupted(tmp_path, method):
 @pytest.mark.timeout(600)
 def test_sigkill_resume_is_bit_exact_hmc(tmp_path):
     _resumed_equals_uninterrupted(tmp_path, "hmc")
+
+
+@pytest.mark.slow
+def test_a_kill_during_warmup_redoes_warmup_and_stays_bit_exact(tmp_path):
+    _resumed_equals_uninterrupted(tmp_path, "hmc", segment=-1)
 
 
 @pytest.mark.slow
