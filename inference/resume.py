@@ -140,6 +140,41 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> tuple[dict, dict]:
     return samples, extra
 
 
+def _sample(
+    plan: MCMCPlan,
+    mcmc: MCMC,
+    rng_key: Any,
+    args: tuple,
+    init_params: Any,
+    store: CheckpointStore,
+    record: Any,
+    checkpoint_every: int,
+) -> Any:
+    """Warm up (unless ``record`` exists), then run and commit segments to the last draw."""
+    total, skipped = divmod(plan.num_samples, plan.thinning)
+    if record is None:
+        mcmc.warmup(rng_key, *args, init_params=init_params, extra_fields=plan.extra_fields)
+        record = store.commit(0, state_arrays(mcmc.post_warmup_state), None, [])
+        template = mcmc.post_warmup_state
+    else:  # the state's structure, and the kernel set up for num_warmup, by the public init
+        keys = jax.random.split(rng_key, plan.num_chains) if plan.num_chains > 1 else rng_key
+        template = mcmc.sampler.init(keys, plan.num_warmup, init_params, args, {})
+    where = f"{store.path}/{record.state_file}"
+    state = state_from_arrays(store.load_state(record), template, where)
+    while record.draws_done < total or record.segment == 0:
+        n = min(checkpoint_every, total - record.draws_done)
+        # the iterations NumPyro's thinning skips come first, as in one MCMC.run
+        mcmc.num_samples = n * plan.thinning + (skipped if record.segment == 0 else 0)
+        mcmc.post_warmup_state = state
+        mcmc.run(state.rng_key, *args, extra_fields=plan.extra_fields)
+        draws = _segment_arrays(mcmc)
+        done = [*record.draws_per_segment, n]
+        record = store.commit(record.segment + 1, state_arrays(mcmc.last_state), draws, done)
+        where = f"{store.path}/{record.state_file}"
+        state = state_from_arrays(store.load_state(record), template, where)
+    return record
+
+
 def run_segments(
     plan: MCMCPlan,
     rng_key: Any,
@@ -157,10 +192,9 @@ def run_segments(
     if not isinstance(plan, MCMCPlan):
         raise validation.InputTypeError(f"plan must be an MCMCPlan, got {type(plan).__name__}.")
     checkpoint_every = validation.check_int("checkpoint_every", checkpoint_every)
-    total, skipped = divmod(plan.num_samples, plan.thinning)
-    kernel = plan.kernel()
+    total = plan.num_samples // plan.thinning
     mcmc = MCMC(
-        kernel,
+        plan.kernel(),
         num_warmup=plan.num_warmup,
         num_samples=plan.num_samples,
         num_chains=plan.num_chains,
@@ -176,28 +210,10 @@ def run_segments(
             f"{store.path} holds {record.draws_done} draws per chain, more than this run's "
             f"{total}; the folder is another run's or damaged."
         )
-    if record is None:
-        mcmc.warmup(rng_key, *args, init_params=init_params, extra_fields=plan.extra_fields)
-        record = store.commit(0, state_arrays(mcmc.post_warmup_state), None, [])
-        template = mcmc.post_warmup_state
-    else:  # the state's structure, and the kernel set up for num_warmup, by the public init
-        keys = jax.random.split(rng_key, plan.num_chains) if plan.num_chains > 1 else rng_key
-        template = kernel.init(keys, plan.num_warmup, init_params, args, {})
-    where = f"{store.path}/{record.state_file}"
-    state = state_from_arrays(store.load_state(record), template, where)
-    while record.draws_done < total or record.segment == 0:
-        n = min(checkpoint_every, total - record.draws_done)
-        # the iterations NumPyro's thinning skips come first, as in one MCMC.run
-        mcmc.num_samples = n * plan.thinning + (skipped if record.segment == 0 else 0)
-        mcmc.post_warmup_state = state
-        mcmc.run(state.rng_key, *args, extra_fields=plan.extra_fields)
-        draws = _segment_arrays(mcmc)
-        done = [*record.draws_per_segment, n]
-        record = store.commit(record.segment + 1, state_arrays(mcmc.last_state), draws, done)
-        where = f"{store.path}/{record.state_file}"
-        state = state_from_arrays(store.load_state(record), template, where)
+    finished = record is not None and record.segment > 0 and record.draws_done == total
+    if not finished:  # (a finished run is only read back)
+        record = _sample(plan, mcmc, rng_key, args, init_params, store, record, checkpoint_every)
     samples, extra = _joined(store.load_draws(record))
-    total = plan.num_samples // plan.thinning
     for name, value in samples.items():  # never a short run
         if value.shape[:2] != (plan.num_chains, total):
             raise CheckpointError(

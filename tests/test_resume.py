@@ -296,6 +296,12 @@ def _resumed_equals_uninterrupted(tmp_path, method, segment=2):
     for name, value in post.samples.items():
         assert resumed[name].shape == value.shape
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+    # a finished run is read back: the same draws, and no file changes
+    before = _snapshot(tmp_path / "ckpt")
+    again = fit(_model(), (X, Y), config, jax.random.key(0), checkpoint_dir=tmp_path / "ckpt")
+    assert _snapshot(tmp_path / "ckpt") == before
+    for name, value in post.samples.items():
+        np.testing.assert_array_equal(again.samples[name], value, err_msg=name)
 
 
 @pytest.mark.timeout(600)
