@@ -182,7 +182,7 @@ class CheckpointStore:
         if segment > 0 and (previous is None or previous.segment != segment - 1):
             raise ValueError(f"segment {segment} must follow segment {segment - 1}.")
         names = [_name(k, segment, e) for k, e in (("state", "npz"), ("draws", "npz"))]
-        self._move_aside([n for n in names + [_name("record", segment, "json")]], "superseded")
+        self._move_aside([*names, _name("record", segment, "json")], "superseded")
         state_file = names[0]
         files = {state_file: io.save_npz(os.path.join(self.path, state_file), state)}
         draws_files = dict(previous.draws_files) if previous else {}
@@ -236,13 +236,17 @@ class CheckpointStore:
                 and rec.get("format") == FORMAT
                 and rec.get("fingerprint") == self.fingerprint["digest"]
                 and isinstance(segment, int)
+                and isinstance(rec["files"], dict)
+                and all(isinstance(v, str) for v in rec["files"].values())
+                and isinstance(rec["draws_per_segment"], list)
+                and all(type(n) is int and n >= 0 for n in rec["draws_per_segment"])
                 and name == _name("record", segment, "json")
                 and len(rec["draws_per_segment"]) == segment
                 and rec["state_file"] == _name("state", segment, "npz")
                 and set(rec["files"])
                 == {rec["state_file"]} | {_name("draws", k, "npz") for k in range(1, segment + 1)}
             )
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OSError):
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, OSError):
             ok = False
         if not ok:
             return None, [name]

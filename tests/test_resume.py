@@ -337,3 +337,13 @@ def test_bad_checkpoint_arguments_are_refused_before_anything_runs(tmp_path, kwa
     with pytest.raises(error, match=match):
         fit(_model(), (X, Y), cfg.HMCConfig(), jax.random.key(0), **kwargs)
     assert not (tmp_path / "ckpt").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", [cfg.SGLDConfig, cfg.SGHMCConfig, cfg.SGNHTConfig])
+def test_segments_equal_one_run_for_every_sgmcmc_kernel(tmp_path, config):
+    c = config(num_warmup=1, num_samples=4, cycle_length=3, batch_size=8, step_size=1e-3)
+    one = fit(_model(), (X, Y), c, jax.random.key(0))
+    seg = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=1)
+    for name, value in one.samples.items():
+        np.testing.assert_array_equal(seg.samples[name], value, err_msg=name)
