@@ -5,6 +5,8 @@
 * :class:`HMC`, :class:`NUTS` - NumPyro's kernels on that potential, data as jit arguments.
 * :func:`hmc`, :func:`nuts` - one call from ``(model, x, y)`` to a finished ``numpyro.infer.MCMC``.
 * :func:`run_chain` - checkpointed, resumable runs with streamed samples and predictions.
+* :func:`run_segments` - checkpoint and resume for any NumPyro ``MCMCKernel`` on NumPyro's
+  public API (what ``fit(..., checkpoint_dir=...)`` uses; :mod:`resume`).
 * :class:`SGLD`, :class:`SGHMC`, :class:`SGNHT`, :class:`ATMC` - SG-MCMC kernels for NumPyro's
   ``MCMC`` on minibatch gradients (:func:`gradient_estimator`, independent batches and an
   estimate of their noise), with :mod:`schedules` and cycle-end selection (:mod:`cycles`);
@@ -41,6 +43,7 @@ from bnn_ppl.inference.gradients import (
 from bnn_ppl.inference.hmc import HMC, NUTS, default_trajectory_length, hmc, nuts
 from bnn_ppl.inference.model_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
+from bnn_ppl.inference.resume import MCMCPlan, run_segments
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
 from bnn_ppl.inference.sgmcmc_base import (
@@ -65,6 +68,7 @@ __all__ = [
     "GradientScales",
     "HMC",
     "MAPResult",
+    "MCMCPlan",
     "ModelData",
     "ModelPotential",
     "NUTS",
@@ -101,6 +105,7 @@ __all__ = [
     "nuts",
     "recommended_step_size",
     "run_chain",
+    "run_segments",
     "run_config",
     "schedules",
     "cycles",

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from typing import Any, NamedTuple
 
 import jax
@@ -172,9 +173,11 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
     return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
 
 
-def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
+def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
+    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
+    the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
     from bnn_ppl import inference
-    from bnn_ppl.inference.schedules import cycle_end_samples, cyclical_cosine
+    from bnn_ppl.inference.schedules import cyclical_cosine
 
     kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
                   "atmc": inference.ATMC}[c.method]  # fmt: skip
@@ -193,31 +196,55 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
         step = inference.recommended_step_size(c.method.upper(), scales)
         extra = {"step_size_used": step, "scales": scales._asdict()}
     n, chains = c.cycle_length, c.num_chains
-    kernel = kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
-    mcmc = MCMC(
-        kernel,
-        num_warmup=c.num_warmup * n,
-        num_samples=c.num_samples * n,
-        thinning=n,  # the last step of every cycle, and only it
-        num_chains=chains,
-        chain_method="vectorized",
-        progress_bar=False,
-        jit_model_args=True,
-    )
     init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
-    mcmc.run(run_key, *pot.args, init_params=init)
-    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
+    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
+    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
+
+    def kernel() -> Any:
+        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
+
+    return kernel, pot, init, run_key, extra
+
+
+def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
+    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
     for name, value in samples.items():
         if not np.all(np.isfinite(value)):
             raise validation.DivergedError(
                 c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
             )
-    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
-    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
     return Posterior(c.method, samples, config=c.to_dict() | extra)
 
 
-def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
+def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.cycles import cycle_end_samples
+
+    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+    n = c.cycle_length
+    mcmc = MCMC(
+        kernel(),
+        num_warmup=c.num_warmup * n,
+        num_samples=c.num_samples * n,
+        thinning=n,  # the last step of every cycle, and only it
+        num_chains=c.num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+        jit_model_args=True,
+    )
+    mcmc.run(run_key, *pot.args, init_params=init)
+    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
+    return sgmcmc_posterior(c, samples, extra)
+
+
+def fit(
+    model: BNN,
+    data: Any,
+    config: Config,
+    rng_key: PRNGKey,
+    *,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
     Args:
@@ -226,6 +253,13 @@ def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
             test split) or a tuple ``(x, y)``, ``(x, y, x_test)`` or ``(x, y, x_test, y_test)``.
         config: one of the dataclasses of :mod:`bnn_ppl.config`; it fixes the method.
         rng_key: ``jax.random.key(seed)``; the same key gives the same Posterior.
+        checkpoint_dir: MCMC and SG-MCMC only: commit the run to this folder after warmup and
+            every ``checkpoint_every`` draws per chain, and resume from it if it holds this
+            run (bit-exact: the same draws as an uninterrupted run); a folder of a run with
+            other settings, data, seed or network is refused naming what differs
+            (:mod:`bnn_ppl.inference.fit_checkpoint`).
+        checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
+            the draws.
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -244,6 +278,10 @@ def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
+    if checkpoint_dir is not None or checkpoint_every is not None:
+        from bnn_ppl.inference.fit_checkpoint import check_checkpoint_args
+
+        checkpoint_every = check_checkpoint_args(config, checkpoint_dir, checkpoint_every)
     d = _fit_data(data)
     if d.y_test is not None and d.x_test is None:
         raise InputValueError("data has y_test but no x_test; give both or neither.")
@@ -255,7 +293,11 @@ def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
             y_test = validation.as_array("y_test", d.y_test)
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
-    if isinstance(config, _MCMCConfig):
+    if checkpoint_dir is not None:
+        from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
+
+        post = fit_checkpointed(model, d, config, key, checkpoint_dir, checkpoint_every)
+    elif isinstance(config, _MCMCConfig):
         post = _mcmc(model, d, config, key)
     elif isinstance(config, SVIConfig):
         post = _svi(model, d, config, key)

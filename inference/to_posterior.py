@@ -44,7 +44,15 @@ from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["NUMPYRO_STATS", "as_posterior", "from_map", "from_mcmc", "from_svi"]
+__all__ = [
+    "NUMPYRO_STATS",
+    "as_posterior",
+    "flat_fields",
+    "from_draws",
+    "from_map",
+    "from_mcmc",
+    "from_svi",
+]
 
 NUMPYRO_STATS = {
     "accept_prob": "acceptance_rate",
@@ -62,12 +70,12 @@ def _numpy(tree: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in tree.items()}
 
 
-def _flat_fields(extra: Mapping[str, Any]) -> dict[str, Any]:
+def flat_fields(extra: Mapping[str, Any]) -> dict[str, Any]:
     """``{"info": Info(step_size=..., ...)}`` -> ``{"info.step_size": ..., ...}``."""
     out: dict[str, Any] = {}
     for k, v in extra.items():
         if hasattr(v, "_asdict"):
-            out.update(_flat_fields({f"{k}.{f}": a for f, a in v._asdict().items()}))
+            out.update(flat_fields({f"{k}.{f}": a for f, a in v._asdict().items()}))
         else:
             out[k] = v
     return out
@@ -97,9 +105,34 @@ def from_mcmc(
     """
     if not isinstance(mcmc, MCMC):
         raise InputTypeError(f"mcmc must be a numpyro.infer.MCMC, got {type(mcmc).__name__}.")
-    kernel = mcmc.sampler
-    samples = _numpy(mcmc.get_samples(group_by_chain=True))
-    extra = _numpy(_flat_fields(mcmc.get_extra_fields(group_by_chain=True)))
+    base = {
+        "num_warmup": int(mcmc.num_warmup),
+        "num_samples": int(mcmc.num_samples),
+        "num_chains": int(mcmc.num_chains),
+        "thinning": int(mcmc.thinning),
+    }
+    return from_draws(
+        mcmc.get_samples(group_by_chain=True),
+        flat_fields(mcmc.get_extra_fields(group_by_chain=True)),
+        mcmc.sampler,
+        method=method,
+        config={**base, **dict(config or {})},
+    )
+
+
+def from_draws(
+    samples: Mapping[str, Any],
+    extra: Mapping[str, Any],
+    kernel: Any,
+    *,
+    method: str | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Posterior:
+    """As :func:`from_mcmc`, from ``(chain, draw)``-shaped ``samples`` and flattened extra
+    fields (``{"adapt_state.step_size": ...}``) that ``kernel`` produced (e.g. the
+    :class:`~bnn_ppl.inference.resume.Draws` of a checkpointed run)."""
+    samples = _numpy(samples)
+    extra = _numpy(extra)
     stats = {NUMPYRO_STATS[k]: v for k, v in extra.items() if k in NUMPYRO_STATS}
     for k in ("potential_energy", "info.potential_energy"):
         if k in extra:
@@ -108,13 +141,7 @@ def from_mcmc(
         stats["tree_depth"] = np.ceil(np.log2(extra["num_steps"] + 1.0)).astype(np.int32)
     lead = next(iter(samples.values())).shape[:2]
     stats = {k: v for k, v in stats.items() if v.shape == lead}  # per-draw scalars only
-    base = {
-        "kernel": type(kernel).__name__,
-        "num_warmup": int(mcmc.num_warmup),
-        "num_samples": int(mcmc.num_samples),
-        "num_chains": int(mcmc.num_chains),
-        "thinning": int(mcmc.thinning),
-    }
+    base = {"kernel": type(kernel).__name__}
     return Posterior(
         method or _method(kernel), samples, stats, config={**base, **dict(config or {})}
     )

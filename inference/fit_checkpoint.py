@@ -1,0 +1,160 @@
+""":func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``: MCMC and SG-MCMC runs that survive
+a kill.
+
+The method's config becomes an :class:`~bnn_ppl.inference.resume.MCMCPlan` with the same
+kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.fit` uses, and
+:func:`~bnn_ppl.inference.resume.run_segments` runs it in a
+:class:`~bnn_ppl.inference.checkpoint_store.CheckpointStore` keyed by the run's fingerprint
+(:mod:`bnn_ppl.inference.fingerprint`): a rerun with the same arguments resumes after the
+newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
+config, data, seed or network is refused naming the differing field.
+
+Example:
+    >>> import jax, numpy as np, tempfile
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.config import HMCConfig
+    >>> from bnn_ppl.inference import fit
+    >>> from bnn_ppl.models import MLP
+    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+    >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=20, num_samples=10)
+    >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
+    ...            checkpoint_dir=folder, checkpoint_every=5)
+    >>> again = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0), checkpoint_dir=folder)
+    >>> bool(np.array_equal(post.samples["Dense_0.kernel"], again.samples["Dense_0.kernel"]))
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import jax
+
+from bnn_ppl import validation
+from bnn_ppl.config import Config, HMCConfig, NUTSConfig, _MCMCConfig, _SGMCMCConfig
+from bnn_ppl.model import BNN
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.types import PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
+
+__all__ = ["check_checkpoint_args", "fit_checkpointed"]
+
+
+def check_checkpoint_args(config: Config, checkpoint_dir: Any, checkpoint_every: Any) -> int | None:
+    """Check :func:`~bnn_ppl.inference.fit`'s checkpoint arguments before anything runs;
+    return ``checkpoint_every`` (default: a tenth of the draws per chain, at least 1)."""
+    if not isinstance(config, _MCMCConfig | _SGMCMCConfig):
+        raise InputValueError(
+            f"checkpoint_dir applies to MCMC and SG-MCMC methods, not {config.method!r}; "
+            "drop checkpoint_dir and checkpoint_every."
+        )
+    if checkpoint_dir is None:
+        raise InputValueError("checkpoint_every needs a checkpoint_dir.")
+    if not isinstance(checkpoint_dir, str | os.PathLike):
+        raise InputTypeError(
+            f"checkpoint_dir must be a folder path, got {type(checkpoint_dir).__name__}."
+        )
+    if os.path.exists(checkpoint_dir) and not os.path.isdir(checkpoint_dir):
+        raise InputValueError(f"checkpoint_dir {os.fspath(checkpoint_dir)} is not a folder.")
+    if checkpoint_every is None:
+        draws = config.num_samples
+        if isinstance(config, _MCMCConfig):
+            draws //= config.thinning
+        return max(1, math.ceil(draws / 10))
+    return validation.check_int("checkpoint_every", checkpoint_every)
+
+
+def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
+    from bnn_ppl.inference.hmc import DEFAULT_EXTRA_FIELDS, HMC, NUTS, _hmc_kwargs
+    from bnn_ppl.inference.hmc_checks import check_nuts_kwargs
+    from bnn_ppl.inference.potential import full_batch_potential
+    from bnn_ppl.inference.resume import MCMCPlan
+
+    common = dict(
+        step_size=c.step_size,
+        adapt_mass_matrix=c.adapt_mass_matrix,
+        target_accept_prob=c.target_accept_prob,
+    )
+    if isinstance(c, HMCConfig):
+        kwargs = _hmc_kwargs(
+            model, validation.as_array("x", d.x), c.trajectory_length, c.step_size,
+            c.adapt_step_size, c.adapt_mass_matrix, c.target_accept_prob, c.max_num_steps,
+        )  # fmt: skip
+        kernel_cls: Any = HMC
+    else:
+        assert isinstance(c, NUTSConfig)
+        kwargs, kernel_cls = (
+            check_nuts_kwargs(dict(max_tree_depth=c.max_tree_depth, **common)),
+            NUTS,
+        )
+    pot = full_batch_potential(model, d.x, d.y, chunk_size=c.chunk_size)
+    init_key, run_key = jax.random.split(key)  # as hmc() and nuts() split it
+    chains = c.num_chains
+    init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
+    plan = MCMCPlan(
+        lambda: kernel_cls(pot, **kwargs),
+        c.num_warmup,
+        c.num_samples,
+        chains,
+        c.thinning,
+        DEFAULT_EXTRA_FIELDS,
+    )
+    return plan, pot, init, run_key, {}
+
+
+def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
+    from bnn_ppl.inference.fitting import _sgmcmc_setup
+    from bnn_ppl.inference.resume import MCMCPlan
+
+    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+    n = c.cycle_length
+    plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n)
+    return plan, pot, init, run_key, extra
+
+
+def fit_checkpointed(
+    model: BNN,
+    d: Any,
+    config: Config,
+    key: PRNGKey,
+    checkpoint_dir: str | os.PathLike,
+    checkpoint_every: int,
+) -> Posterior:
+    """The Posterior :func:`~bnn_ppl.inference.fit` returns, run (or resumed) in
+    ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
+    from bnn_ppl.inference.checkpoint_store import CheckpointStore
+    from bnn_ppl.inference.cycles import keep_cycle_ends
+    from bnn_ppl.inference.fingerprint import run_fingerprint
+    from bnn_ppl.inference.fitting import sgmcmc_posterior
+    from bnn_ppl.inference.resume import run_segments
+    from bnn_ppl.inference.to_posterior import from_draws
+
+    sg = isinstance(config, _SGMCMCConfig)
+    make = _sgmcmc_plan if sg else _mcmc_plan
+    plan, pot, init, run_key, extra = make(model, d, config, key)
+    one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
+    fingerprint = run_fingerprint(config.to_dict(), d.x, d.y, key, pot.potential_fn, one)
+    with CheckpointStore(checkpoint_dir, fingerprint) as store:
+        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every)
+    if sg:
+        samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
+        return sgmcmc_posterior(config, samples, extra)
+    from bnn_ppl.chain_health import check_chains
+
+    check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if one is stuck
+    meta = {
+        "num_warmup": plan.num_warmup,
+        "num_samples": plan.num_samples,
+        "num_chains": plan.num_chains,
+        "thinning": plan.thinning,
+    }
+    return from_draws(
+        draws.samples,
+        draws.extra,
+        plan.kernel(),
+        method=config.method,
+        config=meta | config.to_dict(),
+    )
