@@ -10,11 +10,12 @@
 ``run`` loads a data set (:func:`bnn_ppl.data.load`), builds a :class:`bnn_ppl.BNN` (network from
 ``--model``, prior from ``--prior`` through :func:`bnn_ppl.priors.from_string`, likelihood from
 the data set's task), runs one method of :mod:`bnn_ppl.inference` and writes the run folder
-described in :mod:`bnn_ppl.runs`: ``config.json``, ``samples.npz``, ``predictions.npz`` and
-``metrics.json``. ``--method hmc``/``nuts`` with ``--checkpoint-every k`` run through
-:func:`bnn_ppl.inference.run_chain` in ``<out>/checkpoints``: a killed run resumes when started
-again with the same options, and a folder written with other options is refused, naming every
-option that differs.
+described in :mod:`bnn_ppl.runs`: ``config.json``, ``posterior.nc``, ``samples.npz``,
+``predictions.npz`` and ``metrics.json``, all through :func:`bnn_ppl.fit` (the options become
+the method's config, :func:`method_config`). ``--method hmc``/``nuts``/``sgmcmc`` with
+``--checkpoint-every k`` commit the run to ``<out>/checkpoints`` every k draws (sgmcmc: cycles)
+per chain: a killed run resumes bit-exactly when started again with the same options, and a
+folder written with other options is refused, naming every option that differs.
 
 Every option is checked before the run folder is claimed (:func:`run_settings`, then
 :func:`check_feasible` once the data and model are known: batch sizes, memory, float32 range,
@@ -75,7 +76,7 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {
     "step_size": {"hmc": 0.01, "nuts": 0.01, "sgmcmc": None},
     "trajectory_length": {"hmc": None},
     "max_tree_depth": {"nuts": 10},
-    "checkpoint_every": {"hmc": None, "nuts": None},
+    "checkpoint_every": {"hmc": None, "nuts": None, "sgmcmc": None},
     "sampler": {"sgmcmc": "atmc"},
     "batch_size": {"sgmcmc": 128, "svi": None, "ensemble": None},
     "cycle_length": {"sgmcmc": 500},
@@ -232,8 +233,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--checkpoint-every",
         metavar="K",
         type=int,
-        help="hmc/nuts: checkpoint every k iterations into <out>/checkpoints; a killed run "
-        "resumes when re-run with the same options (default: no checkpoints)",
+        help="hmc/nuts: checkpoint every k draws per chain (sgmcmc: every k cycles) into "
+        "<out>/checkpoints; a killed run resumes, bit for bit, when re-run with the same "
+        "options (warmup is redone if it was killed during warmup; default: no checkpoints)",
     )
     i.add_argument(
         "--batch-size",
@@ -780,25 +782,32 @@ def _predictions(post: Any, chains: bool) -> np.ndarray | GaussianPrediction:
 def _fit(
     model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
 ) -> Fit:
-    """Any method through :func:`bnn_ppl.fit` (hmc/nuts with ``--checkpoint-every`` excepted:
-    :func:`_fit_checkpointed`)."""
+    """Any method through :func:`bnn_ppl.fit`; with ``--checkpoint-every`` (hmc, nuts, sgmcmc)
+    the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
     import jax
 
+    from bnn_ppl import runs
     from bnn_ppl.inference import fit
 
-    if s.get("checkpoint_every") is not None:
-        return _fit_checkpointed(model, data, s, out, progress)
-    post = fit(model, data, method_config(s), jax.random.key(s["seed"]))
+    checkpoints = {}
+    if s.get("checkpoint_every") is not None:  # resumes from <out>/checkpoints if it can
+        checkpoints = {
+            "checkpoint_dir": os.path.join(out, runs.CHECKPOINTS),
+            "checkpoint_every": s["checkpoint_every"],
+        }
+    post = fit(model, data, method_config(s), jax.random.key(s["seed"]), **checkpoints)
+    resumed = post.config.get("resumed_after_segment")
     chains = s["method"] in CHAIN_METHODS
     samples = post.samples if chains else post.flat_samples()
     summary: dict[str, Any] = {}
     if s["method"] in ("hmc", "nuts"):
-        summary = {"chains": _chain_summary(post), "resumed_after_segment": None}
+        summary = {"chains": _chain_summary(post), "resumed_after_segment": resumed}
     elif s["method"] == "sgmcmc":
         summary = {
             "sampler": s["sampler"],
             "batch_size": s["batch_size"],
             "step_size": post.config.get("step_size_used", s["step_size"]),
+            "resumed_after_segment": resumed,
         }
     elif s["method"] == "svi":
         losses = np.asarray(post.trace["loss"])
@@ -810,68 +819,6 @@ def _fit(
         final = np.asarray(post.trace["final_loss"])
         summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
     return Fit(dict(samples), _predictions(post, chains), chains, summary, post)
-
-
-def _fit_checkpointed(
-    model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
-) -> Fit:
-    """HMC or NUTS through ``run_chain``, checkpointed every ``--checkpoint-every`` iterations."""
-    import jax
-
-    from bnn_ppl import inference, runs
-    from bnn_ppl.inference.to_posterior import NUMPYRO_STATS
-    from bnn_ppl.posterior import Posterior
-
-    key = jax.random.key(s["seed"])
-    if s["method"] == "hmc":
-        kernel_kwargs = {"trajectory_length": s["trajectory_length"], "step_size": s["step_size"]}
-    else:
-        kernel_kwargs = {"max_tree_depth": s["max_tree_depth"], "step_size": s["step_size"]}
-    pot = inference.full_batch_potential(
-        model, data.x_train, data.y_train, chunk_size=s["chunk_size"]
-    )
-    if s["method"] == "hmc":
-        from bnn_ppl.inference.hmc import hmc_kernel
-
-        # the kernel of bp.inference.hmc, with its defaults, so that both give the same chain
-        kernel: Any = hmc_kernel(pot, **kernel_kwargs)
-    else:
-        kernel = inference.NUTS(
-            pot, adapt_mass_matrix=True, target_accept_prob=0.8, **kernel_kwargs
-        )
-    folder = os.path.join(out, runs.CHECKPOINTS)
-    result = inference.run_chain(  # a held lock is an InputError: reported by main()
-        kernel,
-        checkpoint_dir=folder,
-        checkpoint_every=s["checkpoint_every"],
-        rng_key=key,
-        num_chains=s["num_chains"],
-        num_warmup=s["num_warmup"],
-        num_samples=s["num_samples"],
-        x_predict=data.x_test,
-        predict_chunk_size=s["chunk_size"],
-        config=dict(s),
-        progress_bar=progress,
-    )
-    one = s["num_chains"] == 1
-
-    def with_chain_axis(a: Any) -> np.ndarray:
-        return np.asarray(a)[None] if one else np.asarray(a)
-
-    samples = {k: with_chain_axis(v) for k, v in result.samples.items()}
-    extra = {k: with_chain_axis(v) for k, v in result.extra_fields.items()}
-    stats = {NUMPYRO_STATS[k]: v for k, v in extra.items() if k in NUMPYRO_STATS}
-    step = np.ravel(np.asarray(result.state.adapt_state.step_size))
-    stats["step_size"] = np.broadcast_to(
-        np.broadcast_to(step, (len(step) if not one else 1,))[:, None],
-        stats["acceptance_rate"].shape,
-    ).astype(np.float32)
-    post = Posterior(s["method"], samples, sample_stats=stats, config=method_config(s).to_dict())
-    post = post.with_data(
-        model, data.x_train, data.y_train, data.x_test, data.y_test, chunk_size=s["chunk_size"]
-    )
-    summary = {"chains": _chain_summary(post), "resumed_after_segment": result.resumed_from}
-    return Fit(samples, _predictions(post, True), True, summary, post)
 
 
 FITTERS: dict[str, Callable[..., Fit]] = dict.fromkeys(METHODS, _fit)
@@ -896,9 +843,7 @@ def _plan(s: Mapping[str, Any]) -> str:
     method = s["method"]
     if method in ("hmc", "nuts"):
         where = (
-            f", checkpoints every {s['checkpoint_every']} iterations"
-            if s["checkpoint_every"]
-            else ""
+            f", checkpoints every {s['checkpoint_every']} draws" if s["checkpoint_every"] else ""
         )
         return (
             f"{method}: {s['num_chains']} chain(s) x ({s['num_warmup']} warmup + "
@@ -908,6 +853,11 @@ def _plan(s: Mapping[str, Any]) -> str:
         return (
             f"sgmcmc ({s['sampler']}): {s['num_chains']} chain(s) x ({s['burnin_cycles']} burn-in "
             f"+ {s['num_samples']} cycles) of {s['cycle_length']} steps, batch {s['batch_size']}"
+            + (
+                f", checkpoints every {s['checkpoint_every']} cycles"
+                if s["checkpoint_every"]
+                else ""
+            )
         )
     if method == "svi":
         first = f"MAP {s['map_steps']} steps (one compiled loop), then " if s["map_steps"] else ""

@@ -139,9 +139,11 @@ def fit_checkpointed(
     fingerprint = run_fingerprint(config.to_dict(), d.x, d.y, key, pot.potential_fn, one)
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
         draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every)
+    # how the run went (not part of the fingerprint): resumed after which segment, if any
+    progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
     if sg:
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
-        return sgmcmc_posterior(config, samples, extra)
+        return sgmcmc_posterior(config, samples, extra | progress)
     from bnn_ppl.chain_health import check_chains
 
     check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if one is stuck
@@ -156,5 +158,5 @@ def fit_checkpointed(
         draws.extra,
         plan.kernel(),
         method=config.method,
-        config=meta | config.to_dict(),
+        config=meta | config.to_dict() | progress,
     )

@@ -52,7 +52,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def hmc_run(folder: Path) -> Path:
-    """HMC, 2 chains, checkpointed (through run_chain)."""
+    """HMC, 2 chains, checkpointed (fit with checkpoint_dir=<out>/checkpoints)."""
     out = folder / "hmc"
     ok("run", *HMC_CHECKPOINTED, "--out", str(out), "--quiet")
     return out
@@ -104,7 +104,7 @@ def test_run_hmc_writes_the_run_folder(hmc_run: Path) -> None:
     pred = load_npz(hmc_run / runs.PREDICTIONS, sha256=files[runs.PREDICTIONS])
     assert pred["probs"].shape == (2, 20, 360, 10)
     assert pred["targets"].shape == (360,)
-    assert (hmc_run / runs.CHECKPOINTS / "config.json").exists()
+    assert (hmc_run / runs.CHECKPOINTS / "run.json").exists()  # the checkpoint store's
 
 
 def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
@@ -180,7 +180,6 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
     assert rc == 0, err
     assert "reusing the run folder" in out and "resumed after checkpoint segment 1" in out
     assert "hmc: 2 chain(s) x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
-    assert "segments" in err  # run_chain's progress bar (no --quiet)
     assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
 
 
@@ -351,6 +350,46 @@ def test_bad_run_options_are_refused_with_a_message(case: str, tmp_path: Path) -
     assert "Traceback" not in stderr + stdout
     assert not out.exists()  # nothing written
     assert compiles == []  # refused before anything compiled
+
+
+# SIGKILL through the command line: the resumed run's draws equal an uninterrupted run's
+KILLED = {
+    "hmc": [*HMC[:-4], "--num-warmup", "10", "--num-samples", "6", "--num-chains", "2"],
+    "nuts": [*TINY, "--method", "nuts", "--num-warmup", "10", "--num-samples", "6",
+             "--num-chains", "1", "--max-tree-depth", "3"],
+    "atmc": [*TINY, "--method", "sgmcmc", "--sampler", "atmc", "--num-chains", "2",
+             "--cycle-length", "4", "--burnin-cycles", "1", "--num-samples", "6",
+             "--batch-size", "50", "--step-size", "1e-3"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "method", ["hmc", pytest.param("nuts", marks=pytest.mark.slow),
+               pytest.param("atmc", marks=pytest.mark.slow)],
+)  # fmt: skip
+def test_a_run_killed_after_a_segment_resumes_bit_for_bit(method: str, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    args = [*KILLED[method], "--checkpoint-every", "2", "--quiet"]
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    command = [sys.executable, "-m", "bnn_ppl", "run", *args, "--out", str(killed)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    record = killed / runs.CHECKPOINTS / "record_000001.json"  # the first sampling segment
+    deadline = time.monotonic() + 300
+    while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    assert record.exists() and not (killed / runs.METRICS).exists()
+    out = ok("run", *args[:-1], "--out", str(killed))  # the same command again
+    assert "reusing the run folder" in out and "resumed after checkpoint segment" in out
+    ok("run", *args, "--out", str(whole))
+    a, b = load_npz(killed / runs.SAMPLES), load_npz(whole / runs.SAMPLES)
+    assert set(a) == set(b)
+    for site in a:
+        np.testing.assert_array_equal(a[site], b[site], err_msg=site)
 
 
 def test_resume_with_a_different_prior_is_refused(hmc_run: Path, tmp_path: Path) -> None:
@@ -531,10 +570,10 @@ def test_a_checkpoint_folder_in_use_is_a_clean_error(hmc_run: Path, tmp_path: Pa
     fcntl = pytest.importorskip("fcntl")
     copy = tmp_path / "hmc"
     shutil.copytree(hmc_run, copy)
-    with open(copy / runs.CHECKPOINTS / ".lock", "a") as f:
+    with open(copy / runs.CHECKPOINTS / "lock", "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy), "--quiet")
-    assert rc == 2 and "bnn-ppl: error: another process is running a chain" in err
+    assert rc == 2 and "bnn-ppl: error: checkpoint_dir" in err and "in use by another" in err
 
 
 @pytest.mark.parametrize("key", ["layout", "files"])
