@@ -55,6 +55,7 @@ import json
 import math
 import os
 import platform
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -231,13 +232,26 @@ def _read_config(folder: str) -> dict[str, Any]:
     return cfg
 
 
+def _remove_temporaries(folder: str) -> None:
+    """Delete the temporaries of :mod:`bnn_ppl.io`'s atomic writes of the run's own files."""
+    if not os.path.isdir(folder):
+        return
+    names = (CONFIG, POSTERIOR, SAMPLES, PREDICTIONS, METRICS, EVALUATION)
+    pattern = re.compile(r"^\.(" + "|".join(map(re.escape, names)) + r")\.[0-9a-f]{16}\.tmp$")
+    for name in os.listdir(folder):
+        if pattern.match(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, name))
+
+
 def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
     """Make ``folder`` the folder of the run ``config``; return whether it already was.
 
     A new or empty folder gets ``config.json``. A folder written by the same configuration is
     reused (a killed run resumes from its checkpoints; a finished one is redone with the same
-    result); its ``metrics.json`` is removed first, so that the folder counts as unfinished
-    until the new results are all written.
+    result, its files replaced atomically, so a kill meanwhile leaves the finished results
+    readable). Temporary files that a killed write left behind (``.<name>.<hex>.tmp`` of the
+    run's own files) are removed first; a folder holding nothing else counts as new.
 
     Raises:
         ValueError: the folder holds a run with a different configuration (every differing
@@ -246,6 +260,7 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise InputValueError(f"--out {folder} exists and is not a folder.")
+    _remove_temporaries(folder)
     if os.path.isdir(folder) and os.listdir(folder):
         if not os.path.exists(os.path.join(folder, CONFIG)):
             raise InputValueError(
@@ -260,8 +275,6 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
                 "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
                 "original options."
             )
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(folder, METRICS))
         return True
     write_json(os.path.join(folder, CONFIG), dict(config))
     return False

@@ -406,6 +406,28 @@ def test_resume_with_a_different_prior_is_refused(hmc_run: Path, tmp_path: Path)
     assert rc == 2 and "checkpoint_every: 20 (config.json) != 10 (this run)" in err
 
 
+def test_a_kill_during_the_first_config_write_leaves_a_usable_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / ".config.json.0123456789abcdef.tmp").write_text("{")  # a kill mid-write leaves this
+    ok("run", *TINY, "--method", "ensemble", "--members", "2", "--steps", "20",
+       "--out", str(out), "--quiet")  # fmt: skip
+    assert not list(out.glob("*.tmp")) and (out / runs.METRICS).exists()
+
+
+def test_rerunning_a_finished_run_keeps_its_results_readable(
+    ensemble_run: Path, tmp_path: Path
+) -> None:
+    """Claiming a finished folder again no longer deletes metrics.json first (a kill during the
+    rerun used to lose the finished results); leftover temporaries are removed."""
+    copy = tmp_path / "ensemble"
+    shutil.copytree(ensemble_run, copy)
+    (copy / ".samples.npz.fedcba9876543210.tmp").write_bytes(b"partial")
+    assert runs.claim(copy, read_json(copy / runs.CONFIG)) is True
+    assert not list(copy.glob("*.tmp"))
+    assert runs.load_run(copy).num_draws == 3  # still a finished, verified run
+
+
 def test_out_folder_that_is_not_a_run_is_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine")
     rc, _, err = bnn_ppl("run", *HMC, "--out", str(tmp_path))
