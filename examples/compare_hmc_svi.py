@@ -11,6 +11,9 @@ same data:
 * ``ensemble``: a deep ensemble of ``--ensemble-size`` MAP solutions
   (:func:`bnn_ppl.inference.deep_ensemble`), each member treated as one posterior sample.
 
+Every method runs through :func:`bnn_ppl.fit` with its config dataclass (``HMCConfig``,
+``SVIConfig`` with ``map_steps``, ``EnsembleConfig``), the one path from model to posterior.
+
 Each method's per-sample test predictions (:func:`bnn_ppl.predict`) are averaged into the
 Bayesian model average (BMA, :func:`bnn_ppl.bma`); for HMC a single posterior sample (the last
 one drawn) is reported too, so the table shows what averaging over the posterior buys. Methods
@@ -51,6 +54,8 @@ import numpy as np
 import numpyro.distributions as dist
 
 import bnn_ppl as bp
+from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SVIConfig
+from bnn_ppl.inference import fit
 from bnn_ppl.io import write_json
 from bnn_ppl.plots import reliability_diagram, save_figure
 
@@ -110,71 +115,52 @@ def build_model(args: argparse.Namespace, data: bp.data.Dataset) -> bp.BNN:
     )
 
 
+def _fitted(model: bp.BNN, config: Config, rng_key: jax.Array, x: np.ndarray, y: np.ndarray):
+    """``bp.fit`` and its wall time; the draws with one leading axis."""
+    start = time.perf_counter()
+    post = fit(model, (x, y), config, rng_key)
+    return post, post.flat_samples(), time.perf_counter() - start
+
+
 def run_hmc(
     model: bp.BNN, args: argparse.Namespace, rng_key: jax.Array, x: np.ndarray, y: np.ndarray
-) -> tuple[dict[str, jax.Array], dict[str, float]]:
+) -> tuple[dict[str, Any], dict[str, float]]:
     """Full-batch HMC; returns the posterior samples and HMC's diagnostics."""
-    start = time.perf_counter()
-    mcmc = bp.inference.hmc(
-        model,
-        x,
-        y,
-        rng_key=rng_key,
-        num_warmup=args.num_warmup,
-        num_samples=args.num_samples,
-        num_chains=args.num_chains,
-        chunk_size=args.chunk_size,
-    )
-    samples = jax.block_until_ready(mcmc.get_samples())
-    wall = time.perf_counter() - start
-    extra = mcmc.get_extra_fields()
+    config = HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
+                       num_chains=args.num_chains, chunk_size=args.chunk_size)  # fmt: skip
+    post, samples, wall = _fitted(model, config, rng_key, x, y)
+    stats = post.sample_stats
     return samples, {
-        "accept_prob": float(np.mean(extra["accept_prob"])),
-        "num_divergences": int(np.sum(extra["diverging"])),
-        "num_steps": float(np.mean(extra["num_steps"])),
+        "accept_prob": float(np.mean(stats["acceptance_rate"])),
+        "num_divergences": int(np.sum(stats["diverging"])),
+        "num_steps": float(np.mean(stats["n_steps"])),
         "wall_time_s": wall,
     }
 
 
 def run_svi(
     model: bp.BNN, args: argparse.Namespace, rng_key: jax.Array, x: np.ndarray, y: np.ndarray
-) -> tuple[dict[str, jax.Array], dict[str, float]]:
-    """MAP, then mean-field SVI started at it; returns ``--svi-samples`` draws from the guide."""
-    map_key, svi_key, draw_key = jax.random.split(rng_key, 3)
-    start = time.perf_counter()
-    fit_map = bp.inference.map_estimate(
-        model, x, y, num_steps=args.map_steps, rng_key=map_key, chunk_size=args.chunk_size
-    )
-    fit = bp.inference.svi_mean_field(
-        model, x, y, num_steps=args.svi_steps, init_loc=fit_map.params, rng_key=svi_key
-    )
-    samples = jax.block_until_ready(fit.sample_posterior(draw_key, args.svi_samples))
-    wall = time.perf_counter() - start
-    window = max(1, args.svi_steps // 10)
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """MAP, then mean-field SVI started at it (fit's recipe); ``--svi-samples`` guide draws."""
+    config = SVIConfig(map_steps=args.map_steps, num_steps=args.svi_steps,
+                       num_samples=args.svi_samples, chunk_size=args.chunk_size)  # fmt: skip
+    post, samples, wall = _fitted(model, config, rng_key, x, y)
+    losses = post.trace["loss"]
     return samples, {
-        "map_final_loss": float(fit_map.final_loss),
-        "final_neg_elbo": float(np.mean(fit.losses[-window:])),
+        "map_final_loss": post.config["map_final_loss"],
+        "final_neg_elbo": float(np.mean(losses[-max(1, args.svi_steps // 10) :])),
         "wall_time_s": wall,
     }
 
 
 def run_ensemble(
     model: bp.BNN, args: argparse.Namespace, rng_key: jax.Array, x: np.ndarray, y: np.ndarray
-) -> tuple[dict[str, jax.Array], dict[str, float]]:
+) -> tuple[dict[str, Any], dict[str, float]]:
     """A deep ensemble of MAP solutions; its members play the role of posterior samples."""
-    start = time.perf_counter()
-    ens = bp.inference.deep_ensemble(
-        model,
-        x,
-        y,
-        args.ensemble_size,
-        num_steps=args.ensemble_steps,
-        rng_key=rng_key,
-        chunk_size=args.chunk_size,
-    )
-    params = jax.block_until_ready(ens.params)
-    wall = time.perf_counter() - start
-    final = np.asarray(ens.final_loss)
+    config = EnsembleConfig(num_members=args.ensemble_size, num_steps=args.ensemble_steps,
+                            chunk_size=args.chunk_size)  # fmt: skip
+    post, params, wall = _fitted(model, config, rng_key, x, y)
+    final = post.trace["final_loss"]
     return params, {
         "mean_final_loss": float(final.mean()),
         "max_final_loss": float(final.max()),
