@@ -48,6 +48,7 @@ __all__ = [
     "QUANTITIES",
     "PAPERS_QUANTITY",
     "centred_logits",
+    "check_quantity",
     "default_quantity",
     "function_values",
     "p_true",
@@ -90,7 +91,9 @@ def default_quantity(model: BNN) -> str:
     return PAPERS_QUANTITY if model.likelihood.task == "classification" else "mean"
 
 
-def _check_quantity(model: BNN, quantity: Any, y: Any) -> str:
+def check_quantity(model: BNN, quantity: Any, y: Any) -> str:
+    """``quantity``, checked: one of :data:`QUANTITIES`, defined for the model's task, with
+    labels ``y`` for ``"p_true"``."""
     classification = model.likelihood.task == "classification"
     allowed = CLASSIFICATION_QUANTITIES if classification else REGRESSION_QUANTITIES
     quantity = validation.check_choice("quantity", quantity, QUANTITIES)
@@ -145,7 +148,7 @@ def function_values(
         >>> function_values(model, draws, x, "p_true", y=np.zeros(5, int)).shape
         (2, 3, 5)
     """
-    quantity = _check_quantity(model, default_quantity(model) if quantity is None else quantity, y)
+    quantity = check_quantity(model, default_quantity(model) if quantity is None else quantity, y)
     x = model.check_inputs(x)
     labels = None
     if quantity == "p_true":

@@ -6,6 +6,7 @@ Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends 
 record, so scripts, the examples and the command line compare methods through one path::
 
     HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
+    ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
     SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
     SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
     MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
@@ -45,6 +46,7 @@ from bnn_ppl.config import (
     HMCConfig,
     MAPConfig,
     NUTSConfig,
+    ReferenceHMCConfig,
     SVIConfig,
     _MCMCConfig,
     _SGMCMCConfig,
@@ -217,6 +219,14 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
     return Posterior(c.method, samples, config=c.to_dict() | extra)
 
 
+def _reference(model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.reference import reference_hmc
+
+    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
+                        rng_key=key)  # fmt: skip
+    return run.posterior
+
+
 def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -255,7 +265,14 @@ def fit(model: BNN, data: Any, config: Config, rng_key: PRNGKey) -> Posterior:
             y_test = validation.as_array("y_test", d.y_test)
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
-    if isinstance(config, _MCMCConfig):
+    if isinstance(config, ReferenceHMCConfig):
+        if d.x_test is None:
+            raise InputValueError(
+                "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
+                "or (x, y, x_test[, y_test])."
+            )
+        post = _reference(model, d, config, key)
+    elif isinstance(config, _MCMCConfig):
         post = _mcmc(model, d, config, key)
     elif isinstance(config, SVIConfig):
         post = _svi(model, d, config, key)
