@@ -57,7 +57,9 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
 
 # script name -> strings its stdout must contain
 EXPECTED_ROWS: dict[str, list[str]] = {
-    "rhat.py": ["weight space", "function space", "R-hat > 1.01", "per layer", "chain 1"],
+    "rhat.py": ["weight space", "function space: probs (papers)", "function space: p_true",
+                "function space: centred_logits", "Izmailov", "R-hat > 1.01", "per layer",
+                "chain 1"],
     "prior_functions.py": ["sd in gap", "sd near data", "prior", "posterior"],
     "compare_hmc_svi.py": [
         "single sample",
@@ -157,13 +159,15 @@ def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
 
 
 def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
-    """The histogram PNG is written and both spaces report fractions in [0, 100] %."""
+    """The histogram PNG is written; weight space and the three function-space quantities
+    report fractions in [0, 100] %."""
     assert (out_dir / "rhat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = [r.split() for r in stdout.splitlines() if r.endswith(tuple("0123456789"))]
-    spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space"])]
-    assert len(spaces) == 2
+    spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space:"])]
+    assert len(spaces) == 4
     for r in spaces:
-        assert 0.0 <= float(r[3].rstrip("%")) <= 100.0
+        shares = [float(t.rstrip("%")) for t in r if t.endswith("%")]
+        assert len(shares) == 2 and all(0.0 <= v <= 100.0 for v in shares)
 
 
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
