@@ -45,6 +45,11 @@ TINY_FLAGS: dict[str, list[str]] = {
     ],
 }
 
+TINY_FLAGS["reference.py"] = [
+    "--width", "4", "--num-chains", "2", "--num-warmup", "20", "--segment-draws", "10",
+    "--max-draws", "20", "--max-train", "100", "--max-test", "30", "--out-dir", "{out}",
+]  # fmt: skip
+
 TINY_FLAGS["numpyro_model.py"] = [
     "--num-train", "40", "--num-warmup", "30", "--num-samples", "30", "--chunk-size", "16",
     "--memory-n", "1000", "4000", "--table-chunk-size", "250",
@@ -158,6 +163,28 @@ def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
     assert rows["prior"][1] > rows["posterior"][1]
 
 
+def _check_reference(stdout: str, out_dir: Path, variant: str) -> None:
+    """The record says honestly that the tiny run did not converge, names its command, seed and
+    versions, and its metrics reproduce from the stored predictions (checked by SHA-256)."""
+    import numpy as np
+
+    import bnn_ppl as bp
+    from bnn_ppl.io import load_npz, read_json
+
+    record = read_json(out_dir / "digits.json")
+    assert record["converged"] is False and record["stop_reason"] == "max_draws"
+    assert "NOT converged" in stdout and "WARNING (not converged)" in stdout
+    assert record["command"].startswith("python ") and record["seed"] == 0
+    assert {"bnn_ppl", "jax", "numpyro"} <= set(record["versions"])
+    assert len(record["recipe"]["convergence"]["checks"]) == 2
+    arrays = load_npz(out_dir / "digits.npz", sha256=record["predictions"]["sha256"])
+    assert arrays["probs"].shape == (30, 10)
+    np.testing.assert_allclose(record["metrics"]["nll"],
+                               float(bp.metrics.nll(arrays["probs"], arrays["y_test"])), rtol=1e-6)
+    assert record["metrics"]["accuracy"] == float(bp.metrics.accuracy(arrays["probs"],
+                                                                      arrays["y_test"]))
+
+
 def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
     """The histogram PNG is written; weight space and the three function-space quantities
     report fractions in [0, 100] %."""
@@ -172,6 +199,7 @@ def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
 
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "rhat.py": _check_rhat,
+    "reference.py": _check_reference,
     "compare_hmc_svi.py": _check_compare,
     "prior_functions.py": _check_prior_functions,
     "numpyro_model.py": _check_numpyro_model,
