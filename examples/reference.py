@@ -10,7 +10,7 @@ atomically, into ``--out-dir``:
 * ``<name>.npz`` - the reference predictive at every test row: the BMA class probabilities
   ``probs`` ``(n, K)``, or the BMA's moment-matched Gaussian ``mean`` and ``scale`` ``(n,)`` (in
   the data set's standardised target units), plus the test targets ``y_test``;
-* ``<name>.json`` - the exact command, seed, package versions, data set and model, the
+* ``<name>.json`` - the exact command, seed, git commit, package versions, data set and model, the
   recipe's settings, whether it converged and every convergence check, and the test metrics
   computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE), so
   they can be recomputed from the ``.npz`` alone.
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import subprocess
 import sys
 import time
 import warnings
@@ -62,6 +63,19 @@ def build_model(args: argparse.Namespace, data: bp.data.Dataset) -> bp.BNN:
         out, likelihood = 1, bp.likelihoods.Gaussian(scale=dist.HalfNormal(1.0))
     return bp.BNN(bp.models.MLP(hidden=(args.width,), out=out),
                   bp.priors.Normal(args.prior_scale), likelihood)
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` for uncommitted changes), or None outside git."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def reference_predictive(model, run, data) -> tuple[dict, dict]:
@@ -105,6 +119,7 @@ def main(args: argparse.Namespace) -> None:
     record = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "seed": args.seed,
+        "commit": git_commit(),
         "versions": {"bnn_ppl": bp.__version__, "jax": jax.__version__,
                      "numpyro": numpyro.__version__, "numpy": np.__version__,
                      "backend": jax.default_backend()},
