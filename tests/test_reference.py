@@ -13,6 +13,7 @@ A budget too small to converge must say so: ``converged=False``, the figures, an
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -27,9 +28,11 @@ from bnn_ppl.diagnostics import convergence
 from bnn_ppl.function_values import QUANTITIES, function_values
 from bnn_ppl.inference import ReferenceNotConvergedWarning, fit, reference_hmc
 from bnn_ppl.inference.reference import check_convergence
+from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.models import MLP
 
 KEY = jax.random.key(3)
+REFERENCES = Path(__file__).resolve().parents[1] / "references"
 
 
 def _within_mcse(name, f, want, z=4.5):
@@ -177,3 +180,23 @@ def test_p_true_needs_labels_and_fit_needs_test_inputs():
         with pytest.raises(ValueError, match="test inputs"):
             fit(model, (d.x_train, d.y_train), ReferenceHMCConfig(), KEY)
     assert compiles == []
+
+
+@pytest.mark.parametrize("record", sorted(p.name for p in REFERENCES.glob("*.json")))
+def test_stored_references_load_and_their_metrics_reproduce(record):
+    """Every reference in references/: converged, its file intact, its metrics recomputed."""
+    rec = read_json(REFERENCES / record)
+    assert rec["converged"] is True and rec["stop_reason"] == "converged"
+    last = rec["recipe"]["convergence"]
+    assert last["share_rhat_ok"] >= rec["recipe"]["min_share"] and last["converged"] is True
+    arrays = load_npz(REFERENCES / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
+    y = arrays["y_test"]
+    if "probs" in arrays:
+        got = {"nll": bp.metrics.nll(arrays["probs"], y),
+               "accuracy": bp.metrics.accuracy(arrays["probs"], y)}  # fmt: skip
+    else:
+        got = {"gaussian_nll": bp.metrics.gaussian_nll(arrays["mean"], arrays["scale"], y),
+               "rmse": bp.metrics.rmse(arrays["mean"], y)}  # fmt: skip
+    assert set(got) == set(rec["metrics"])
+    for k, v in got.items():
+        assert float(v) == pytest.approx(rec["metrics"][k], rel=1e-6), k
