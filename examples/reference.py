@@ -99,14 +99,16 @@ def main(args: argparse.Namespace) -> None:
     model = build_model(args, data)
     t0 = time.time()
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ReferenceNotConvergedWarning)
+        warnings.simplefilter("always")
         run = reference_hmc(model, data, x_test=data.x_test, y_test=data.y_test,
                             rng_key=jax.random.key(args.seed), num_chains=args.num_chains,
                             num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                             max_draws=args.max_draws, max_seconds=args.max_seconds,
                             mass_matrix=args.mass_matrix)  # fmt: skip
     for w in caught:
-        print(f"WARNING (not converged): {w.message}")
+        kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
+            w.category.__name__)
+        print(f"WARNING ({kind}): {w.message}")
     wall = time.time() - t0
     for check in run.checks:
         print(check.describe())

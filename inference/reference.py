@@ -335,7 +335,7 @@ def reference_hmc(
                 f"reference_hmc stopped at its budget ({reason}) before converging: "
                 f"{last.describe()}; needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} "
                 f"for {c.min_share:.0%} of the {quantity!r} values. Raise max_draws / "
-                "max_seconds, or continue from these draws as a longer run."
+                "max_seconds."
             ),
             stacklevel=2,
         )
