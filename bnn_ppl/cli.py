@@ -41,15 +41,22 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl import runs, validation
+from bnn_ppl import validation
 from bnn_ppl.io import write_json
-from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.validation import DivergedError, InputError, InputValueError
+
+if TYPE_CHECKING:
+    from bnn_ppl import runs
+    from bnn_ppl.likelihoods import GaussianPrediction
+
+# JAX, NumPyro, ArviZ and matplotlib (and ``bnn_ppl.runs``, which loads JAX) are imported inside
+# the subcommands that use them, so that ``bnn-ppl --help`` and option errors stay fast
+# (tests/test_imports.py checks that ``--help`` loads none of them).
 
 __all__ = ["main", "build_parser", "run_settings", "check_feasible", "CLIError"]
 
@@ -79,9 +86,6 @@ METHOD_OPTIONS: dict[str, dict[str, Any]] = {
     "members": {"ensemble": 5},
 }
 """Option -> the methods it applies to, with each method's default (``None``: see the help)."""
-
-SGMCMC_STEP_SIZE = {"atmc": 0.02, "sgnht": 0.02, "sghmc": 0.02, "sgld": 2e-4}
-"""Default step size at cycle starts per SG-MCMC sampler (as in ``examples/sgmcmc.py``)."""
 
 MODEL_OPTIONS: dict[str, dict[str, int]] = {
     "width": {"mlp": 50, "resnet20frn": 16, "resnetpp": 32},
@@ -214,7 +218,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         metavar="H",
         type=float,
         help="hmc/nuts: initial step size, adapted in warmup (0.01); sgmcmc: step size at "
-        "cycle starts (atmc/sgnht/sghmc 0.02, sgld 2e-4)",
+        "cycle starts (default: the sampler's recommended step size, measured at a MAP "
+        "estimate; see bnn_ppl.inference.recommended_step_size)",
     )
     i.add_argument(
         "--trajectory-length",
@@ -277,7 +282,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--out",
         metavar="DIR",
         required=True,
-        help="run folder: config.json, samples.npz, predictions.npz, metrics.json",
+        help="run folder: config.json, posterior.nc (ArviZ), samples.npz, predictions.npz, "
+        "metrics.json",
     )
     o.add_argument(
         "--quiet",
@@ -401,8 +407,6 @@ def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
                     f"{_flag(name)} does not apply to {what} {chosen}; it applies to "
                     f"{what} {'/'.join(defaults)}."
                 )
-    if method == "sgmcmc" and s["step_size"] is None:
-        s["step_size"] = SGMCMC_STEP_SIZE[s["sampler"]]
     validation.check_choice("--temper", s["temper"], TEMPER_MODES)
     for name in _POSITIVE:
         if s.get(name) is not None:
@@ -649,6 +653,8 @@ def build_model(settings: Mapping[str, Any], data: bp.data.Dataset) -> bp.BNN:
 
 
 def _data_identity(settings: Mapping[str, Any], data: bp.data.Dataset) -> dict[str, Any]:
+    from bnn_ppl import runs
+
     return {
         "name": settings["dataset"],
         "split": settings["split"],
@@ -670,23 +676,7 @@ class Fit(NamedTuple):
     predictions: np.ndarray | GaussianPrediction
     chains: bool
     summary: dict[str, Any]
-
-
-def _numpy(tree: Any) -> Any:
-    import jax
-
-    return jax.tree.map(np.asarray, tree)
-
-
-def _predict(model: bp.BNN, samples: Mapping[str, Any], x: np.ndarray, chunk: int | None) -> Any:
-    """Per-draw predictions, shaped like the samples' leading axes (1 or 2)."""
-    import jax
-
-    name, site = next(iter(model.sites(x).items()))
-    a = samples[name]
-    lead = np.shape(a)[: np.ndim(a) - len(site.event_shape)]
-    pred = bp.predict(model, samples, x, chunk_size=chunk)
-    return jax.tree.map(lambda a: np.asarray(a).reshape(*lead, *np.shape(a)[1:]), pred)
+    posterior: Any  # a bnn_ppl.Posterior, written as posterior.nc
 
 
 def _diverged(s: Mapping[str, Any], what: str, value: Any, index: Any) -> InputValueError:
@@ -698,16 +688,6 @@ def _diverged(s: Mapping[str, Any], what: str, value: Any, index: Any) -> InputV
     )
 
 
-def _check_finite(what: str, values: Any, s: Mapping[str, Any]) -> None:
-    """Refuse a fit whose losses or parameters went NaN/inf (instead of NumPyro's traceback or
-    NaN predictions later), naming where it happened and the likely causes."""
-    a = np.asarray(values, np.float64)
-    bad = ~np.isfinite(a)
-    if bad.any():
-        first = np.argwhere(bad)[0].tolist()
-        raise _diverged(s, what, a[tuple(first)], first)
-
-
 @contextlib.contextmanager
 def _flags_for_divergence(s: Mapping[str, Any]) -> Iterator[None]:
     """The library's DivergedError, restated with the options that usually cause it."""
@@ -717,219 +697,184 @@ def _flags_for_divergence(s: Mapping[str, Any]) -> Iterator[None]:
         raise _diverged(s, e.what, e.value, e.index) from None
 
 
-def _chain_summary(extra: Mapping[str, Any], step_size: Any) -> list[dict[str, float]]:
-    accept = np.asarray(extra["accept_prob"])
-    steps = np.broadcast_to(np.ravel(np.asarray(step_size)), (accept.shape[0],))
+def _chain_summary(post: Any) -> list[dict[str, float]]:
+    """Per chain: mean acceptance, divergences, the (final) step size and mean leapfrog steps."""
+    stats = post.sample_stats
     rows = []
-    for c in range(accept.shape[0]):
+    for c in range(post.num_chains):
         row = {
             "chain": c,
-            "accept_prob": float(np.mean(accept[c])),
-            "divergences": int(np.sum(np.asarray(extra["diverging"])[c])),
-            "step_size": float(steps[c]),
+            "accept_prob": float(np.mean(stats["acceptance_rate"][c])),
+            "divergences": int(np.sum(stats["diverging"][c])),
+            "step_size": float(np.ravel(stats["step_size"][c])[-1]),
         }
-        if "num_steps" in extra:
-            row["num_steps"] = float(np.mean(np.asarray(extra["num_steps"])[c]))
+        if "n_steps" in stats:
+            row["num_steps"] = float(np.mean(stats["n_steps"][c]))
         rows.append(row)
     return rows
 
 
-def _fit_mcmc(
+def method_config(s: Mapping[str, Any]) -> Any:
+    """The :mod:`bnn_ppl.config` dataclass of a run's settings: ``bnn-ppl run`` runs exactly
+    what :func:`bnn_ppl.fit` runs with it (the recipes, such as MAP-initialised SVI and the
+    SG-MCMC cycle schedule with a recommended step size, live there once).
+
+    Example:
+        >>> from bnn_ppl import cli
+        >>> s = cli.run_settings({"method": "svi", "model": "mlp", "dataset": "digits",
+        ...                       "prior": "normal:0.3", "temperature": 1.0,
+        ...                       "temper": "likelihood", "seed": 0, "steps": 50})
+        >>> cli.method_config(s)
+        SVIConfig(chunk_size=None, init_method='prior', num_steps=50, learning_rate=0.01, \
+batch_size=None, map_steps=1000, init_scale=0.01, num_particles=1, num_samples=100)
+    """
+    from bnn_ppl import config
+
+    m, chunk = s["method"], {"chunk_size": s["chunk_size"]}
+    if m in ("hmc", "nuts"):
+        common = {
+            "num_warmup": s["num_warmup"],
+            "num_samples": s["num_samples"],
+            "num_chains": s["num_chains"],
+            "step_size": s["step_size"],
+            **chunk,
+        }
+        if m == "hmc":
+            return config.HMCConfig(trajectory_length=s["trajectory_length"], **common)
+        return config.NUTSConfig(max_tree_depth=s["max_tree_depth"], **common)
+    if m == "sgmcmc":
+        return config.CONFIGS[s["sampler"]](
+            num_warmup=s["burnin_cycles"],
+            num_samples=s["num_samples"],
+            num_chains=s["num_chains"],
+            cycle_length=s["cycle_length"],
+            batch_size=s["batch_size"],
+            step_size=s["step_size"],
+            **chunk,
+        )
+    optimiser = {"num_steps": s["steps"], "learning_rate": s["learning_rate"], **chunk}
+    if m == "svi":
+        return config.SVIConfig(
+            map_steps=s["map_steps"],
+            batch_size=s["batch_size"],
+            num_samples=s["num_samples"],
+            **optimiser,
+        )
+    return config.EnsembleConfig(num_members=s["members"], batch_size=s["batch_size"], **optimiser)
+
+
+def _predictions(post: Any, chains: bool) -> np.ndarray | GaussianPrediction:
+    """The Posterior's test predictions as the run folder stores them."""
+    from bnn_ppl.likelihoods import GaussianPrediction
+
+    p = post.predictions
+
+    def lead(a: np.ndarray) -> np.ndarray:
+        return a if chains else a.reshape(-1, *a.shape[2:])
+
+    if "probs" in p:
+        return lead(p["probs"])
+    return GaussianPrediction(lead(p["mean"]), lead(p["scale"]))
+
+
+def _fit(
     model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
 ) -> Fit:
-    """HMC or NUTS: ``bp.inference.hmc``/``nuts``, or ``run_chain`` with ``--checkpoint-every``."""
+    """Any method through :func:`bnn_ppl.fit` (hmc/nuts with ``--checkpoint-every`` excepted:
+    :func:`_fit_checkpointed`)."""
     import jax
 
-    from bnn_ppl import inference
+    from bnn_ppl.inference import fit
+
+    if s.get("checkpoint_every") is not None:
+        return _fit_checkpointed(model, data, s, out, progress)
+    post = fit(model, data, method_config(s), jax.random.key(s["seed"]))
+    chains = s["method"] in CHAIN_METHODS
+    samples = post.samples if chains else post.flat_samples()
+    summary: dict[str, Any] = {}
+    if s["method"] in ("hmc", "nuts"):
+        summary = {"chains": _chain_summary(post), "resumed_after_segment": None}
+    elif s["method"] == "sgmcmc":
+        summary = {
+            "sampler": s["sampler"],
+            "batch_size": s["batch_size"],
+            "step_size": post.config.get("step_size_used", s["step_size"]),
+        }
+    elif s["method"] == "svi":
+        losses = np.asarray(post.trace["loss"])
+        window = max(1, len(losses) // 10)
+        summary = {"final_neg_elbo": float(np.mean(losses[-window:]))}
+        if "map_final_loss" in post.config:
+            summary["map_final_loss"] = post.config["map_final_loss"]
+    else:
+        final = np.asarray(post.trace["final_loss"])
+        summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
+    return Fit(dict(samples), _predictions(post, chains), chains, summary, post)
+
+
+def _fit_checkpointed(
+    model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
+) -> Fit:
+    """HMC or NUTS through ``run_chain``, checkpointed every ``--checkpoint-every`` iterations."""
+    import jax
+
+    from bnn_ppl import inference, runs
+    from bnn_ppl.inference.to_posterior import NUMPYRO_STATS
+    from bnn_ppl.posterior import Posterior
 
     key = jax.random.key(s["seed"])
     if s["method"] == "hmc":
         kernel_kwargs = {"trajectory_length": s["trajectory_length"], "step_size": s["step_size"]}
     else:
         kernel_kwargs = {"max_tree_depth": s["max_tree_depth"], "step_size": s["step_size"]}
-    common = {"num_warmup": s["num_warmup"], "num_samples": s["num_samples"]}
-    if s["checkpoint_every"] is None:
-        run = inference.hmc if s["method"] == "hmc" else inference.nuts
-        mcmc = run(
-            model,
-            data.x_train,
-            data.y_train,
-            rng_key=key,
-            num_chains=s["num_chains"],
-            chunk_size=s["chunk_size"],
-            progress_bar=progress,
-            **common,
-            **kernel_kwargs,
-        )
-        samples = _numpy(mcmc.get_samples(group_by_chain=True))
-        extra = _numpy(mcmc.get_extra_fields(group_by_chain=True))
-        step = mcmc.last_state.adapt_state.step_size
-        predictions = _predict(model, samples, data.x_test, s["chunk_size"])
-        resumed = None
-    else:
-        pot = inference.full_batch_potential(
-            model, data.x_train, data.y_train, chunk_size=s["chunk_size"]
-        )
-        if s["method"] == "hmc":
-            from bnn_ppl.inference.hmc import hmc_kernel
-
-            # the kernel of bp.inference.hmc, with its defaults, so that both give the same chain
-            kernel: Any = hmc_kernel(pot, **kernel_kwargs)
-        else:
-            kernel = inference.NUTS(
-                pot, adapt_mass_matrix=True, target_accept_prob=0.8, **kernel_kwargs
-            )
-        folder = os.path.join(out, runs.CHECKPOINTS)
-        result = inference.run_chain(  # a held lock is an InputError: reported by main()
-            kernel,
-            checkpoint_dir=folder,
-            checkpoint_every=s["checkpoint_every"],
-            rng_key=key,
-            num_chains=s["num_chains"],
-            x_predict=data.x_test,
-            predict_chunk_size=s["chunk_size"],
-            config=dict(s),
-            progress_bar=progress,
-            **common,
-        )
-        one = s["num_chains"] == 1
-
-        def with_chain_axis(a: Any) -> np.ndarray:
-            return np.asarray(a)[None] if one else np.asarray(a)
-
-        samples = {k: with_chain_axis(v) for k, v in result.samples.items()}
-        extra = {k: with_chain_axis(v) for k, v in result.extra_fields.items()}
-        predictions = jax.tree.map(with_chain_axis, inference.load_predictions(folder))
-        step = result.state.adapt_state.step_size
-        resumed = result.resumed_from
-    summary = {"chains": _chain_summary(extra, step), "resumed_after_segment": resumed}
-    return Fit(samples, predictions, True, summary)
-
-
-def _fit_sgmcmc(
-    model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
-) -> Fit:
-    """An SG-MCMC sampler with a cyclical cosine step size, one draw per cycle end."""
-    import jax
-    from numpyro.infer import MCMC
-
-    from bnn_ppl import inference
-    from bnn_ppl.inference.schedules import cycle_end_samples, cyclical_cosine
-
     pot = inference.full_batch_potential(
         model, data.x_train, data.y_train, chunk_size=s["chunk_size"]
     )
-    kernels = {
-        "atmc": inference.ATMC,
-        "sgnht": inference.SGNHT,
-        "sghmc": inference.SGHMC,
-        "sgld": inference.SGLD,
-    }
-    n, chains, batch = s["cycle_length"], s["num_chains"], s["batch_size"]
-    kernel = kernels[s["sampler"]](
-        pot, batch_size=batch, step_size=cyclical_cosine(s["step_size"], n)
-    )
-    mcmc = MCMC(
-        kernel,
-        num_warmup=s["burnin_cycles"] * n,
-        num_samples=s["num_samples"] * n,
-        thinning=n,  # the last step of every cycle, and only it
-        num_chains=chains,
-        chain_method="vectorized",
-        progress_bar=progress,
-        jit_model_args=True,
-    )
-    init_key, run_key = jax.random.split(jax.random.key(s["seed"]))
-    init = pot.init_params(init_key, chains if chains > 1 else None)
-    mcmc.run(run_key, *pot.args, init_params=init)
-    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
-    # a diverged sampler gives NaN predictions, which save_results reports after saving them
-    predictions = _predict(model, samples, data.x_test, s["chunk_size"])
-    summary = {"sampler": s["sampler"], "batch_size": batch}
-    return Fit(samples, predictions, True, summary)
+    if s["method"] == "hmc":
+        from bnn_ppl.inference.hmc import hmc_kernel
 
-
-def _fit_svi(
-    model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
-) -> Fit:
-    """MAP (``--map-steps``), then mean-field SVI from it; ``--num-samples`` guide draws."""
-    import jax
-
-    from bnn_ppl import inference
-
-    map_key, svi_key, draw_key = jax.random.split(jax.random.key(s["seed"]), 3)
-    init_loc, summary = None, {}
-    if s["map_steps"] > 0:
-        fit_map = inference.map_estimate(
-            model,
-            data.x_train,
-            data.y_train,
-            num_steps=s["map_steps"],
-            rng_key=map_key,
-            chunk_size=s["chunk_size"],
-            minibatch_size=s["batch_size"],
-            learning_rate=s["learning_rate"],
+        # the kernel of bp.inference.hmc, with its defaults, so that both give the same chain
+        kernel: Any = hmc_kernel(pot, **kernel_kwargs)
+    else:
+        kernel = inference.NUTS(
+            pot, adapt_mass_matrix=True, target_accept_prob=0.8, **kernel_kwargs
         )
-        _check_finite("the MAP loss", fit_map.losses, s)
-        _check_finite("the MAP loss", fit_map.final_loss, s)
-        init_loc, summary["map_final_loss"] = fit_map.params, float(fit_map.final_loss)
-    fit = inference.svi_mean_field(
-        model,
-        data.x_train,
-        data.y_train,
-        num_steps=s["steps"],
-        init_loc=init_loc,
-        rng_key=svi_key,
-        minibatch_size=s["batch_size"],
-        learning_rate=s["learning_rate"],
+    folder = os.path.join(out, runs.CHECKPOINTS)
+    result = inference.run_chain(  # a held lock is an InputError: reported by main()
+        kernel,
+        checkpoint_dir=folder,
+        checkpoint_every=s["checkpoint_every"],
+        rng_key=key,
+        num_chains=s["num_chains"],
+        num_warmup=s["num_warmup"],
+        num_samples=s["num_samples"],
+        x_predict=data.x_test,
+        predict_chunk_size=s["chunk_size"],
+        config=dict(s),
         progress_bar=progress,
     )
-    _check_finite("the negative ELBO", fit.losses, s)
-    for name, value in fit.params.items():
-        _check_finite(f"the guide's {name}", value, s)
-    sites = model.sites(data.x_train)
-    draws = fit.sample_posterior(draw_key, s["num_samples"])
-    samples = _numpy({k: v for k, v in draws.items() if k in sites})
-    window = max(1, s["steps"] // 10)
-    summary["final_neg_elbo"] = float(np.mean(np.asarray(fit.losses)[-window:]))
-    predictions = _predict(model, samples, data.x_test, s["chunk_size"])
-    return Fit(samples, predictions, False, summary)
+    one = s["num_chains"] == 1
 
+    def with_chain_axis(a: Any) -> np.ndarray:
+        return np.asarray(a)[None] if one else np.asarray(a)
 
-def _fit_ensemble(
-    model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
-) -> Fit:
-    """A deep ensemble of ``--members`` MAP solutions, one member per draw."""
-    import jax
-
-    from bnn_ppl import inference
-
-    ens = inference.deep_ensemble(
-        model,
-        data.x_train,
-        data.y_train,
-        s["members"],
-        num_steps=s["steps"],
-        rng_key=jax.random.key(s["seed"]),
-        chunk_size=s["chunk_size"],
-        minibatch_size=s["batch_size"],
-        learning_rate=s["learning_rate"],
+    samples = {k: with_chain_axis(v) for k, v in result.samples.items()}
+    extra = {k: with_chain_axis(v) for k, v in result.extra_fields.items()}
+    stats = {NUMPYRO_STATS[k]: v for k, v in extra.items() if k in NUMPYRO_STATS}
+    step = np.ravel(np.asarray(result.state.adapt_state.step_size))
+    stats["step_size"] = np.broadcast_to(
+        np.broadcast_to(step, (len(step) if not one else 1,))[:, None],
+        stats["acceptance_rate"].shape,
+    ).astype(np.float32)
+    post = Posterior(s["method"], samples, sample_stats=stats, config=method_config(s).to_dict())
+    post = post.with_data(
+        model, data.x_train, data.y_train, data.x_test, data.y_test, chunk_size=s["chunk_size"]
     )
-    _check_finite("the members' final loss", ens.final_loss, s)
-    samples = _numpy(ens.params)
-    final = np.asarray(ens.final_loss)
-    summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
-    predictions = _predict(model, samples, data.x_test, s["chunk_size"])
-    return Fit(samples, predictions, False, summary)
+    summary = {"chains": _chain_summary(post), "resumed_after_segment": result.resumed_from}
+    return Fit(samples, _predictions(post, True), True, summary, post)
 
 
-FITTERS: dict[str, Callable[..., Fit]] = {
-    "hmc": _fit_mcmc,
-    "nuts": _fit_mcmc,
-    "sgmcmc": _fit_sgmcmc,
-    "svi": _fit_svi,
-    "ensemble": _fit_ensemble,
-}
+FITTERS: dict[str, Callable[..., Fit]] = dict.fromkeys(METHODS, _fit)
 
 
 # ------------------------------------------------------------------------------- commands
@@ -978,6 +923,8 @@ def _metric_line(m: Mapping[str, float]) -> str:
 
 
 def _cmd_run(ns: argparse.Namespace) -> int:
+    from bnn_ppl import runs
+
     s = run_settings(vars(ns))
     say = _say(ns.quiet)
     data = load_data(s["dataset"], split=s["split"], data_dir=ns.data_dir, max_train=s["max_train"])
@@ -1011,6 +958,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)
         return 130
     wall = time.perf_counter() - start
+    # posterior.nc before metrics.json: a run folder with metrics.json is complete
+    fit.posterior.save(os.path.join(ns.out, runs.POSTERIOR))
     record = runs.save_results(
         ns.out,
         samples=fit.samples,
@@ -1042,7 +991,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         say(f"  resumed after checkpoint segment {fit.summary['resumed_after_segment']}")
     units = " (original units)" if data.task == "regression" else ""
     say(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
-    say(f"wrote {ns.out}/ ({runs.CONFIG}, {runs.SAMPLES}, {runs.PREDICTIONS}, {runs.METRICS})")
+    files = (runs.CONFIG, runs.POSTERIOR, runs.SAMPLES, runs.PREDICTIONS, runs.METRICS)
+    say(f"wrote {ns.out}/ ({', '.join(files)})")
     return 0
 
 
@@ -1087,8 +1037,9 @@ def _function_space(run: runs.Run) -> Any:
     """Function-space R-hat/ESS from the saved per-draw predictions (probabilities, or the
     predictive means for regression): what ``bp.diagnostics.function_space`` computes, without
     re-running the network or reloading the data."""
+
     pred = run.predictions
-    values = pred.mean if isinstance(pred, GaussianPrediction) else pred
+    values = bp.likelihoods.location(pred)
     return bp.diagnostics.weight_space({"predictive": np.asarray(values)})
 
 
@@ -1120,6 +1071,8 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
 
 
 def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
+    from bnn_ppl import runs
+
     rows = [
         (
             f"BMA ({run.num_draws} draws)",
@@ -1139,7 +1092,7 @@ def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
 
 
 def _cmd_evaluate(ns: argparse.Namespace) -> int:
-    from bnn_ppl import plots
+    from bnn_ppl import plots, runs
 
     say = _say(ns.quiet)
     num_bins = ns.num_bins
@@ -1222,6 +1175,8 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
 
 
 def _cmd_compare(ns: argparse.Namespace) -> int:
+    from bnn_ppl import runs
+
     say = _say(ns.quiet)
     if len(ns.runs) < 2:
         raise CLIError("compare needs at least two run folders (the first is the reference).")

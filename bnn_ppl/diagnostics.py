@@ -33,10 +33,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import arviz as az
 import numpy as np
 
-from bnn_ppl import validation
+from bnn_ppl import _imports, validation
 from bnn_ppl.chain_health import (
     ChainHealth,
     StuckChainWarning,
@@ -45,7 +44,7 @@ from bnn_ppl.chain_health import (
     warn_if_stuck,
 )
 from bnn_ppl.function_values import function_values
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import prediction_fields
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Array
@@ -163,6 +162,7 @@ def _chains_draws(name: str, a: Any) -> np.ndarray:
 
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
+    az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
         flat = a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
@@ -297,7 +297,7 @@ def to_inference_data(
     ``mean`` and ``scale`` with dims chain/draw/obs)."""
     import xarray as xr
 
-    idata = az.from_numpyro(mcmc)
+    idata = _imports.arviz().from_numpyro(mcmc)
     if model is None:
         return idata
     if x is None:
@@ -310,11 +310,11 @@ def to_inference_data(
         a = np.asarray(a).reshape(chains, draws, *np.shape(a)[1:])
         return ("chain", "draw", *tail[: a.ndim - 2]), a
 
-    if isinstance(pred, GaussianPrediction):
-        ds = xr.Dataset(
-            {"mean": dims(pred.mean, "obs", "output"), "scale": dims(pred.scale, "obs", "output")}
-        )
-    else:
-        ds = xr.Dataset({"probs": dims(pred, "obs", "class")})
+    ds = xr.Dataset(
+        {
+            k: dims(v, "obs", "class" if k == "probs" else "output")
+            for k, v in prediction_fields(pred).items()
+        }
+    )
     idata["function_space"] = ds
     return idata

@@ -10,9 +10,11 @@ the choice changes the answer (on the same 4 digits chains the share of R-hat > 
   quantity whose average is the test likelihood, one scalar per row.
 * ``"centred_logits"`` - the logits minus their per-row mean, ``(n, K)`` per draw. The softmax
   ignores a shift of a row's logits, so the logits themselves are not identified; centring
-  removes exactly that direction (it equals the centred log-probabilities). On the log scale,
+  removes exactly that direction (it equals the centred log-probabilities, which is what is
+  computed for a classifier other than ``Categorical``, e.g. ``Bernoulli``). On the log scale,
   tiny probabilities that ``"probs"`` squeezes against 0 still count.
-* ``"mean"`` - regression: the predictive mean, ``(n,)`` or ``(n, d)`` per draw.
+* ``"mean"`` - regression (and counts): the predictive location per draw - the Gaussian mean,
+  the Student-t location or the Poisson rate, ``(n,)`` or ``(n, d)``.
 
 :func:`function_values` evaluates one of them for every draw; :func:`p_true` and
 :func:`centred_logits` are the array-level definitions.
@@ -36,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnn_ppl import validation
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import Categorical, location
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import flatten_samples, predict
 from bnn_ppl.types import Array, Params
@@ -157,7 +159,7 @@ def function_values(
     flat = flatten_samples(model, samples, x)
     site = next(iter(model.sites(x)))
     lead = np.shape(samples[site])[: np.ndim(samples[site]) - len(model.sites(x)[site].event_shape)]
-    if quantity == "centred_logits":
+    if quantity == "centred_logits" and isinstance(model.likelihood, Categorical):
         chunk = x.shape[0] if chunk_size is None else validation.check_int("chunk_size", chunk_size)
         parts = [
             np.asarray(_logits(model, flat, jnp.asarray(x[i : i + chunk])))
@@ -165,12 +167,10 @@ def function_values(
         ]
         values = centred_logits(np.concatenate(parts, axis=1))
     else:
-        pred = predict(model, flat, x, chunk_size=chunk_size)
-        if isinstance(pred, GaussianPrediction):
-            values = np.asarray(pred.mean)
-        else:
-            values = np.asarray(pred)
-            if quantity == "p_true":
-                values = p_true(values, labels)
+        values = np.asarray(location(predict(model, flat, x, chunk_size=chunk_size)))
+        if quantity == "p_true":
+            values = p_true(values, labels)
+        elif quantity == "centred_logits":  # another classifier (Bernoulli): log-probabilities
+            values = centred_logits(np.log(np.maximum(values, np.finfo(np.float32).tiny)))
     values = values.astype(np.float32)
     return values.reshape(*lead, *values.shape[1:])

@@ -81,8 +81,10 @@ class BNN:
         network: a ``flax.linen.Module`` or ``flax.nnx.Module``.
         prior: a prior for every parameter, a mapping ``path pattern -> prior`` or a callable
             ``(path, shape) -> prior`` (see :mod:`bnn_ppl.priors`). Every parameter must get one.
-        likelihood: e.g. :class:`bnn_ppl.likelihoods.Categorical` or
-            :class:`bnn_ppl.likelihoods.Gaussian`.
+        likelihood: e.g. :class:`bnn_ppl.likelihoods.Categorical`,
+            :class:`~bnn_ppl.likelihoods.Bernoulli`, :class:`~bnn_ppl.likelihoods.Gaussian`,
+            :class:`~bnn_ppl.likelihoods.HeteroscedasticGaussian`,
+            :class:`~bnn_ppl.likelihoods.StudentT` or :class:`~bnn_ppl.likelihoods.Poisson`.
         temperature: ``T > 0``; ``T < 1`` is a cold posterior.
         temper: ``"likelihood"`` tempers the log-likelihood only, ``"posterior"`` the whole
             log joint.

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from bnn_ppl import _imports
 from bnn_ppl import io as _io
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -241,9 +242,9 @@ class Posterior:
         """An ArviZ ``DataTree``: posterior, sample_stats, observed_data, predictions,
         log_likelihood and (for optimisers) optimization groups; ``config`` and ``method``
         are attributes of the root (``config`` as a JSON string)."""
-        import arviz as az
         import xarray as xr
 
+        az = _imports.arviz()  # NumPyro before ArviZ; see bnn_ppl._imports
         groups: dict[str, dict[str, np.ndarray]] = {"posterior": dict(self.samples)}
         dims: dict[str, list[str]] = {}
         if self.sample_stats:

@@ -28,7 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from bnn_ppl import validation
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import (
+    GaussianPrediction,
+    PoissonPrediction,
+    Prediction,
+    StudentTPrediction,
+)
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputValueError
@@ -102,7 +107,7 @@ def predict(
     *,
     chunk_size: int | None = None,
     sample_chunk_size: int | None = None,
-) -> Array | GaussianPrediction:
+) -> Prediction:
     """Per-sample predictive distributions at inputs ``x``.
 
     Args:
@@ -113,9 +118,11 @@ def predict(
         sample_chunk_size: draws evaluated together with ``vmap`` (default 1, the lowest memory).
 
     Returns:
-        Classification: probabilities of shape ``(num_samples, n, num_classes)``. Regression: a
-        :class:`~bnn_ppl.likelihoods.GaussianPrediction` whose ``mean`` and ``scale`` have shape
-        ``(num_samples, n)`` (or ``(num_samples, n, d)``).
+        The likelihood's predictive type with a leading sample axis: classification
+        probabilities of shape ``(num_samples, n, num_classes)`` (``(num_samples, n, 2)`` for a
+        Bernoulli); a :class:`~bnn_ppl.likelihoods.GaussianPrediction` whose ``mean`` and
+        ``scale`` have shape ``(num_samples, n)`` (or ``(num_samples, n, d)``); likewise a
+        ``StudentTPrediction`` or ``PoissonPrediction``.
     """
     x = model.check_inputs(x)
     n = x.shape[0]
@@ -144,7 +151,7 @@ def prior_predictive(
     *,
     rng_key: PRNGKey | None = None,
     chunk_size: int | None = None,
-) -> Array | GaussianPrediction:
+) -> Prediction:
     """Functions drawn from the prior: :func:`predict` at ``num_samples`` prior draws.
 
     Wilson (2020): the prior that matters is the prior over functions. Hierarchical priors are
@@ -167,29 +174,62 @@ def prior_predictive(
     return predict(model, draws, x, chunk_size=chunk_size)
 
 
-def bma(predictions: Array | GaussianPrediction) -> Array | GaussianPrediction:
+def bma(predictions: Prediction) -> Array | GaussianPrediction | PoissonPrediction:
     """Bayesian model average over the leading sample axis.
 
-    Classification: the mean of the per-sample probabilities, shape ``(n, num_classes)``.
-    Regression: the mixture's mean and standard deviation (moment-matched; for the exact
-    mixture likelihood use :func:`bnn_ppl.metrics.mixture_nll` on the per-sample predictions).
+    Classification (Categorical, Bernoulli): the mean of the per-sample probabilities, shape
+    ``(n, num_classes)``. Gaussian and Student-t: a :class:`GaussianPrediction` with the
+    mixture's mean and standard deviation (moment-matched; a Student-t draw with ``df <= 2``
+    has infinite variance, so its mixture's scale is inf, and the location stands in for the
+    mean, which only exists for ``df > 1``). Poisson: the Poisson of the mixture's mean rate
+    (the mixture itself is overdispersed). For the exact mixture likelihood use
+    :func:`bnn_ppl.metrics.mixture_nll`, :func:`~bnn_ppl.metrics.student_t_mixture_nll` or
+    :func:`~bnn_ppl.metrics.poisson_mixture_nll` on the per-sample predictions.
+
+    Example:
+        >>> import numpy as np
+        >>> bma(PoissonPrediction(np.array([[1.0, 2.0], [3.0, 4.0]]))).rate
+        Array([2., 3.], dtype=float32)
     """
+    if isinstance(predictions, PoissonPrediction):
+        rates = _check_draws("predictions.rate", predictions.rate)
+        if not isinstance(rates, jax.core.Tracer) and np.any(np.asarray(rates) <= 0):
+            raise InputValueError("predictions.rate holds values <= 0; Poisson rates are > 0.")
+        return PoissonPrediction(jnp.mean(jnp.asarray(rates), axis=0))
+    if isinstance(predictions, StudentTPrediction):
+        locs = _check_draws("predictions.loc", predictions.loc)
+        scales = _check_scales("predictions", locs, predictions.scale)
+        dfs = _check_scales("predictions", locs, predictions.df, "df")
+        dfs = jnp.asarray(dfs)
+        var = jnp.where(dfs > 2, dfs / jnp.where(dfs > 2, dfs - 2, 1.0), jnp.inf)
+        return _moments(jnp.asarray(locs), jnp.asarray(scales) ** 2 * var)
     if isinstance(predictions, GaussianPrediction):
         means = _check_draws("predictions.mean", predictions.mean)
-        scales = _check_draws("predictions.scale", predictions.scale)
-        if np.shape(scales) != np.shape(means):
-            raise InputValueError(
-                f"predictions.scale has shape {np.shape(scales)} but predictions.mean has "
-                f"{np.shape(means)}; they must match."
-            )
-        if not isinstance(scales, jax.core.Tracer) and np.any(np.asarray(scales) < 0):
-            raise InputValueError("predictions.scale holds negative values; scales are >= 0.")
-        means, scales = jnp.asarray(means), jnp.asarray(scales)
-        mean = means.mean(axis=0)
-        # law of total variance, written without the cancellation of E[m²] - E[m]²
-        var = (scales**2).mean(axis=0) + ((means - mean) ** 2).mean(axis=0)
-        return GaussianPrediction(mean, jnp.sqrt(var))
+        scales = _check_scales("predictions", means, predictions.scale)
+        return _moments(jnp.asarray(means), jnp.asarray(scales) ** 2)
     return jnp.mean(jnp.asarray(_check_draws("predictions", predictions)), axis=0)
+
+
+def _moments(means: Array, variances: Array) -> GaussianPrediction:
+    """Mean and standard deviation of the equal-weight mixture of the draws."""
+    mean = means.mean(axis=0)
+    # law of total variance, written without the cancellation of E[m²] - E[m]²
+    var = variances.mean(axis=0) + ((means - mean) ** 2).mean(axis=0)
+    return GaussianPrediction(mean, jnp.sqrt(var))
+
+
+def _check_scales(name: str, means: Any, scales: Any, field: str = "scale") -> Any:
+    """A positive field of the prediction with the shape of its location."""
+    what = "df" if field == "df" else "scale"
+    scales = _check_draws(f"{name}.{field}", scales)
+    if np.shape(scales) != np.shape(means):
+        raise InputValueError(
+            f"{name}.{field} has shape {np.shape(scales)} but the location has "
+            f"{np.shape(means)}; they must match."
+        )
+    if not isinstance(scales, jax.core.Tracer) and np.any(np.asarray(scales) < 0):
+        raise InputValueError(f"{name}.{field} holds negative values; a {what} is >= 0.")
+    return scales
 
 
 def _check_draws(name: str, a: Any) -> Any:

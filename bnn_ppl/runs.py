@@ -9,17 +9,16 @@ pickle, checked against its SHA-256 when read):
   sizes and SHA-256 fingerprints of its training and test arrays), ``model`` (parameter count),
   ``environment`` (the output and data paths) and ``versions`` (library versions). Only
   ``arguments`` and ``data`` must match for the folder to be reused.
-* ``samples.npz`` - site -> draws in the layout of ``MCMC.get_samples()``: ``(chain, draw, ...)``
-  for Markov chains (hmc, nuts, sgmcmc; a chain axis even for one chain), ``(draw, ...)`` for
-  independent draws (svi: draws from the guide; ensemble: one member per draw).
-* ``predictions.npz`` - per-draw test predictions with the same leading axes (``probs``
-  ``(..., n, K)``, or Gaussian ``mean`` and ``scale`` ``(..., n)``) and the test ``targets``, so
-  that evaluating and comparing runs needs neither the network nor the data.
+* ``posterior.nc`` - the run's :class:`~bnn_ppl.Posterior` (ArviZ groups, netCDF).
+* ``samples.npz`` - site -> draws, ``(chain, draw, ...)`` for Markov chains (hmc, nuts, sgmcmc),
+  ``(draw, ...)`` for independent draws (svi: guide draws; ensemble: one member per draw).
+* ``predictions.npz`` - per-draw test predictions with the same leading axes (the fields of
+  :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
+  comparing runs needs neither the network nor the data.
 * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
   without it holds an unfinished run.
-* ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - the folder of
-  :func:`bnn_ppl.inference.run_chain`, from which a killed run resumes.
+* ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - a killed run resumes from it.
 
 This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
 
@@ -62,9 +61,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import bnn_ppl
-from bnn_ppl import metrics as _metrics
 from bnn_ppl.io import load_npz, read_json, save_npz, write_json
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import (
+    Prediction,
+    prediction_fields,
+    prediction_from_fields,
+)
+from bnn_ppl.metrics.suite import flat_draws, per_chain, predictive_metrics
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -96,6 +99,7 @@ CONFIG = "config.json"
 SAMPLES = "samples.npz"
 PREDICTIONS = "predictions.npz"
 METRICS = "metrics.json"
+POSTERIOR = "posterior.nc"
 EVALUATION = "evaluation.json"
 CHECKPOINTS = "checkpoints"
 
@@ -111,7 +115,8 @@ class Run(NamedTuple):
         config: ``config.json``.
         record: ``metrics.json``.
         predictions: per-draw test probabilities ``([chain,] draw, n, K)`` or a
-            :class:`~bnn_ppl.likelihoods.GaussianPrediction` of ``([chain,] draw, n)`` arrays.
+            :class:`~bnn_ppl.likelihoods.GaussianPrediction` (or Student-t, Poisson prediction)
+            of ``([chain,] draw, n)`` arrays.
         targets: the test targets ``(n,)`` (standardised for regression).
         samples: site -> draws, or ``None`` when not asked for.
     """
@@ -119,7 +124,7 @@ class Run(NamedTuple):
     path: str
     config: dict[str, Any]
     record: dict[str, Any]
-    predictions: np.ndarray | GaussianPrediction
+    predictions: Prediction
     targets: np.ndarray
     samples: dict[str, np.ndarray] | None
 
@@ -264,93 +269,14 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
 
 # ---------------------------------------------------------------------------------- results
 def _prediction_arrays(predictions: Any) -> dict[str, np.ndarray]:
-    if isinstance(predictions, GaussianPrediction):
-        return {"mean": np.asarray(predictions.mean), "scale": np.asarray(predictions.scale)}
-    return {"probs": np.asarray(predictions)}
-
-
-def _from_arrays(arrays: Mapping[str, np.ndarray]) -> np.ndarray | GaussianPrediction:
-    if "probs" in arrays:
-        return arrays["probs"]
-    return GaussianPrediction(arrays["mean"], arrays["scale"])
-
-
-def flat_draws(predictions: Any, chains: bool) -> np.ndarray | GaussianPrediction:
-    """Per-draw predictions with the chain axis (if any) merged into the draw axis."""
-    if not chains:
-        return predictions
-
-    def merge(a: Any) -> np.ndarray:
-        a = np.asarray(a)
-        return a.reshape(a.shape[0] * a.shape[1], *a.shape[2:])
-
-    if isinstance(predictions, GaussianPrediction):
-        return GaussianPrediction(merge(predictions.mean), merge(predictions.scale))
-    return merge(predictions)
-
-
-def per_chain(predictions: Any) -> list[np.ndarray | GaussianPrediction]:
-    """The per-draw predictions of each chain, from ``(chain, draw, ...)`` arrays."""
-    if isinstance(predictions, GaussianPrediction):
-        return [
-            GaussianPrediction(m, s)
-            for m, s in zip(predictions.mean, predictions.scale, strict=True)
-        ]
-    return list(np.asarray(predictions))
-
-
-def predictive_metrics(
-    predictions: np.ndarray | GaussianPrediction,
-    targets: np.ndarray,
-    *,
-    task: str,
-    y_std: float = 1.0,
-) -> dict[str, float]:
-    """Test metrics of the Bayesian model average of per-draw predictions ``(draw, n, ...)``.
-
-    Classification: accuracy, NLL, ECE (15 equal-width bins) and Brier score of the averaged
-    probabilities. Regression: RMSE of the BMA mean and NLL of the BMA (the equal-weight
-    Gaussian mixture of the draws), both in the targets' original units (``y_std``).
-
-    Raises:
-        ValueError: non-finite predictions (a diverged sampler), or predictions that do not
-            fit the targets.
-    """
-    if isinstance(predictions, GaussianPrediction):
-        mean, scale = np.asarray(predictions.mean), np.asarray(predictions.scale)
-        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(scale))):
-            raise InputValueError(
-                "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
-                "undefined (lower the step size or learning rate, or use a less extreme prior or "
-                "temperature)."
-            )
-        return {
-            "rmse": float(_metrics.rmse(mean.mean(axis=0), targets, y_scale=y_std)),
-            "nll": float(_metrics.mixture_nll(mean, scale, targets, y_scale=y_std)),
-        }
-    probs = np.asarray(predictions)
-    if not np.all(np.isfinite(probs)):
-        raise InputValueError(
-            "the predictions hold NaN/inf values: the draws diverged, so the metrics are "
-            "undefined (lower the step size or learning rate, or use a less extreme prior or "
-            "temperature)."
-        )
-    avg = probs.mean(axis=0)
-    if task != "classification":
-        raise InputValueError(f"probabilities given for a {task} task.")
-    return {
-        "accuracy": float(_metrics.accuracy(avg, targets)),
-        "nll": float(_metrics.nll(avg, targets)),
-        "ece": float(_metrics.ece(avg, targets)),
-        "brier": float(_metrics.brier(avg, targets)),
-    }
+    return {k: np.asarray(v) for k, v in prediction_fields(predictions).items()}
 
 
 def save_results(
     folder: str | os.PathLike,
     *,
     samples: Mapping[str, Any],
-    predictions: np.ndarray | GaussianPrediction,
+    predictions: Prediction,
     targets: Any,
     chains: bool,
     task: str,
@@ -386,7 +312,7 @@ def save_results(
         SAMPLES: save_npz(os.path.join(folder, SAMPLES), arrays),
         PREDICTIONS: save_npz(os.path.join(folder, PREDICTIONS), pred | {"targets": targets}),
     }
-    flat = flat_draws(_from_arrays(pred), chains)
+    flat = flat_draws(prediction_from_fields(pred), chains)
     record: dict[str, Any] = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
@@ -442,13 +368,17 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         draws = load_npz(os.path.join(folder, SAMPLES), sha256=files[SAMPLES]) if samples else None
     except FileNotFoundError as e:
         raise InputValueError(f"{folder}: {os.path.basename(e.filename)} is missing.") from e
-    if "targets" not in pred or not ({"probs"} <= set(pred) or {"mean", "scale"} <= set(pred)):
+    if "targets" not in pred:
         raise InputValueError(
             f"{folder}/{PREDICTIONS} holds {sorted(pred)}; a run's predictions hold 'targets' "
-            "and 'probs' (or 'mean' and 'scale')."
+            "and the fields of a prediction ('probs', or 'mean' and 'scale', ...)."
         )
     targets = pred.pop("targets")
-    return Run(folder, config, record, _from_arrays(pred), targets, draws)
+    try:
+        predictions = prediction_from_fields(pred)
+    except InputValueError as e:
+        raise InputValueError(f"{folder}/{PREDICTIONS}: {e}") from None
+    return Run(folder, config, record, predictions, targets, draws)
 
 
 def check_comparable(runs: Sequence[Run]) -> None:

@@ -23,11 +23,10 @@ Example:
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
@@ -63,7 +62,9 @@ class InputTypeError(InputError, TypeError):
 
 
 def _is_concrete(a: Any) -> bool:
-    return not isinstance(a, jax.core.Tracer)
+    """Not a JAX tracer (none exists before JAX is imported; this module imports it lazily)."""
+    jax = sys.modules.get("jax")
+    return jax is None or not isinstance(a, jax.core.Tracer)
 
 
 _F32 = np.finfo(np.float32)
@@ -197,6 +198,8 @@ def check_key(name: str, key: Any) -> Any:
     An int seed is refused rather than converted, so that the same seed cannot silently mean two
     different streams in two places (write ``jax.random.key(seed)``).
     """
+    import jax
+
     if isinstance(key, jax.core.Tracer):
         return key
     if hasattr(key, "dtype") and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
@@ -255,6 +258,8 @@ def as_array(name: str, a: Any, *, min_ndim: int = 1) -> np.ndarray:
         )
     if arr.size == 0 or (arr.ndim and arr.shape[0] == 0):
         raise InputValueError(f"{name} is empty (shape {arr.shape}); pass at least one example.")
+    import jax
+
     x64 = bool(jax.config.jax_enable_x64)
     if np.issubdtype(arr.dtype, np.floating):
         if not np.all(np.isfinite(arr)):
@@ -323,7 +328,7 @@ def check_batch_size(name: str, batch_size: Any, num_data: int) -> int | None:
     return batch_size
 
 
-def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, jax.Array]:
+def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, Any]:
     """Constrained initial values for every site of ``model``: finite, of the site's shape and
     inside its support. Returns them as arrays."""
     if not isinstance(values, Mapping):
@@ -340,6 +345,8 @@ def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, j
         raise InputValueError(
             f"{name} has sites the model does not have: {extra}; its sites are {list(sites)}."
         )
+    import jax.numpy as jnp
+
     out = {}
     for k, d in sites.items():
         v = as_array(f"{name}[{k!r}]", values[k], min_ndim=0)
@@ -378,6 +385,8 @@ def check_finite_result(method: str, losses: Any, params: Any) -> None:
     A diverged fit is never returned as a result: the message says where the loss (or, if the
     loss stayed finite, a parameter) first stopped being finite and what usually causes it.
     """
+    import jax
+
     losses = np.asarray(losses, np.float64)
     bad = ~np.isfinite(losses)
     if bad.any():

@@ -67,7 +67,12 @@ from bnn_ppl import validation
 from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.streaming import RunningBMA
 from bnn_ppl.io import load_npz, read_json, save_npz, sha256_file, write_json
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import (
+    GaussianPrediction,
+    Prediction,
+    prediction_fields,
+    prediction_from_fields,
+)
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Params, PRNGKey
 from bnn_ppl.validation import InputError, InputTypeError, InputValueError
@@ -1096,7 +1101,7 @@ class _Writer:
             pred = predict(self.pot.model, flat, self.x_predict, chunk_size=self.predict_chunk_size)
             self.bma.update(pred)
             if self.save_predictions:
-                fields = pred._asdict() if isinstance(pred, GaussianPrediction) else {"probs": pred}
+                fields = prediction_fields(pred)
                 entry["predictions"] = self._save(
                     "predictions",
                     segment,
@@ -1193,7 +1198,7 @@ def load_extra_fields(checkpoint_dir: str | os.PathLike) -> dict[str, np.ndarray
     return _load(checkpoint_dir, "extra")
 
 
-def load_predictions(checkpoint_dir: str | os.PathLike) -> np.ndarray | GaussianPrediction:
+def load_predictions(checkpoint_dir: str | os.PathLike) -> Prediction:
     """Per-draw predictions on ``x_predict``: ``(draws, n, K)`` probabilities or a Gaussian
     (leading ``num_chains`` axis for several chains)."""
     arrays = _load(checkpoint_dir, "predictions")
@@ -1201,10 +1206,10 @@ def load_predictions(checkpoint_dir: str | os.PathLike) -> np.ndarray | Gaussian
         raise InputValueError(
             f"{checkpoint_dir} holds no saved predictions (x_predict not given?)."
         )
-    return arrays["probs"] if "probs" in arrays else GaussianPrediction(**arrays)
+    return prediction_from_fields(arrays)
 
 
-def load_bma(checkpoint_dir: str | os.PathLike) -> np.ndarray | GaussianPrediction | None:
+def load_bma(checkpoint_dir: str | os.PathLike) -> Prediction | None:
     """The running BMA of the newest complete checkpoint (``None`` without ``x_predict``)."""
     folder = os.fspath(checkpoint_dir)
     found = _find_checkpoint(folder, verify=False)

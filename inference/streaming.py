@@ -28,21 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl.likelihoods import GaussianPrediction
+from bnn_ppl.likelihoods import GaussianPrediction, PoissonPrediction, StudentTPrediction
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["RunningBMA"]
 
-_KINDS = ("probs", "gaussian")
+_KINDS = ("probs", "gaussian", "poisson")  # indices are saved in checkpoints: append only
 
 
 class RunningBMA:
     """Running Bayesian model average over a stream of per-sample predictions.
 
     Feed it with :meth:`update` (a batch of draws on a leading axis: probabilities
-    ``(s, n, K)`` or a :class:`~bnn_ppl.likelihoods.GaussianPrediction` with ``(s, n)``
-    fields); :meth:`result` is what :func:`bnn_ppl.bma` would give on all draws together (in
-    float64; the sums are accumulated in float64, so it agrees to float32 rounding).
+    ``(s, n, K)`` or a :class:`~bnn_ppl.likelihoods.GaussianPrediction`,
+    ``StudentTPrediction`` or ``PoissonPrediction`` with ``(s, n)`` fields); :meth:`result`
+    is what :func:`bnn_ppl.bma` would give on all draws together (in float64; the sums are
+    accumulated in float64, so it agrees to float32 rounding).
     """
 
     def __init__(self) -> None:
@@ -52,11 +53,17 @@ class RunningBMA:
 
     def update(self, predictions: Any) -> None:
         """Add a batch of draws (leading axis = draws; an empty batch is a no-op)."""
-        if isinstance(predictions, GaussianPrediction):
-            kind = "gaussian"
-            mean = np.asarray(predictions.mean, np.float64)
-            scale = np.asarray(predictions.scale, np.float64)
-            parts = {"mean": mean, "second": scale**2 + mean**2}
+        if isinstance(predictions, GaussianPrediction | StudentTPrediction):
+            kind = "gaussian"  # a Student-t's BMA is moment-matched too (bnn_ppl.bma)
+            mean = np.asarray(predictions[0], np.float64)
+            var = np.asarray(predictions.scale, np.float64) ** 2
+            if isinstance(predictions, StudentTPrediction):
+                df = np.asarray(predictions.df, np.float64)
+                var = np.where(df > 2, var * df / np.where(df > 2, df - 2, 1.0), np.inf)
+            parts = {"mean": mean, "second": var + mean**2}
+        elif isinstance(predictions, PoissonPrediction):
+            kind = "poisson"
+            parts = {"rate": np.asarray(predictions.rate, np.float64)}
         else:
             kind = "probs"
             parts = {"probs": np.asarray(predictions, np.float64)}
@@ -76,12 +83,14 @@ class RunningBMA:
         self.kind = kind
         self.count += s
 
-    def result(self) -> np.ndarray | GaussianPrediction | None:
+    def result(self) -> np.ndarray | GaussianPrediction | PoissonPrediction | None:
         """The BMA so far (``None`` before any draw): probabilities ``(n, K)`` or a Gaussian."""
         if self.count == 0:
             return None
         if self.kind == "probs":
             return self.sums["probs"] / self.count
+        if self.kind == "poisson":
+            return PoissonPrediction(self.sums["rate"] / self.count)
         mean = self.sums["mean"] / self.count
         second = self.sums["second"] / self.count
         return GaussianPrediction(mean, np.sqrt(np.maximum(second - mean**2, 0.0)))
@@ -109,7 +118,12 @@ class RunningBMA:
             }
         except (KeyError, IndexError, TypeError, ValueError) as e:
             raise InputValueError(f"not a saved RunningBMA state: {type(e).__name__}: {e}") from e
-        want = {"probs": {"probs"}, "gaussian": {"mean", "second"}, None: set()}[acc.kind]
+        want = {
+            "probs": {"probs"},
+            "gaussian": {"mean", "second"},
+            "poisson": {"rate"},
+            None: set(),
+        }[acc.kind]
         if set(acc.sums) != want or acc.count < 0 or (acc.count == 0) != (acc.kind is None):
             raise InputValueError(f"not a saved RunningBMA state: keys {sorted(arrays)}.")
         return acc

@@ -80,9 +80,23 @@ def regressor(**kw: Any) -> bp.BNN:
     )
 
 
+def with_likelihood(likelihood: Any, out: int = 1) -> bp.BNN:
+    return bp.BNN(MLP(hidden=(4,), out=out), bp.priors.Normal(0.5), likelihood)
+
+
+Y_BIN = (Y_REG > 0).astype(np.int32)
+Y_COUNT = np.round(np.abs(Y_REG) * 3).astype(np.int32)
 CLF, REG = classifier(), regressor()
+BIN = with_likelihood(bp.likelihoods.Bernoulli())
+COUNT = with_likelihood(bp.likelihoods.Poisson())
+STT = with_likelihood(bp.likelihoods.StudentT(df=3.0, scale=0.3))
+HET = with_likelihood(bp.likelihoods.HeteroscedasticGaussian(), out=2)
 CLF.check_data(X, Y_CLASS)  # shape the models once, outside every compile count
 REG.check_data(X, Y_REG)
+BIN.check_data(X, Y_BIN)
+COUNT.check_data(X, Y_COUNT)
+STT.check_data(X, Y_REG)
+HET.check_data(X, Y_REG)
 SAMPLES = {k: np.zeros((2, *d.event_shape), np.float32) for k, d in CLF.sites(X).items()}
 POT = full_batch_potential(REG, X, Y_REG)  # built once, outside every compile count
 PROBS = np.full((N, K), 1.0 / K, np.float32)
@@ -308,6 +322,79 @@ def bad_targets(draw: Callable, integers_are_bad: bool = True) -> Any:
 
 
 @st.composite
+def bad_binary_labels(draw: Callable) -> Any:
+    """Never valid Bernoulli targets (labels in {0, 1} of shape (n,) or (n, 1))."""
+    kind = draw(
+        st.sampled_from(
+            ["high", "negative", "float", "half", "two_columns", "short", "nan", "none",
+             "strings", "empty", "complex"]
+        )
+    )  # fmt: skip
+    y = Y_BIN.copy()
+    i = draw(st.integers(0, N - 1))
+    if kind == "high":
+        y[i] = draw(st.integers(2, 2**30))
+        return y
+    if kind == "negative":
+        y[i] = draw(st.integers(-(2**30), -1))
+        return y
+    if kind == "float":
+        return y.astype(np.float32)
+    if kind == "half":
+        return y.astype(np.float32) + 0.5
+    if kind == "two_columns":
+        return np.stack([y, 1 - y], axis=1)
+    if kind == "short":
+        return y[: draw(st.integers(1, N - 1))]
+    if kind == "nan":
+        return _poke(y, _Data(draw), math.nan)
+    if kind == "none":
+        return None
+    if kind == "strings":
+        return np.full(N, "a")
+    if kind == "empty":
+        return np.zeros(0, np.int32)
+    return y.astype(np.complex64)
+
+
+@st.composite
+def bad_counts(draw: Callable) -> Any:
+    """Never valid Poisson targets (non-negative whole numbers)."""
+    kind = draw(
+        st.sampled_from(
+            ["negative", "fraction", "bool", "nan", "two_columns", "short", "none", "strings",
+             "empty", "complex", "int64"]
+        )
+    )  # fmt: skip
+    y = Y_COUNT.copy()
+    i = draw(st.integers(0, N - 1))
+    if kind == "negative":
+        y[i] = draw(st.integers(-(2**30), -1))
+        return y
+    if kind == "fraction":
+        return _poke(y, _Data(draw), draw(st.floats(0.01, 0.99)) + draw(st.integers(0, 9)))
+    if kind == "bool":
+        return y > 0
+    if kind == "nan":
+        return _poke(y, _Data(draw), draw(NONFINITE))
+    if kind == "two_columns":
+        return np.stack([y, y], axis=1)
+    if kind == "short":
+        return y[: draw(st.integers(1, N - 1))]
+    if kind == "none":
+        return None
+    if kind == "strings":
+        return np.full(N, "a")
+    if kind == "empty":
+        return np.zeros(0, np.int32)
+    if kind == "complex":
+        return y.astype(np.complex64)
+    big = y.astype(np.int64)
+    big[i] = draw(st.sampled_from([2**31, -(2**31) - 1, 2**40]))
+    return big
+
+
+@st.composite
 def bad_prior_strings(draw: Callable) -> str:
     family = draw(st.sampled_from(["normal", "laplace", "logistic", "student_t", "cauchy", ""]))
     bad_number = st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e-320", "1e39", "a", "", "1,"])
@@ -377,6 +464,14 @@ def _cases() -> list[Case]:
         lambda v: bp.BNN(v, bp.priors.Normal(1.0), bp.likelihoods.Categorical()),
     )
     add("Gaussian", "scale", positives(), lambda v: bp.likelihoods.Gaussian(scale=v))
+    add("likelihoods.StudentT", "df", positives(), lambda v: bp.likelihoods.StudentT(df=v))
+    add("likelihoods.StudentT", "scale", positives(), lambda v: bp.likelihoods.StudentT(scale=v))
+    add(
+        "HeteroscedasticGaussian",
+        "min_scale",
+        st.one_of(NONFINITE, st.floats(max_value=-1e-300, allow_nan=False), NOT_NUMBERS),
+        lambda v: bp.likelihoods.HeteroscedasticGaussian(min_scale=v),
+    )
     add("Normal", "scale", positives(), lambda v: bp.priors.Normal(v))
     add("Normal", "loc", st.one_of(NONFINITE, NOT_NUMBERS), lambda v: bp.priors.Normal(1.0, loc=v))
     add(
@@ -393,6 +488,10 @@ def _cases() -> list[Case]:
     add("model.check_data", "x", bad_inputs(), lambda v: CLF.check_data(v, Y_CLASS), "x")
     add("model.check_data", "y(labels)", bad_labels(), lambda v: CLF.check_data(X, v), "y")
     add("model.check_data", "y(targets)", bad_targets(), lambda v: REG.check_data(X, v), "y")
+    add("Bernoulli", "y", bad_binary_labels(), lambda v: BIN.check_data(X, v))
+    add("Poisson", "y", bad_counts(), lambda v: COUNT.check_data(X, v))
+    add("StudentT(likelihood)", "y", bad_targets(), lambda v: STT.check_data(X, v))
+    add("HeteroscedasticGaussian", "y", bad_targets(), lambda v: HET.check_data(X, v))
 
     # the potential
     def pot(**kw: Any) -> Any:
@@ -790,6 +889,22 @@ def test_bad_value_raises_a_named_error_before_compiling(case: Case, data: st.Da
             Y_REG,
             r"network has 3 outputs",
         ),
+        (
+            lambda: with_likelihood(bp.likelihoods.Bernoulli(), out=2),
+            Y_BIN,
+            r"Bernoulli needs a network with one output",
+        ),
+        (
+            lambda: with_likelihood(bp.likelihoods.HeteroscedasticGaussian(), out=1),
+            Y_REG,
+            r"HeteroscedasticGaussian needs a network with two outputs",
+        ),
+        (
+            lambda: with_likelihood(bp.likelihoods.Poisson(), out=K),
+            Y_COUNT,
+            "network has 3 outputs",
+        ),
+        (lambda: with_likelihood(bp.likelihoods.StudentT(), out=K), Y_REG, "network has 3 outputs"),
     ],
 )
 def test_a_network_output_that_does_not_fit_the_likelihood_is_refused(build, y, match) -> None:

@@ -4,7 +4,8 @@ Each script is run as a user would run it (``python benchmarks/<name>.py --quick
 repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
-``memory`` and ``vs_blackjax`` run under ``-m slow`` only (20-60 s each on 2 cores). The
+``memory`` and ``vs_blackjax`` run under ``-m slow`` only (20-60 s each on 2 cores).
+``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
 
@@ -34,6 +35,7 @@ CASES = {
     "scaling": (["--quick"], "vs simulated devices", None),
     "memory": (["--quick"], "peak - data", None),
     "gpu": (["--quick"], "HMC step / gradient", None),
+    "import_time": (["--quick"], "target import bnn_ppl <= import numpyro", None),
 }
 
 

@@ -135,6 +135,44 @@ def test_hmc_without_checkpoints_draws_the_same_chain(hmc_run: Path, folder: Pat
         np.testing.assert_allclose(a[site], b[site], rtol=0, atol=tol, err_msg=site)
 
 
+@pytest.mark.parametrize("run", ["hmc_run", "svi_run", "ensemble_run", "diabetes_run"])
+def test_the_run_folder_holds_an_arviz_posterior(run: str, request: pytest.FixtureRequest) -> None:
+    """posterior.nc is the Posterior of the run: its draws are samples.npz (with the chain
+    axis), its predictions predictions.npz, and ArviZ reads it (summary, log_likelihood)."""
+    import arviz as az
+
+    from bnn_ppl.posterior import Posterior
+
+    out: Path = request.getfixturevalue(run)
+    post = Posterior.load(out / runs.POSTERIOR)
+    samples, preds = load_npz(out / runs.SAMPLES), load_npz(out / runs.PREDICTIONS)
+    chains = post.method in cli.CHAIN_METHODS
+    assert set(post.samples) == set(samples)
+    for site, a in post.samples.items():
+        np.testing.assert_array_equal(a if chains else a.reshape(-1, *a.shape[2:]), samples[site])
+    for name, a in post.predictions.items():
+        np.testing.assert_array_equal(a if chains else a.reshape(-1, *a.shape[2:]), preds[name])
+    expected = cli.method_config(read_json(out / runs.CONFIG)["arguments"]).to_dict()
+    assert {k: post.config.get(k) for k in expected} == expected  # plus what the method chose
+    tree = post.to_inference_data()
+    assert az.summary(tree, kind="stats").shape[0] > 0
+    assert tree["log_likelihood"]["y"].shape[-1] == len(post.observed["y"])
+
+
+def test_the_cli_runs_what_fit_runs(svi_run: Path) -> None:
+    """bnn-ppl run = bnn_ppl.fit with method_config(settings): the same draws, bit for bit."""
+    import jax
+
+    from bnn_ppl.inference import fit
+
+    s = read_json(svi_run / runs.CONFIG)["arguments"]
+    data = cli._inputs_for(s["model"], cli.load_data(s["dataset"], max_train=s["max_train"]))
+    post = fit(cli.build_model(s, data), data, cli.method_config(s), jax.random.key(s["seed"]))
+    stored = load_npz(svi_run / runs.SAMPLES)
+    for site, a in post.flat_samples().items():
+        np.testing.assert_array_equal(a, stored[site])
+
+
 def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> None:
     copy = folder / "hmc_again"
     shutil.copytree(hmc_run, copy)

@@ -128,7 +128,18 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
 IN_PROCESS = {"uci_regression.py"}
 
 
-@pytest.mark.parametrize("script", sorted(set(TINY_FLAGS) - IN_PROCESS))
+# each run is 60-90 s of compilation on a 2-core CI machine: these with -m slow only, so that
+# the default suite stays within its budget (their checks are the same code paths)
+SLOW = {"cold_posterior.py", "regression_1d.py"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s
+        for s in sorted(set(TINY_FLAGS) - IN_PROCESS)
+    ],
+)
 def test_example_runs(script: str, tmp_path: Path) -> None:
     flags = TINY_FLAGS[script]
     if "{data}" in flags and not UCI_DIR.is_dir():

@@ -121,7 +121,15 @@ def test_registered_scripts_exist() -> None:
         assert not missing, f"registered but not in {EXAMPLES}: {missing}"
 
 
-@pytest.mark.parametrize("script", sorted(TINY_FLAGS))
+# each run is 60-90 s of compilation on a 2-core CI machine: these with -m slow only, so that
+# the default suite stays within its budget (their checks are the same code paths)
+SLOW = {"covariate_shift.py", "priors.py"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in sorted(TINY_FLAGS)],
+)
 def test_example_runs(script: str, tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS[script]]

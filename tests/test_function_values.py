@@ -144,3 +144,17 @@ def test_function_space_diagnoses_the_chosen_quantity():
     np.testing.assert_array_equal(
         default, function_space(model, samples, x, quantity="probs").rhat["predictive"]
     )
+
+
+def test_bernoulli_centred_logits_are_half_the_logit_either_way():
+    """A Bernoulli network has one logit l; its two classes' logits are (0, l), centred
+    (-l/2, l/2), computed from the log-probabilities."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(N, D)).astype(np.float32)
+    model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Bernoulli())
+    w = rng.normal(size=(CHAINS, DRAWS, D, 1)).astype(np.float32)
+    b = rng.normal(size=(CHAINS, DRAWS, 1)).astype(np.float32)
+    logit = np.einsum("nd,cad->can", x.astype(np.float64), w[..., 0].astype(np.float64)) + b
+    got = function_values(model, {"Dense_0.kernel": w, "Dense_0.bias": b}, x, "centred_logits")
+    assert got.shape == (CHAINS, DRAWS, N, 2)
+    np.testing.assert_allclose(got, np.stack([-logit / 2, logit / 2], -1), rtol=1e-4, atol=1e-5)

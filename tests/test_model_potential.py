@@ -17,7 +17,7 @@ import numpyro.distributions as dist
 import pytest
 from conftest import ROOT, count_compiles
 from numpyro import handlers
-from numpyro.contrib.module import random_flax_module
+from numpyro.contrib.module import random_flax_module, random_nnx_module
 from numpyro.infer import MCMC, NUTS, Predictive
 from numpyro.infer.util import constrain_fn, log_density, potential_energy
 
@@ -47,6 +47,23 @@ class _Net(nn.Module):
 
 def flax_model(x, y=None):
     net = random_flax_module("nn", _Net(), dist.Normal(0, 0.8), input_shape=(1, x.shape[1]))
+    sigma = numpyro.sample("sigma", dist.LogNormal(-1.0, 0.5))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(net(x)[:, 0], sigma), obs=y)
+
+
+def nnx_model(x, y=None):
+    """numpyro.contrib.module.random_nnx_module on a pre-initialised nnx MLP."""
+    from flax import nnx
+
+    class Net(nnx.Module):
+        def __init__(self, d: int, rngs: nnx.Rngs):
+            self.hidden, self.out = nnx.Linear(d, 5, rngs=rngs), nnx.Linear(5, 1, rngs=rngs)
+
+        def __call__(self, x):
+            return self.out(nnx.tanh(self.hidden(x)))
+
+    net = random_nnx_module("nn", Net(x.shape[1], nnx.Rngs(0)), dist.Normal(0, 0.8))
     sigma = numpyro.sample("sigma", dist.LogNormal(-1.0, 0.5))
     with numpyro.plate("data", x.shape[0]):
         numpyro.sample("y", dist.Normal(net(x)[:, 0], sigma), obs=y)
@@ -82,6 +99,7 @@ def _data(n=37, d=3, seed=0):
 MODELS = {
     "mlp": (mlp_model, ("x", "y")),
     "flax": (flax_model, ("x", "y")),
+    "nnx": (nnx_model, ("x", "y")),
     "hetero": (hetero_model, ("x", "y")),
     "two_obs": (two_obs_model, ("x", "y", "label")),
 }
@@ -90,8 +108,9 @@ MODELS = {
 def _reference(model, kw, temperature, temper):
     """The tempered potential from NumPyro's own functions: the plate sites' log density is
     the full potential energy minus that of the model with those sites blocked."""
-    globals_only = handlers.block(model, hide_fn=lambda s: any(
-        f.name == "data" for f in s.get("cond_indep_stack", ())))
+    globals_only = handlers.block(
+        model, hide_fn=lambda s: any(f.name == "data" for f in s.get("cond_indep_stack", ()))
+    )
     lik_s, prior_s = 1.0 / temperature, (1.0 / temperature if temper == "posterior" else 1.0)
 
     def ref(z):
@@ -106,8 +125,9 @@ def _reference(model, kw, temperature, temper):
 
 
 # -------------------------------------------------------------------------------- tests
-@pytest.mark.parametrize("temperature,temper",
-                         [(1.0, "likelihood"), (0.5, "likelihood"), (0.5, "posterior")])
+@pytest.mark.parametrize(
+    "temperature,temper", [(1.0, "likelihood"), (0.5, "likelihood"), (0.5, "posterior")]
+)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_potential_equals_numpyro_potential_energy(x64, name, temperature, temper):
     model, keys = MODELS[name]
@@ -115,8 +135,14 @@ def test_potential_equals_numpyro_potential_energy(x64, name, temperature, tempe
     ref = _reference(model, data, temperature, temper)
     want_vg = jax.jit(jax.value_and_grad(lambda z: ref(z)[0]))
     for chunk_size in (None, 7):  # one chunk; 6 chunks of 7 rows with 5 padded
-        pot = model_potential(model, data=data, chunk_size=chunk_size, dtype=jnp.float64,
-                              temperature=temperature, temper=temper)
+        pot = model_potential(
+            model,
+            data=data,
+            chunk_size=chunk_size,
+            dtype=jnp.float64,
+            temperature=temperature,
+            temper=temper,
+        )
         assert isinstance(pot, FullBatchPotential)
         assert pot.num_chunks == (1 if chunk_size is None else 6)
         for seed in range(2):
@@ -132,8 +158,9 @@ def test_potential_equals_numpyro_potential_energy(x64, name, temperature, tempe
                 np.testing.assert_allclose(grad[k], want_grad[k], rtol=1e-9, atol=1e-11)
     # the potential's temperature has an effect the reference sees (the test has power)
     if temperature != 1.0:
-        np.testing.assert_raises(AssertionError, np.testing.assert_allclose,
-                                 value, ref(u)[1], rtol=1e-6)
+        np.testing.assert_raises(
+            AssertionError, np.testing.assert_allclose, value, ref(u)[1], rtol=1e-6
+        )
 
 
 def test_postprocess_gives_the_model_sites_in_their_supports(x64):
@@ -142,8 +169,14 @@ def test_postprocess_gives_the_model_sites_in_their_supports(x64):
     u = pot.init_params(jax.random.key(0), num_chains=3)
     assert u["tau"].shape == (3,)
     params = jax.vmap(pot.postprocess_fn)(u)
-    assert set(params) == {"tau", "w", "nn/Dense_0.kernel", "nn/Dense_0.bias",
-                           "nn/Dense_1.kernel", "nn/Dense_1.bias"}
+    assert set(params) == {
+        "tau",
+        "w",
+        "nn/Dense_0.kernel",
+        "nn/Dense_0.bias",
+        "nn/Dense_1.kernel",
+        "nn/Dense_1.bias",
+    }
     np.testing.assert_allclose(params["tau"], np.exp(u["tau"]), rtol=1e-12)
     back = pot.unconstrain(jax.tree.map(lambda a: a[0], params))
     np.testing.assert_allclose(back["tau"], u["tau"][0], rtol=1e-12)
@@ -189,13 +222,16 @@ def _wrong_plate_name(x, y=None):
         numpyro.sample("y", dist.Normal(w * x[:, 0], 1.0), obs=y)
 
 
-@pytest.mark.parametrize("model,match", [
-    (_local_latent, "site 'z_row' is a latent inside plate 'data'"),
-    (_observed_outside, "site 'y_mean' is observed outside plate 'data'"),
-    (_data_dependent_prior, "site 'w' is outside plate 'data' but its density depends"),
-    (_fixed_plate_size, "site 'y': plate 'data' has size 37"),
-    (_wrong_plate_name, r"no sample site inside numpyro.plate\('data'"),
-])
+@pytest.mark.parametrize(
+    "model,match",
+    [
+        (_local_latent, "site 'z_row' is a latent inside plate 'data'"),
+        (_observed_outside, "site 'y_mean' is observed outside plate 'data'"),
+        (_data_dependent_prior, "site 'w' is outside plate 'data' but its density depends"),
+        (_fixed_plate_size, "site 'y': plate 'data' has size 37"),
+        (_wrong_plate_name, r"no sample site inside numpyro.plate\('data'"),
+    ],
+)
 def test_models_it_cannot_handle_are_refused_naming_the_site(model, match):
     data = {k: v.astype(np.float32) for k, v in _data().items() if k in ("x", "y")}
     with count_compiles() as compiles, pytest.raises(ValueError, match=match):
@@ -250,10 +286,17 @@ SHARDED_SCRIPT = textwrap.dedent(
 
 
 def test_sharded_on_four_simulated_devices_equals_one_device():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, "-c", SHARDED_SCRIPT], capture_output=True,
-                          text=True, env=env, cwd=ROOT, timeout=600)
+    env = dict(
+        os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", SHARDED_SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(results) == 3
@@ -281,8 +324,9 @@ def test_nuts_on_the_potential_and_on_the_model_agree_within_mcse():
     x = rng.normal(size=(30, 2)).astype(np.float32)
     y = (x @ np.array([1.0, -0.5]) + 0.3 + 0.5 * rng.normal(size=30)).astype(np.float32)
     x_test = np.array([[-1.0, 0.5], [0.0, 0.0], [1.5, -1.0]], np.float32)
-    kw = dict(num_warmup=300, num_samples=600, num_chains=2, chain_method="vectorized",
-              progress_bar=False)
+    kw = dict(
+        num_warmup=300, num_samples=600, num_chains=2, chain_method="vectorized", progress_bar=False
+    )
     pot = model_potential(linreg_model, data={"x": x, "y": y}, chunk_size=8)
     assert pot.num_chunks == 4
     ours = MCMC(NUTS(potential_fn=pot.potential_fn), postprocess_fn=pot.postprocess_fn, **kw)

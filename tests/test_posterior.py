@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 from scipy.stats import norm
+from tolerances import assert_sums_close
 
 import bnn_ppl as bp
 from bnn_ppl.inference import (
@@ -26,7 +27,6 @@ from bnn_ppl.models import MLP
 from bnn_ppl.pointwise import log_likelihood
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.validation import InputTypeError, InputValueError
-from tolerances import assert_sums_close
 
 SCALE = 0.5
 N, N_TEST = 30, 10

@@ -35,7 +35,7 @@ Example:
     >>> bp.data.load("gap1d", split=0)
     Traceback (most recent call last):
     ...
-    bnn_ppl.validation.InputTypeError: load('gap1d') got unexpected option(s) ['split']; it accepts ['noise_scale', ...
+    bnn_ppl.validation.InputTypeError: load('gap1d') got unexpected option(s) ['split']; ...
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from bnn_ppl.data import embedded, synthetic, text, uci
 from bnn_ppl.data import tfds as _tfds
 from bnn_ppl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt, corrupt_test_set
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise, standardise_images
-from bnn_ppl.data.tfds import CorruptedTestSets, load_corrupted
+from bnn_ppl.data.tfds_corrupted import CorruptedTestSets, load_corrupted
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [

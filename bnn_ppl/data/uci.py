@@ -112,7 +112,7 @@ def read_table(path: str | os.PathLike, *, integer: bool = False) -> np.ndarray:
         >>> read_table(path)
         Traceback (most recent call last):
         ...
-        bnn_ppl.validation.InputValueError: .../t.txt, line 2: 1 value(s), but line 1 has 2 (ragged rows).
+        bnn_ppl.validation.InputValueError: .../t.txt, line 2: 1 value(s), but line 1 has 2...
     """
     path = Path(path)
     rows: list[list[str]] = []

@@ -20,6 +20,14 @@ Regression
     log-densities are *summed* over ``d`` and *averaged* over ``n``.
     :func:`mixture_nll` takes per-sample means and scales with a leading
     sample axis, ``(S, n)`` or ``(S, n, d)``.
+Student-t and Poisson
+    :func:`student_t_mixture_nll` and :func:`poisson_mixture_nll` take
+    per-sample predictions ``(S, n)`` or ``(S, n, d)``, like
+    :func:`mixture_nll`: the exact NLL of the model average of the
+    :class:`~bnn_ppl.likelihoods.StudentT` and
+    :class:`~bnn_ppl.likelihoods.Poisson` likelihoods. A
+    :class:`~bnn_ppl.likelihoods.Bernoulli` model predicts class
+    probabilities ``(n, 2)``: the classification metrics apply.
 Units
     When targets were standardised, ``y_std = (y - y_mean) / y_scale``,
     pass ``y_scale`` to report :func:`rmse`, :func:`gaussian_nll` and
@@ -57,7 +65,8 @@ so eager calls compile once per input shape instead of dispatching op by op.
 
 from bnn_ppl.metrics.calibration import ReliabilityCurve, ece, reliability_curve
 from bnn_ppl.metrics.classification import accuracy, agreement, brier, nll, total_variation
-from bnn_ppl.metrics.regression import gaussian_nll, mixture_nll, rmse
+from bnn_ppl.metrics.counts import poisson_mixture_nll
+from bnn_ppl.metrics.regression import gaussian_nll, mixture_nll, rmse, student_t_mixture_nll
 
 __all__ = [
     "ReliabilityCurve",
@@ -68,7 +77,9 @@ __all__ = [
     "gaussian_nll",
     "mixture_nll",
     "nll",
+    "poisson_mixture_nll",
     "reliability_curve",
     "rmse",
+    "student_t_mixture_nll",
     "total_variation",
 ]

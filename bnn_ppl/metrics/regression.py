@@ -1,5 +1,5 @@
 """Regression metrics in original units: RMSE, Gaussian NLL and the exact mixture NLL of
-per-sample Gaussians."""
+per-sample Gaussians or Student-t distributions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import logsumexp
+from jax.scipy.special import gammaln, logsumexp
 
 from bnn_ppl.metrics._checks import (
     _as_float,
@@ -25,6 +25,17 @@ _LOG_2PI = math.log(2.0 * math.pi)
 def _gaussian_logpdf(y: Array, mean: Array, scale: Array) -> Array:
     z = (y - mean) / scale
     return -0.5 * z**2 - jnp.log(scale) - 0.5 * _LOG_2PI
+
+
+def _student_t_logpdf(y: Array, loc: Array, scale: Array, df: Array) -> Array:
+    z = (y - loc) / scale
+    return (
+        gammaln((df + 1) / 2)
+        - gammaln(df / 2)
+        - 0.5 * jnp.log(df * math.pi)
+        - jnp.log(scale)
+        - (df + 1) / 2 * jnp.log1p(z**2 / df)
+    )
 
 
 def _sum_log_y_scale(y_scale: Array, y: Array) -> Array:
@@ -51,6 +62,17 @@ def _mixture_nll_kernel(means: Array, scales: Array, y: Array, y_scale: Array) -
     if logp.ndim == 3:
         logp = jnp.sum(logp, axis=-1)
     log_mix = logsumexp(logp, axis=0) - math.log(means.shape[0])  # (n,)
+    return -jnp.mean(log_mix) + _sum_log_y_scale(y_scale, y)
+
+
+@jax.jit
+def _student_t_mixture_kernel(
+    locs: Array, scales: Array, dfs: Array, y: Array, y_scale: Array
+) -> Array:
+    logp = _student_t_logpdf(y[None], locs, scales, dfs)
+    if logp.ndim == 3:
+        logp = jnp.sum(logp, axis=-1)
+    log_mix = logsumexp(logp, axis=0) - math.log(locs.shape[0])
     return -jnp.mean(log_mix) + _sum_log_y_scale(y_scale, y)
 
 
@@ -194,16 +216,7 @@ def mixture_nll(means: Array, scales: Array, y: Array, y_scale: float | Array = 
     1.4189
     """
     y = _check_targets(y)
-    means = _as_float(means, "means")
-    if means.ndim != y.ndim + 1 or means.shape[1:] != y.shape:
-        raise InputValueError(
-            f"means must have shape (S,) + y.shape = (S, {', '.join(map(str, y.shape))})"
-            f"; got shape {means.shape}"
-        )
-    if means.shape[0] == 0:
-        raise InputValueError(
-            f"means must contain at least one sample (S >= 1); got shape {means.shape}"
-        )
+    means = check_per_sample(means, y, "means")
     scales = _check_scale_like(scales, means.shape, "scales", "means")
     y_scale = _check_y_scale(y_scale, y.shape)
     _check_values(means, "means")
@@ -211,3 +224,58 @@ def mixture_nll(means: Array, scales: Array, y: Array, y_scale: float | Array = 
     _check_values(y, "y")
     _check_values(y_scale, "y_scale", "positive")
     return _mixture_nll_kernel(means, scales, y, y_scale)
+
+
+def check_per_sample(a: object, y: Array, name: str) -> Array:
+    """Per-sample predictions ``(S,) + y.shape`` with ``S >= 1`` (as floats)."""
+    a = _as_float(a, name)
+    if a.ndim != y.ndim + 1 or a.shape[1:] != y.shape:
+        raise InputValueError(
+            f"{name} must have shape (S,) + y.shape = (S, {', '.join(map(str, y.shape))})"
+            f"; got shape {a.shape}"
+        )
+    if a.shape[0] == 0:
+        raise InputValueError(
+            f"{name} must contain at least one sample (S >= 1); got shape {a.shape}"
+        )
+    return a
+
+
+def student_t_mixture_nll(
+    locs: Array, scales: Array, dfs: Array, y: Array, y_scale: float | Array = 1.0
+) -> Array:
+    """NLL of the Bayesian model average of per-sample Student-t predictions.
+
+    ``-mean_n log (1/S) sum_s t(y_n; df_sn, locs_sn, scales_sn)``, stably with ``logsumexp``;
+    as :func:`mixture_nll` (``(S, n, d)`` components are products over ``d``; ``log(y_scale)``
+    is added for the original units), with Student-t components: the test NLL of a
+    :class:`bnn_ppl.likelihoods.StudentT` model.
+
+    Parameters
+    ----------
+    locs : Array, shape (S, n) or (S, n, d)
+        Per-sample locations.
+    scales, dfs : Array
+        Per-sample positive scales and degrees of freedom, broadcastable to ``locs``.
+    y : Array, shape (n,) or (n, d)
+        Targets; must equal ``locs.shape[1:]``.
+    y_scale : float or Array, default 1.0
+        Positive standardisation scale (as in :func:`mixture_nll`).
+
+    Example:
+    >>> import numpy as np
+    >>> # one component, df=1 (Cauchy): log p(0) = -log(pi)
+    >>> round(float(student_t_mixture_nll(np.zeros((1, 1)), 1.0, 1.0, np.zeros(1))), 4)
+    1.1447
+    """
+    y = _check_targets(y)
+    locs = check_per_sample(locs, y, "locs")
+    scales = _check_scale_like(scales, locs.shape, "scales", "locs")
+    dfs = _check_scale_like(dfs, locs.shape, "dfs", "locs")
+    y_scale = _check_y_scale(y_scale, y.shape)
+    _check_values(locs, "locs")
+    _check_values(scales, "scales", "positive")
+    _check_values(dfs, "dfs", "positive")
+    _check_values(y, "y")
+    _check_values(y_scale, "y_scale", "positive")
+    return _student_t_mixture_kernel(locs, scales, dfs, y, y_scale)

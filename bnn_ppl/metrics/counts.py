@@ -1,0 +1,65 @@
+"""Count metrics: the exact NLL of the Bayesian model average of per-sample Poisson
+predictions (the test NLL of a :class:`bnn_ppl.likelihoods.Poisson` model)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln, logsumexp
+
+from bnn_ppl.metrics._checks import _check_targets, _check_values, _is_concrete
+from bnn_ppl.metrics.regression import check_per_sample
+from bnn_ppl.types import Array
+from bnn_ppl.validation import InputValueError
+
+
+@jax.jit
+def _poisson_mixture_kernel(rates: Array, y: Array) -> Array:
+    logp = jax.scipy.special.xlogy(y[None], rates) - rates - gammaln(y[None] + 1)
+    if logp.ndim == 3:
+        logp = jnp.sum(logp, axis=-1)
+    log_mix = logsumexp(logp, axis=0) - math.log(rates.shape[0])
+    return -jnp.mean(log_mix)
+
+
+def poisson_mixture_nll(rates: Array, y: Array) -> Array:
+    """NLL of the equal-weight mixture of per-sample Poissons.
+
+    ``-mean_n log (1/S) sum_s Poisson(y_n; rates_sn)``, computed stably with ``logsumexp``;
+    for ``(S, n, d)`` inputs each component is a product over the ``d`` counts.
+
+    Parameters
+    ----------
+    rates : Array, shape (S, n) or (S, n, d)
+        Per-sample positive Poisson rates.
+    y : Array, shape (n,) or (n, d)
+        Counts (non-negative whole numbers); must equal ``rates.shape[1:]``.
+
+    Returns
+    -------
+    Array
+        Scalar.
+
+    Example:
+    >>> import numpy as np
+    >>> # one component of rate 1: log p(0) = -1, log p(2) = -1 - log 2
+    >>> round(float(poisson_mixture_nll(np.ones((1, 2)), np.array([0, 2]))), 4)
+    1.3466
+    """
+    y = _check_targets(y)
+    rates = check_per_sample(rates, y, "rates")
+    _check_values(rates, "rates", "positive")
+    _check_values(y, "y")
+    if _is_concrete(y):
+        bad = (np.asarray(y) < 0) | (np.mod(np.asarray(y), 1) != 0)
+        if np.any(bad):
+            i = tuple(int(j) for j in np.argwhere(bad)[0])
+            where = i[0] if len(i) == 1 else i
+            raise InputValueError(
+                f"y must hold counts (non-negative whole numbers); got y[{where}] = "
+                f"{np.asarray(y)[i]}"
+            )
+    return _poisson_mixture_kernel(rates, y)
