@@ -42,6 +42,7 @@ __all__ = [
     "HMCConfig",
     "MAPConfig",
     "NUTSConfig",
+    "ReferenceHMCConfig",
     "SGHMCConfig",
     "SGLDConfig",
     "SGNHTConfig",
@@ -50,6 +51,10 @@ __all__ = [
 ]
 
 INIT_METHODS = ("prior", "median", "uniform")
+QUANTITIES = ("probs", "p_true", "centred_logits", "mean")
+"""The function-space quantities (:data:`bnn_ppl.function_values.QUANTITIES`, kept here
+without importing JAX)."""
+MASS_MATRICES = ("diagonal", "identity")
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> None:
@@ -252,6 +257,62 @@ class ATMCConfig(_SGMCMCConfig):
     method: ClassVar[str] = "atmc"
 
 
+@dataclass(frozen=True)
+class ReferenceHMCConfig(Config):
+    """The reference-run recipe (:func:`bnn_ppl.inference.reference_hmc`): ``num_chains`` HMC
+    chains from independent prior draws, sampled in segments of ``segment_draws`` draws per
+    chain until at least ``min_share`` of the test predictions (``quantity``, see
+    :mod:`bnn_ppl.function_values`; ``None``: softmax probabilities or the predictive mean)
+    have rank-normalised split R-hat <= ``max_rhat`` and bulk ESS >= ``min_ess``, or until
+    ``max_draws`` draws per chain or ``max_seconds`` (checked between segments) are spent.
+    ``mass_matrix`` is ``"diagonal"`` (adapted in warmup; the trajectory is a quarter period
+    in the current metric) or ``"identity"`` (Izmailov et al.'s (π/2)·σ_prior·√T throughout);
+    ``trajectory_length=None`` is that default."""
+
+    method: ClassVar[str] = "reference_hmc"
+
+    num_chains: int = 4
+    num_warmup: int = 500
+    segment_draws: int = 200
+    max_draws: int = 10_000
+    max_seconds: float | None = None
+    max_rhat: float = 1.01
+    min_share: float = 0.99
+    min_ess: float = 400.0
+    quantity: str | None = None
+    mass_matrix: str = "diagonal"
+    trajectory_length: float | None = None
+    step_size: float = 0.01
+    target_accept_prob: float = 0.8
+    max_num_steps: int = 1024
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.init_method != "prior":
+            raise InputValueError(
+                f"init_method must be 'prior' for a reference run, got {self.init_method!r}: "
+                "its chains start from independent prior draws (over-dispersed starts are "
+                "what make R-hat meaningful)."
+            )
+        _count("num_chains", self.num_chains, minimum=2)
+        _count("num_warmup", self.num_warmup, minimum=0)
+        _count("segment_draws", self.segment_draws, minimum=4)
+        _count("max_draws", self.max_draws, minimum=4)
+        _optional_positive("max_seconds", self.max_seconds)
+        validation.check_number("max_rhat", self.max_rhat, low=1.0, low_inclusive=False)
+        validation.check_number("min_share", self.min_share, low=0.0, high=1.0,
+                                low_inclusive=False)  # fmt: skip
+        validation.check_positive("min_ess", self.min_ess)
+        if self.quantity is not None:
+            validation.check_choice("quantity", self.quantity, QUANTITIES)
+        validation.check_choice("mass_matrix", self.mass_matrix, MASS_MATRICES)
+        _optional_positive("trajectory_length", self.trajectory_length)
+        validation.check_positive("step_size", self.step_size)
+        validation.check_number("target_accept_prob", self.target_accept_prob, low=0.0,
+                                high=1.0, low_inclusive=False, high_inclusive=False)  # fmt: skip
+        _count("max_num_steps", self.max_num_steps)
+
+
 CONFIGS: dict[str, type[Config]] = {
     c.method: c
     for c in (
@@ -264,6 +325,7 @@ CONFIGS: dict[str, type[Config]] = {
         SGHMCConfig,
         SGNHTConfig,
         ATMCConfig,
+        ReferenceHMCConfig,
     )
 }
 """Method name -> its config class."""

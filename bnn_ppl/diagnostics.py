@@ -43,7 +43,8 @@ from bnn_ppl.chain_health import (
     final_step_size,
     warn_if_stuck,
 )
-from bnn_ppl.likelihoods import location, prediction_fields
+from bnn_ppl.function_values import function_values
+from bnn_ppl.likelihoods import prediction_fields
 from bnn_ppl.model import BNN
 from bnn_ppl.predictive import predict
 from bnn_ppl.types import Array
@@ -55,6 +56,7 @@ __all__ = [
     "GroupSummary",
     "weight_space",
     "function_space",
+    "convergence",
     "sampler_summary",
     "check_chains",
     "ChainHealth",
@@ -198,32 +200,54 @@ def function_space(
     x: Any,
     *,
     chunk_size: int | None = 256,
+    quantity: str | None = None,
+    y: Any = None,
 ) -> Convergence:
-    """R-hat and ESS of the predictions at inputs ``x``: class probabilities ``(n, K)`` for
-    classification, predictive means ``(n,)`` for regression (key ``"predictive"``).
+    """R-hat and ESS of the predictions at inputs ``x`` (key ``"predictive"``).
 
+    ``quantity`` picks what is diagnosed (:mod:`bnn_ppl.function_values`): by default the
+    class probabilities ``(n, K)`` for classification (``"probs"``, what Izmailov et al.
+    used) and the predictive means ``(n,)`` for regression (``"mean"``); ``"p_true"`` (needs
+    the labels ``y``) and ``"centred_logits"`` are the alternatives for classification.
     Predictions are computed and diagnosed ``chunk_size`` inputs at a time, so only one chunk
     of per-sample predictions is in memory.
     """
     x = validation.as_array("x", x)
     arrays = {k: _chains_draws(f"samples[{k!r}]", v) for k, v in samples.items()}
-    chains, draws = next(iter(arrays.values())).shape[:2]
     chunk = (
         x.shape[0]
         if chunk_size is None
         else int(validation.check_positive("chunk_size", chunk_size))
     )
+    if y is not None:
+        y = validation.as_array("y", y)
+        validation.check_same_length("x", x, "y", y)
     parts = []
     for start in range(0, x.shape[0], chunk):
-        pred = predict(model, arrays, x[start : start + chunk])
-        values = location(pred)
-        values = np.asarray(values).reshape(chains, draws, *values.shape[1:])
+        rows = slice(start, start + chunk)
+        values = function_values(model, arrays, x[rows], quantity, y=None if y is None else y[rows])
         parts.append(_diagnose({"predictive": values}))
 
     def joined(field: str) -> dict[str, np.ndarray]:
         return {"predictive": np.concatenate([getattr(p, field)["predictive"] for p in parts])}
 
     return Convergence(joined("rhat"), joined("ess_bulk"), joined("ess_tail"))
+
+
+def convergence(values: Mapping[str, Array]) -> Convergence:
+    """R-hat and ESS of any quantities given as ``(chains, draws, ...)`` arrays, keyed by name
+    (e.g. :func:`bnn_ppl.function_values.function_values` of a run).
+
+    Example:
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> c = convergence({"f": rng.normal(size=(4, 300, 5))})
+        >>> c.rhat["f"].shape, c.fraction_above(1.1)
+        ((5,), 0.0)
+    """
+    if not values:
+        raise InputValueError("values is empty; pass name -> (chains, draws, ...) arrays.")
+    return _diagnose({k: _chains_draws(f"values[{k!r}]", v) for k, v in values.items()})
 
 
 def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:

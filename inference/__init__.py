@@ -12,6 +12,8 @@
   estimate of their noise), with :mod:`schedules` and cycle-end selection (:mod:`cycles`);
   :func:`gradient_scales` and :func:`recommended_step_size` give each sampler's step size, and
   :func:`check_accuracy` warns about a run that could not be accurate.
+* :func:`reference_hmc` - HMC in segments until the test predictions have converged
+  (R-hat and ESS checked by the recipe), or its budget ends and it says so.
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
@@ -43,6 +45,12 @@ from bnn_ppl.inference.gradients import (
 from bnn_ppl.inference.hmc import HMC, NUTS, default_trajectory_length, hmc, nuts
 from bnn_ppl.inference.model_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
+from bnn_ppl.inference.reference import (
+    ConvergenceCheck,
+    ReferenceNotConvergedWarning,
+    ReferenceRun,
+    reference_hmc,
+)
 from bnn_ppl.inference.resume import MCMCPlan, run_segments
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
@@ -61,6 +69,7 @@ from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, fr
 __all__ = [
     "ATMC",
     "ChainResult",
+    "ConvergenceCheck",
     "FitData",
     "FullBatchPotential",
     "GradientEstimate",
@@ -72,6 +81,8 @@ __all__ = [
     "ModelData",
     "ModelPotential",
     "NUTS",
+    "ReferenceNotConvergedWarning",
+    "ReferenceRun",
     "RunningBMA",
     "SGHMC",
     "SGLD",
@@ -104,6 +115,7 @@ __all__ = [
     "map_estimate",
     "nuts",
     "recommended_step_size",
+    "reference_hmc",
     "run_chain",
     "run_segments",
     "run_config",

@@ -6,6 +6,7 @@ Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends 
 record, so scripts, the examples and the command line compare methods through one path::
 
     HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
+    ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
     SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
     SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
     MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
@@ -46,6 +47,7 @@ from bnn_ppl.config import (
     HMCConfig,
     MAPConfig,
     NUTSConfig,
+    ReferenceHMCConfig,
     SVIConfig,
     _MCMCConfig,
     _SGMCMCConfig,
@@ -236,6 +238,14 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
     return sgmcmc_posterior(c, samples, extra)
 
 
+def _reference(model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.reference import reference_hmc
+
+    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
+                        rng_key=key)  # fmt: skip
+    return run.posterior
+
+
 def fit(
     model: BNN,
     data: Any,
@@ -297,6 +307,13 @@ def fit(
         from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
 
         post = fit_checkpointed(model, d, config, key, checkpoint_dir, checkpoint_every)
+    elif isinstance(config, ReferenceHMCConfig):
+        if d.x_test is None:
+            raise InputValueError(
+                "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
+                "or (x, y, x_test[, y_test])."
+            )
+        post = _reference(model, d, config, key)
     elif isinstance(config, _MCMCConfig):
         post = _mcmc(model, d, config, key)
     elif isinstance(config, SVIConfig):

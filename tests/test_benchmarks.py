@@ -30,6 +30,7 @@ CASES = {
         4,
     ),
     "hmc_overhead": (["--quick"], "hmc/raw", None),
+    "reference_mass_matrix": (["--quick"], "per 1000 gradients", None),
     "vs_blackjax": (["--quick"], "blackjax", None),
     "scaling": (["--quick"], "vs simulated devices", None),
     "memory": (["--quick"], "peak - data", None),

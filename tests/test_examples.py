@@ -45,6 +45,11 @@ TINY_FLAGS: dict[str, list[str]] = {
     ],
 }
 
+TINY_FLAGS["reference.py"] = [
+    "--width", "4", "--num-chains", "2", "--num-warmup", "20", "--segment-draws", "10",
+    "--max-draws", "20", "--max-train", "100", "--max-test", "30", "--out-dir", "{out}",
+]  # fmt: skip
+
 TINY_FLAGS["numpyro_model.py"] = [
     "--num-train", "40", "--num-warmup", "30", "--num-samples", "30", "--chunk-size", "16",
     "--memory-n", "1000", "4000", "--table-chunk-size", "250",
@@ -57,7 +62,9 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
 
 # script name -> strings its stdout must contain
 EXPECTED_ROWS: dict[str, list[str]] = {
-    "rhat.py": ["weight space", "function space", "R-hat > 1.01", "per layer", "chain 1"],
+    "rhat.py": ["weight space", "function space: probs (papers)", "function space: p_true",
+                "function space: centred_logits", "Izmailov", "R-hat > 1.01", "per layer",
+                "chain 1"],
     "prior_functions.py": ["sd in gap", "sd near data", "prior", "posterior"],
     "compare_hmc_svi.py": [
         "single sample",
@@ -156,18 +163,43 @@ def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
     assert rows["prior"][1] > rows["posterior"][1]
 
 
+def _check_reference(stdout: str, out_dir: Path, variant: str) -> None:
+    """The record says honestly that the tiny run did not converge, names its command, seed and
+    versions, and its metrics reproduce from the stored predictions (checked by SHA-256)."""
+    import numpy as np
+
+    import bnn_ppl as bp
+    from bnn_ppl.io import load_npz, read_json
+
+    record = read_json(out_dir / "digits.json")
+    assert record["converged"] is False and record["stop_reason"] == "max_draws"
+    assert "NOT converged" in stdout and "WARNING (not converged)" in stdout
+    assert record["command"].startswith("python ") and record["seed"] == 0
+    assert {"bnn_ppl", "jax", "numpyro"} <= set(record["versions"])
+    assert len(record["recipe"]["convergence"]["checks"]) == 2
+    arrays = load_npz(out_dir / "digits.npz", sha256=record["predictions"]["sha256"])
+    assert arrays["probs"].shape == (30, 10)
+    np.testing.assert_allclose(record["metrics"]["nll"],
+                               float(bp.metrics.nll(arrays["probs"], arrays["y_test"])), rtol=1e-6)
+    assert record["metrics"]["accuracy"] == float(bp.metrics.accuracy(arrays["probs"],
+                                                                      arrays["y_test"]))
+
+
 def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
-    """The histogram PNG is written and both spaces report fractions in [0, 100] %."""
+    """The histogram PNG is written; weight space and the three function-space quantities
+    report fractions in [0, 100] %."""
     assert (out_dir / "rhat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = [r.split() for r in stdout.splitlines() if r.endswith(tuple("0123456789"))]
-    spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space"])]
-    assert len(spaces) == 2
+    spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space:"])]
+    assert len(spaces) == 4
     for r in spaces:
-        assert 0.0 <= float(r[3].rstrip("%")) <= 100.0
+        shares = [float(t.rstrip("%")) for t in r if t.endswith("%")]
+        assert len(shares) == 2 and all(0.0 <= v <= 100.0 for v in shares)
 
 
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "rhat.py": _check_rhat,
+    "reference.py": _check_reference,
     "compare_hmc_svi.py": _check_compare,
     "prior_functions.py": _check_prior_functions,
     "numpyro_model.py": _check_numpyro_model,

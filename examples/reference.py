@@ -1,0 +1,168 @@
+"""Reference posteriors as data: run the reference recipe and keep its predictive beside its record.
+
+Issue 19 asks for HMC posteriors that are demonstrably converged and kept as small files, like
+the HMC reference predictions Izmailov et al. published, so that agreement and total variation
+"with HMC" compare every method with something converged. This script runs
+:func:`bnn_ppl.inference.reference_hmc` (chains from prior draws, segments until >= 99 % of
+the test predictions have R-hat <= 1.01 and bulk ESS >= 400, or the budget ends) and writes,
+atomically, into ``--out-dir``:
+
+* ``<name>.npz`` - the reference predictive at every test row: the BMA class probabilities
+  ``probs`` ``(n, K)``, or the BMA's moment-matched Gaussian ``mean`` and ``scale`` ``(n,)`` (in
+  the data set's standardised target units), plus the test targets ``y_test``;
+* ``<name>.json`` - the exact command, seed, git commit, package versions, data set and model, the
+  recipe's settings, whether it converged and every convergence check, and the test metrics
+  computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE), so
+  they can be recomputed from the ``.npz`` alone.
+
+A run that stops at its budget is still written (``"converged": false`` in the record) and says
+so; such a file is not a reference.
+
+    python examples/reference.py --dataset digits                     # MLP(50), N(0, 0.3^2)
+    python examples/reference.py --dataset uci/yacht --split 0 --prior-scale 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+import warnings
+
+import jax
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+import bnn_ppl as bp
+from bnn_ppl.inference import ReferenceNotConvergedWarning, reference_hmc
+from bnn_ppl.io import save_npz, write_json
+
+
+def get_data(args: argparse.Namespace) -> bp.data.Dataset:
+    options = {"split": args.split} if args.dataset.startswith("uci/") else {}
+    data = bp.data.load(args.dataset, **options)
+    if args.max_train is not None:
+        data = data._replace(x_train=data.x_train[: args.max_train],
+                             y_train=data.y_train[: args.max_train])
+    if args.max_test is not None:
+        data = data._replace(x_test=data.x_test[: args.max_test],
+                             y_test=data.y_test[: args.max_test])
+    return data
+
+
+def build_model(args: argparse.Namespace, data: bp.data.Dataset) -> bp.BNN:
+    """MLP(width): categorical for a classification set; for regression a Gaussian likelihood
+    whose noise has a HalfNormal(1) prior (the UCI protocol of examples/uci_regression.py)."""
+    if data.num_classes:
+        out, likelihood = data.num_classes, bp.likelihoods.Categorical()
+    else:
+        out, likelihood = 1, bp.likelihoods.Gaussian(scale=dist.HalfNormal(1.0))
+    return bp.BNN(bp.models.MLP(hidden=(args.width,), out=out),
+                  bp.priors.Normal(args.prior_scale), likelihood)
+
+
+def git_commit() -> str | None:
+    """The checkout's commit (with ``+dirty`` for uncommitted changes), or None outside git."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def reference_predictive(model, run, data) -> tuple[dict, dict]:
+    """The BMA at the test inputs as arrays, and the test metrics computed from those arrays."""
+    pred = bp.bma(bp.predict(model, run.posterior.samples, data.x_test, chunk_size=512))
+    if isinstance(pred, bp.likelihoods.GaussianPrediction):
+        mean, scale = np.asarray(pred.mean).reshape(-1), np.asarray(pred.scale).reshape(-1)
+        arrays = {"mean": mean, "scale": scale, "y_test": data.y_test}
+        metrics = {"gaussian_nll": float(bp.metrics.gaussian_nll(mean, scale, data.y_test)),
+                   "rmse": float(bp.metrics.rmse(mean, data.y_test))}
+    else:
+        probs = np.asarray(pred)
+        arrays = {"probs": probs, "y_test": data.y_test}
+        metrics = {"nll": float(bp.metrics.nll(probs, data.y_test)),
+                   "accuracy": float(bp.metrics.accuracy(probs, data.y_test))}
+    return arrays, metrics
+
+
+def main(args: argparse.Namespace) -> None:
+    data = get_data(args)
+    model = build_model(args, data)
+    t0 = time.time()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = reference_hmc(model, data, x_test=data.x_test, y_test=data.y_test,
+                            rng_key=jax.random.key(args.seed), num_chains=args.num_chains,
+                            num_warmup=args.num_warmup, segment_draws=args.segment_draws,
+                            max_draws=args.max_draws, max_seconds=args.max_seconds,
+                            mass_matrix=args.mass_matrix)  # fmt: skip
+    for w in caught:
+        kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
+            w.category.__name__)
+        print(f"WARNING ({kind}): {w.message}")
+    wall = time.time() - t0
+    for check in run.checks:
+        print(check.describe())
+    arrays, metrics = reference_predictive(model, run, data)
+    uci = args.dataset.startswith("uci/")
+    name = args.name or args.dataset.replace("/", "_") + (f"_split{args.split}" if uci else "")
+    os.makedirs(args.out_dir, exist_ok=True)
+    npz = os.path.join(args.out_dir, f"{name}.npz")
+    sha = save_npz(npz, arrays)
+    record = {
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "seed": args.seed,
+        "commit": git_commit(),
+        "versions": {"bnn_ppl": bp.__version__, "jax": jax.__version__,
+                     "numpyro": numpyro.__version__, "numpy": np.__version__,
+                     "backend": jax.default_backend()},
+        "data": {"name": args.dataset, "split": args.split, "train_rows": len(data.x_train),
+                 "test_rows": len(data.x_test), "targets": "standardised (training statistics)"},
+        "model": {"network": f"MLP(hidden=({args.width},))", "prior": f"Normal({args.prior_scale})",
+                  "likelihood": type(model.likelihood).__name__},
+        "predictions": {"file": os.path.basename(npz), "sha256": sha, "arrays": sorted(arrays)},
+        "converged": run.converged,
+        "stop_reason": run.stop_reason,
+        "wall_seconds": wall,
+        "metrics": metrics,
+        "recipe": run.posterior.config,
+    }  # fmt: skip
+    write_json(os.path.join(args.out_dir, f"{name}.json"), record)
+    status = "converged" if run.converged else f"NOT converged ({run.stop_reason})"
+    print(f"{name}: {status} after {run.draws} draws/chain in {wall:.0f} s; "
+          + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    print(f"wrote {npz} and {name}.json")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--dataset", default="digits", help="digits, or uci/<name> with --split")
+    p.add_argument("--split", type=int, default=0)
+    p.add_argument("--width", type=int, default=50)
+    p.add_argument("--prior-scale", type=float, default=0.3)
+    p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--num-warmup", type=int, default=1000)
+    p.add_argument("--segment-draws", type=int, default=500)
+    p.add_argument("--max-draws", type=int, default=20_000, help="per chain")
+    p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--mass-matrix", choices=("diagonal", "identity"), default="diagonal")
+    p.add_argument("--max-train", type=int, default=None)
+    p.add_argument("--max-test", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default=None, help="file stem (default: from the data set)")
+    p.add_argument("--out-dir", default="references")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())

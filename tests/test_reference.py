@@ -1,0 +1,202 @@
+"""The reference-run recipe (bnn_ppl.inference.reference_hmc): its stopping rule, on a model
+whose posterior is known, and its refusals.
+
+On conjugate Bayesian linear regression (tests/conjugate.py) the recipe at its default
+thresholds must stop *because* it converged (R-hat <= 1.01 and bulk ESS >= 400 for >= 99 % of
+the test predictions, recomputed here independently) and its draws must match the closed-form
+posterior: every mean and covariance entry of the weights, and the predictive mean at every
+test input, within 4.5 Monte Carlo standard errors (MCSE = sd / sqrt(ESS), ESS from the chains).
+A budget too small to converge must say so: ``converged=False``, the figures, and a
+:class:`ReferenceNotConvergedWarning`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import count_compiles
+from conjugate import closed_form, data, linear_model, theta
+from numpyro.diagnostics import effective_sample_size
+
+import bnn_ppl as bp
+from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.diagnostics import convergence
+from bnn_ppl.function_values import QUANTITIES, function_values
+from bnn_ppl.inference import ReferenceNotConvergedWarning, fit, reference_hmc
+from bnn_ppl.inference.reference import check_convergence
+from bnn_ppl.io import load_npz, read_json
+from bnn_ppl.models import MLP
+
+KEY = jax.random.key(3)
+REFERENCES = Path(__file__).resolve().parents[1] / "references"
+
+
+def _within_mcse(name, f, want, z=4.5):
+    """``f``: (chains, draws) draws of a statistic whose expectation is ``want``."""
+    ess = float(effective_sample_size(np.asarray(f)[..., None])[0])
+    assert ess > 100, f"{name}: ESS {ess:.0f} is too small to test anything"
+    mcse = f.std() / np.sqrt(ess)
+    return None if abs(f.mean() - want) <= z * mcse else f"{name}: {f.mean():.5f} vs {want:.5f}"
+
+
+def _test_inputs():
+    return np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
+
+
+@pytest.mark.statistical
+def test_recipe_stops_converged_and_matches_the_closed_form():
+    x, y = data()
+    xt = _test_inputs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReferenceNotConvergedWarning)
+        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, num_warmup=200,
+                            segment_draws=100, max_draws=3000)  # fmt: skip
+    assert run.converged and run.stop_reason == "converged"
+    # it stopped at the first check that passed, and every earlier one had failed
+    assert [c.converged for c in run.checks] == [False] * (run.segments - 1) + [True]
+    assert run.posterior.num_draws == run.draws == 100 * run.segments
+    assert run.posterior.config["convergence"]["converged"] is True
+
+    # the figures are the predictions' own: recomputed from the draws, independently of the run
+    values = function_values(linear_model(), run.posterior.samples, xt)
+    np.testing.assert_array_equal(values, run.values)
+    conv = convergence({"f": values})
+    assert np.mean(conv.rhat["f"] <= 1.01) >= 0.99 and np.mean(conv.ess_bulk["f"] >= 400) >= 0.99
+    assert run.checks[-1].ess_bulk_min == pytest.approx(float(conv.ess_bulk["f"].min()))
+
+    mean, cov = closed_form(x, y)
+    th = theta(run.posterior.samples)  # (chains, draws, 3)
+    failures = []
+    for i in range(3):
+        failures.append(_within_mcse(f"mean[{i}]", th[..., i], mean[i]))
+        for j in range(i, 3):
+            f = (th[..., i] - mean[i]) * (th[..., j] - mean[j])
+            failures.append(_within_mcse(f"cov[{i},{j}]", f, cov[i, j]))
+    phi = np.concatenate([xt, np.ones((len(xt), 1))], axis=1).astype(np.float64)
+    for n, want in enumerate(phi @ mean):  # the predictive mean at each test input
+        failures.append(_within_mcse(f"E f(x_test[{n}])", values[..., n], want))
+    assert not [f for f in failures if f], failures
+
+
+def test_a_budget_too_small_warns_and_reports_its_figures():
+    x, y = data()
+    xt = _test_inputs()
+    settings = dict(num_warmup=50, segment_draws=10, max_draws=20)
+    with pytest.warns(ReferenceNotConvergedWarning, match="max_draws") as record:
+        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, **settings)
+    assert "R-hat" in str(record[0].message) and "bulk ESS" in str(record[0].message)
+    assert not run.converged and run.stop_reason == "max_draws"
+    assert run.segments == 2 and run.draws == 20 and run.posterior.num_draws == 20
+    last = run.checks[-1]
+    assert not last.converged and last.ess_bulk_min < 400 and last.size == len(xt)
+    assert np.isfinite([last.rhat_max, last.ess_bulk_min, last.share_rhat_ok]).all()
+    assert last.gradients == int(run.posterior.sample_stats["n_steps"].sum()) > 0
+    assert run.posterior.config["convergence"]["stop_reason"] == "max_draws"
+    assert len(run.posterior.config["convergence"]["checks"]) == 2
+
+    # the same key gives the same draws, segments included
+    with pytest.warns(ReferenceNotConvergedWarning):
+        again = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, **settings)
+    for k, v in run.posterior.samples.items():
+        np.testing.assert_array_equal(v, again.posterior.samples[k])
+
+    # a time budget stops it too, after the first segment, and fit() runs the same recipe
+    c = ReferenceHMCConfig(max_seconds=1e-3, **settings)
+    with pytest.warns(ReferenceNotConvergedWarning, match="max_seconds"):
+        post = fit(linear_model(), (x, y, xt), c, KEY)
+    assert post.method == "reference_hmc" and post.num_draws == 10
+    assert post.config["convergence"]["converged"] is False
+    assert post.predictions["mean"].shape == (4, 10, len(xt))
+
+
+def test_check_convergence_on_known_chains():
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=(4, 500, 20))
+    assert check_convergence(f)["converged"]
+    shifted = f.copy()
+    shifted[0, :, :2] += 1.0  # 10 % of the quantities disagree between chains
+    r = check_convergence(shifted)
+    assert not r["converged"] and r["share_rhat_ok"] == pytest.approx(0.9)
+    # a share of 90 % allows those two (their ESS is still >= 400: each chain mixes well)
+    assert check_convergence(shifted, min_share=0.9)["converged"]
+    short = rng.normal(size=(4, 50, 20))  # 200 draws: ESS < 400 everywhere
+    assert check_convergence(short)["share_ess_ok"] == 0.0
+    loose = check_convergence(short, max_rhat=1.1, min_ess=100)
+    assert loose["converged"] and loose["share_ess_ok"] == 1.0
+    # a quantity with one value everywhere (a float32 probability of exactly 1) has no R-hat:
+    # counted as converged and reported
+    with_constant = np.concatenate([f, np.ones((4, 500, 1))], axis=-1)
+    r = check_convergence(with_constant)
+    assert r["converged"] and r["constant"] == 1 and r["size"] == 21
+
+
+def test_quantities_agree_with_function_values():
+    assert QUANTITIES == bp.config.QUANTITIES
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"max_rhat": 1.0}, "max_rhat"),
+        ({"max_rhat": float("nan")}, "max_rhat"),
+        ({"min_share": 0.0}, "min_share"),
+        ({"min_share": 1.5}, "min_share"),
+        ({"min_ess": 0}, "min_ess"),
+        ({"max_draws": 0}, "max_draws"),
+        ({"max_seconds": 0.0}, "max_seconds"),
+        ({"max_seconds": -1.0}, "max_seconds"),
+        ({"num_chains": 1}, "num_chains"),
+        ({"segment_draws": 2}, "segment_draws"),
+        ({"mass_matrix": "dense"}, "mass_matrix"),
+        ({"quantity": "logits"}, "quantity"),
+        ({"quantity": "probs"}, "not defined for a regression model"),
+        ({"init_method": "median"}, "init_method"),
+        ({"max_draw": 10}, "max_draw"),
+        ({"x_test": np.zeros((5, 3), np.float32)}, "x_test"),
+        ({"x_test": np.zeros(5, np.float32)}, "x_test"),
+        ({"config": {"max_draws": 10}}, "config"),
+    ],
+)
+def test_bad_settings_are_refused_before_compiling(kwargs, match):
+    x, y = data()
+    kwargs = {"x_test": _test_inputs(), **kwargs}
+    with count_compiles() as compiles, pytest.raises((ValueError, TypeError), match=match):
+        reference_hmc(linear_model(), (x, y), **kwargs)
+    assert compiles == []
+
+
+def test_p_true_needs_labels_and_fit_needs_test_inputs():
+    d = bp.data.load("digits")
+    model = bp.BNN(MLP(hidden=(), out=10), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
+    with count_compiles() as compiles:
+        with pytest.raises(ValueError, match="pass y"):
+            reference_hmc(model, d, x_test=d.x_test, quantity="p_true")
+        with pytest.raises(ValueError, match="y_test"):
+            reference_hmc(model, d, x_test=d.x_test, y_test=d.y_test[:5], quantity="p_true")
+        with pytest.raises(ValueError, match="test inputs"):
+            fit(model, (d.x_train, d.y_train), ReferenceHMCConfig(), KEY)
+    assert compiles == []
+
+
+@pytest.mark.parametrize("record", sorted(p.name for p in REFERENCES.glob("*.json")))
+def test_stored_references_load_and_their_metrics_reproduce(record):
+    """Every reference in references/: converged, its file intact, its metrics recomputed."""
+    rec = read_json(REFERENCES / record)
+    assert rec["converged"] is True and rec["stop_reason"] == "converged"
+    last = rec["recipe"]["convergence"]
+    assert last["share_rhat_ok"] >= rec["recipe"]["min_share"] and last["converged"] is True
+    arrays = load_npz(REFERENCES / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
+    y = arrays["y_test"]
+    if "probs" in arrays:
+        got = {"nll": bp.metrics.nll(arrays["probs"], y),
+               "accuracy": bp.metrics.accuracy(arrays["probs"], y)}  # fmt: skip
+    else:
+        got = {"gaussian_nll": bp.metrics.gaussian_nll(arrays["mean"], arrays["scale"], y),
+               "rmse": bp.metrics.rmse(arrays["mean"], y)}  # fmt: skip
+    assert set(got) == set(rec["metrics"])
+    for k, v in got.items():
+        assert float(v) == pytest.approx(rec["metrics"][k], rel=1e-6), k
