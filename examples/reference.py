@@ -160,7 +160,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="file stem (default: from the data set)")
-    p.add_argument("--out-dir", default="references")
+    p.add_argument("--out-dir", default=os.path.join("examples", "references"))
     return p.parse_args(argv)
 
 

@@ -32,7 +32,7 @@ from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.models import MLP
 
 KEY = jax.random.key(3)
-REFERENCES = Path(__file__).resolve().parents[1] / "references"
+REFERENCES = Path(__file__).resolve().parents[1] / "examples" / "references"
 
 
 def _within_mcse(name, f, want, z=4.5):
@@ -184,7 +184,7 @@ def test_p_true_needs_labels_and_fit_needs_test_inputs():
 
 @pytest.mark.parametrize("record", sorted(p.name for p in REFERENCES.glob("*.json")))
 def test_stored_references_load_and_their_metrics_reproduce(record):
-    """Every reference in references/: converged, its file intact, its metrics recomputed."""
+    """Every reference in examples/references/: converged, its file intact, its metrics recomputed."""
     rec = read_json(REFERENCES / record)
     assert rec["converged"] is True and rec["stop_reason"] == "converged"
     last = rec["recipe"]["convergence"]
