@@ -62,9 +62,9 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
     return proc.stdout, time.monotonic() - t0
 
 
-# the three slowest smoke tests (ResNet compile for gpu.py, 20-40 s each on 2 cores) run under
+# the slowest smoke tests (ResNet compile for gpu.py, 20-60 s each on 2 cores) run under
 # ``-m slow`` only, to keep the default suite within its time budget
-SLOW_CASES = {"gpu", "memory", "vs_blackjax"}
+SLOW_CASES = {"gpu", "memory", "vs_blackjax", "reference_mass_matrix"}
 
 
 @pytest.mark.parametrize(
