@@ -17,7 +17,7 @@ Example:
     >>> from bnn_ppl.models import MLP
     >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
     >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
-    >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=20, num_samples=10)
+    >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=50, num_samples=10)
     >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
     ...            checkpoint_dir=folder, checkpoint_every=5)
     >>> again = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0), checkpoint_dir=folder)
