@@ -39,8 +39,10 @@ Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales th
 log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
 tempered (a tempered density over the constrained values).
 
-Not supported yet: several processes (``jax.distributed``) and :func:`run_chain` (a
-``BNN`` path); ``deterministic`` sites are not in ``postprocess_fn`` (use ``Predictive``).
+Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel);
+:func:`run_chain` (a ``BNN`` path) refuses this potential. Not supported yet: several
+processes (``jax.distributed``); ``deterministic`` sites are not in ``postprocess_fn`` (use
+``Predictive``).
 
 Example:
     >>> import jax, jax.numpy as jnp, numpy as np

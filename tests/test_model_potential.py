@@ -362,3 +362,29 @@ def test_run_chain_refuses_a_model_potential_naming_the_alternative(tmp_path):
                   checkpoint_every=1, checkpoint_dir=str(tmp_path / "c"),
                   rng_key=jax.random.key(0))  # fmt: skip
     assert not (tmp_path / "c").exists()
+
+
+def test_a_model_potential_run_checkpoints_and_resumes_bit_for_bit(tmp_path):
+    """run_segments (NumPyro's public API) takes any kernel: NUTS on a model_potential run in
+    segments, stopped after the first and resumed, equals one MCMC.run draw for draw."""
+    from bnn_ppl.inference import NUTS as PotentialNUTS
+    from bnn_ppl.inference import MCMCPlan, run_segments
+    from bnn_ppl.inference.checkpoint_store import CheckpointStore
+    from bnn_ppl.inference.fingerprint import run_fingerprint
+
+    data = {k: v for k, v in _data(n=20).items() if k in ("x", "y")}
+    pot = model_potential(linreg_model, data=data, chunk_size=8)
+    plan = MCMCPlan(lambda: PotentialNUTS(pot, max_tree_depth=3), num_warmup=20, num_samples=9)
+    key, init = jax.random.key(3), pot.init_params(jax.random.key(4))
+    fingerprint = run_fingerprint({"demo": 1}, data["x"], data["y"], key, pot.potential_fn, init)
+    folder = tmp_path / "ckpt"
+    with CheckpointStore(folder, fingerprint) as store:  # a "killed" run: 1 of 3 segments
+        run_segments(plan._replace(num_samples=3), key, pot.args, init, store, 3)
+    with CheckpointStore(folder, fingerprint) as store:
+        resumed = run_segments(plan, key, pot.args, init, store, 3)
+    assert (resumed.resumed_from, resumed.segments) == (1, 3)
+    one = MCMC(plan.kernel(), num_warmup=20, num_samples=9, progress_bar=False)
+    one.run(key, *pot.args, init_params=init)
+    want = one.get_samples(group_by_chain=True)
+    for name, value in want.items():
+        np.testing.assert_array_equal(resumed.samples[name], value, err_msg=name)
