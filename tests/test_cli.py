@@ -538,7 +538,7 @@ def _value_bug(*args: object, **kwargs: object) -> None:
 def test_an_injected_bug_keeps_its_traceback(
     bug: object, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(cli, "load_data", bug)
+    monkeypatch.setattr(cli.run, "load_data", bug)  # where `bnn-ppl run` looks it up
     with pytest.raises((TypeError, ValueError)) as info:
         bnn_ppl("run", *TINY, "--method", "svi", "--out", str(tmp_path / "run"))
     assert not isinstance(info.value, cli.InputError)  # not passed off as the user's mistake
@@ -561,7 +561,7 @@ def _python_m(*args: str, bug: bool = False) -> subprocess.CompletedProcess[str]
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     if bug:
         code = (
-            "import runpy, sys, bnn_ppl.cli as c\n"
+            "import runpy, sys, bnn_ppl.cli.run as c\n"
             "def bug(*a, **k): return None + 1\n"
             "c.load_data = bug\n"
             f"sys.argv = ['bnn_ppl', *{list(args)!r}]\n"

@@ -1,0 +1,140 @@
+"""The data and the model of a ``bnn-ppl run``: the data set (:func:`load_data`), its inputs
+shaped for the network (:func:`_inputs_for`), the :class:`bnn_ppl.BNN` of the settings
+(:func:`build_model`) and the data set's fingerprint recorded in ``config.json``.
+
+Example:
+    >>> from bnn_ppl.cli import load_data
+    >>> data = load_data("digits", max_train=100)
+    >>> data.x_train.shape, data.x_test.shape, data.task
+    ((100, 64), (360, 64), 'classification')
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+import bnn_ppl as bp
+from bnn_ppl.cli.settings import CNN_MODELS, NOISE_DEFAULT, _parse_noise
+from bnn_ppl.validation import InputValueError
+
+
+def load_data(
+    dataset: str,
+    *,
+    split: int | None = None,
+    data_dir: str | None = None,
+    max_train: int | None = None,
+) -> bp.data.Dataset:
+    """``bp.data.load(dataset, ...)`` with only the options given; the first ``max_train``
+    training rows.
+
+    Raises:
+        ValueError: unknown data set, or ``max_train`` above the number of training rows.
+        TypeError: an option the data set does not take.
+        DataNotFoundError: the data set is not on this machine.
+    """
+    options: dict[str, Any] = {}
+    if split is not None:
+        options["split"] = split
+    if data_dir is not None:
+        options["data_dir"] = data_dir
+    data = bp.data.load(dataset, **options)
+    if max_train is not None:
+        n = len(data.x_train)
+        if max_train > n:
+            raise InputValueError(
+                f"--max-train {max_train} exceeds the {n} training rows of {dataset}; omit it "
+                "to use them all."
+            )
+        data = data._replace(x_train=data.x_train[:max_train], y_train=data.y_train[:max_train])
+    return data
+
+
+def _inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
+    """Reshape flat square images (8x8 digits) for the CNNs; check token ids for the CNN-LSTM."""
+    x = data.x_train
+    if model in CNN_MODELS and x.ndim == 2:
+        side = math.isqrt(x.shape[1])
+        if side * side != x.shape[1]:
+            raise InputValueError(
+                f"--model {model} needs images; {data.name} has {x.shape[1]} features, which are "
+                "not a square image. Use --model mlp."
+            )
+        return data._replace(
+            x_train=x.reshape(-1, side, side, 1), x_test=data.x_test.reshape(-1, side, side, 1)
+        )
+    if model in CNN_MODELS and x.ndim != 4:
+        raise InputValueError(
+            f"--model {model} needs (n, H, W, C) images; {data.name} has {x.shape}."
+        )
+    if model == "cnnlstm" and not np.issubdtype(x.dtype, np.integer):
+        raise InputValueError(
+            f"--model cnnlstm takes token ids (e.g. --dataset imdb_reviews); {data.name} has "
+            f"{x.dtype} features. Use --model mlp."
+        )
+    return data
+
+
+def build_model(settings: Mapping[str, Any], data: bp.data.Dataset) -> bp.BNN:
+    """The BNN of ``settings`` for ``data`` (whose inputs :func:`_inputs_for` has prepared)."""
+    from bnn_ppl import models
+
+    classification = data.task == "classification"
+    out = data.num_classes if classification else 1
+    name = settings["model"]
+    if name == "mlp":
+        network: Any = models.MLP(hidden=(settings["width"],) * settings["depth"], out=out)
+    elif name == "lenet5":
+        network = models.LeNet5(out=out)
+    elif name == "resnet20frn":
+        network = models.ResNet20FRN(
+            out=out, width=settings["width"], blocks_per_stage=settings["depth"]
+        )
+    elif name == "resnetpp":
+        network = models.ResNetPP(
+            out=out, width=settings["width"], blocks_per_stage=settings["depth"]
+        )
+    else:
+        vocab = int(max(data.x_train.max(), data.x_test.max())) + 1
+        network = models.CNNLSTM(out=out, vocab_size=vocab)
+    if classification:
+        if settings["noise"] is not None:
+            raise InputValueError(
+                f"--noise applies to regression; {data.name} is a classification set."
+            )
+        likelihood: Any = bp.likelihoods.Categorical()
+    else:
+        noise = _parse_noise(NOISE_DEFAULT if settings["noise"] is None else settings["noise"])
+        if isinstance(noise, tuple):
+            import numpyro.distributions as dist
+
+            noise = dist.HalfNormal(noise[1])
+        likelihood = bp.likelihoods.Gaussian(scale=noise)
+    model = bp.BNN(
+        network,
+        prior=bp.priors.from_string(settings["prior"]),
+        likelihood=likelihood,
+        temperature=settings["temperature"],
+        temper=settings["temper"],
+    )
+    model.check_data(data.x_train, data.y_train)
+    return model
+
+
+def _data_identity(settings: Mapping[str, Any], data: bp.data.Dataset) -> dict[str, Any]:
+    from bnn_ppl import runs
+
+    return {
+        "name": settings["dataset"],
+        "split": settings["split"],
+        "task": data.task,
+        "num_classes": int(data.num_classes),
+        "num_train": int(len(data.x_train)),
+        "num_test": int(len(data.x_test)),
+        "train_sha256": runs.array_sha256(data.x_train, data.y_train),
+        "test_sha256": runs.array_sha256(data.x_test, data.y_test),
+    }
