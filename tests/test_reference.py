@@ -184,7 +184,7 @@ def test_p_true_needs_labels_and_fit_needs_test_inputs():
 
 @pytest.mark.parametrize("record", sorted(p.name for p in REFERENCES.glob("*.json")))
 def test_stored_references_load_and_their_metrics_reproduce(record):
-    """Every reference in examples/references/: converged, its file intact, its metrics recomputed."""
+    """Every stored reference: converged, its file intact, its metrics recomputed."""
     rec = read_json(REFERENCES / record)
     assert rec["converged"] is True and rec["stop_reason"] == "converged"
     last = rec["recipe"]["convergence"]
