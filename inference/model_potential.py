@@ -88,6 +88,12 @@ from bnn_ppl.inference.model_structure import (
     structure,
 )
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
+from bnn_ppl.inference.process_layout import (
+    first_row,
+    gather_layout,
+    place_local,
+    spans_processes,
+)
 from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
 from bnn_ppl.model import TEMPER_MODES
 from bnn_ppl.types import Array, Params, PRNGKey
@@ -267,6 +273,15 @@ def _per_row(lp: Array, site: dict, plate: str) -> Array:
     return jnp.sum(lp.reshape(lp.shape[0], -1), axis=1)
 
 
+def _describe(tree: Any) -> str:
+    """The structure, leaf shapes and dtypes, and Python scalar values of ``tree`` (what the
+    processes of a multi-process run must agree on)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return repr((str(treedef), [
+        repr(v) if isinstance(v, bool | int | float | str | complex | None)
+        else (np.shape(v), str(getattr(v, "dtype", type(v).__name__))) for v in leaves]))
+
+
 def model_potential(
     model: Callable,
     *model_args: Any,
@@ -321,12 +336,21 @@ def model_potential(
     if acc == jnp.float64 and not jax.config.jax_enable_x64:
         raise InputValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True).")
     devices = list(jax.devices() if devices is None else devices)
-    if not devices or len({d.process_index for d in devices}) > 1:
-        raise InputValueError("devices must be a non-empty list of this process's devices "
-                              "(model_potential does not support jax.distributed yet).")
+    if not devices:
+        raise InputValueError("devices is empty; pass at least one (default: jax.devices()).")
 
-    spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in arrays.items()}
-    probe = {k: a[:1] for k, a in arrays.items()}
+    layout = None
+    if spans_processes(devices):  # several processes: `data` holds this process's rows
+        agree = ("the keys, trailing shapes or dtypes of data, chunk_size, dtype, temperature, "
+                 "temper, data_plate, devices, or the structure, shapes or scalar values of "
+                 "model_args/model_kwargs")
+        extra = (str(acc), temperature, temper, data_plate, _describe((model_args, model_kwargs)))
+        layout = gather_layout(arrays, devices, chunk_size, fingerprint=extra,
+                               caller="model_potential", agree=agree)
+        n, probe = layout.num_data, first_row(arrays)  # global rows; global row 0
+    else:
+        probe = {k: a[:1] for k, a in arrays.items()}
+    spec = {k: jax.ShapeDtypeStruct((n, *a.shape[1:]), a.dtype) for k, a in arrays.items()}
     full, values = structure(model, model_args, model_kwargs, spec, data_plate)
     probe_spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in probe.items()}
     one = structure(model, model_args, model_kwargs, probe_spec, data_plate)[0]
@@ -336,17 +360,21 @@ def model_potential(
             f"site {bad[0]!r} is outside plate {data_plate!r} but its density depends on the "
             f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
 
-    chunk, num_chunks = device_rows(n, len(devices), chunk_size)
-    padded = len(devices) * num_chunks * chunk
-    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
-    sharding = NamedSharding(mesh, P(DATA_AXIS))
-    return ModelPotential(
-        model=model,
-        data=ModelData(
+    if layout is not None:
+        mesh, placed, mask = place_local(arrays, layout)
+        sharded, chunk, num_chunks = ModelData(placed, mask), layout.chunk, layout.num_chunks
+    else:
+        chunk, num_chunks = device_rows(n, len(devices), chunk_size)
+        padded = len(devices) * num_chunks * chunk
+        mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
+        sharding = NamedSharding(mesh, P(DATA_AXIS))
+        sharded = ModelData(
             {k: jax.device_put(pad_rows(a, padded), sharding) for k, a in arrays.items()},
             jax.device_put(np.arange(padded) < n, sharding),
-        ),
-        mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks, dtype=acc, _x_spec=None,
+        )
+    return ModelPotential(
+        model=model, data=sharded, mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks,
+        dtype=acc, _x_spec=None,
         model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,
         data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
         temperature=temperature, temper=temper, init_strategy=init_strategy,
