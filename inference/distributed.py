@@ -279,7 +279,7 @@ def place_process_local(
     arrays = {"x": x, "y": y}
     layout = gather_layout(
         arrays, devices, chunk_size, fingerprint=fingerprint, caller="full_batch_potential",
-        agree="trailing shapes or dtypes of x/y, chunk_size, dtype or devices",
+        argument="x, y", agree="trailing shapes or dtypes of x/y, chunk_size, dtype or devices",
     )
     mesh, placed, mask = place_local(arrays, layout)
     data = ShardedData(x=placed["x"], y=placed["y"], mask=mask)

@@ -320,6 +320,12 @@ def model_potential(
     model_kwargs = dict(model_kwargs or {})
     if clash := sorted(set(model_kwargs) & set(data)):
         raise InputValueError(f"{clash} are in both data and model_kwargs; pass each once.")
+    for k, a in data.items():
+        if isinstance(a, jax.Array) and not a.is_fully_addressable:
+            raise InputValueError(
+                f"data[{k!r}] is a global jax.Array spanning several processes; pass this "
+                "process's own rows as a NumPy array instead (load rows "
+                "bnn_ppl.inference.distributed.process_rows(n, chunk_size=...)).")
     arrays = {k: validation.as_array(f"data[{k!r}]", a) for k, a in data.items()}
     first = next(iter(arrays))
     n = arrays[first].shape[0]
@@ -346,7 +352,7 @@ def model_potential(
                  "model_args/model_kwargs")
         extra = (str(acc), temperature, temper, data_plate, _describe((model_args, model_kwargs)))
         layout = gather_layout(arrays, devices, chunk_size, fingerprint=extra,
-                               caller="model_potential", agree=agree)
+                               caller="model_potential", argument="data", agree=agree)
         n, probe = layout.num_data, first_row(arrays)  # global rows; global row 0
     else:
         probe = {k: a[:1] for k, a in arrays.items()}

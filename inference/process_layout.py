@@ -140,6 +140,7 @@ def gather_layout(
     *,
     fingerprint: tuple = (),
     caller: str,
+    argument: str,
     agree: str,
 ) -> ProcessLayout:
     """Gather the row counts of every process and check them against the layout (SPMD).
@@ -150,7 +151,8 @@ def gather_layout(
         chunk_size: as in the potential.
         fingerprint: more arguments that must agree across processes (hashed with the keys,
             trailing shapes and dtypes of ``arrays``, ``chunk_size`` and the devices).
-        caller, agree: the function's name and what must agree, for the error messages.
+        caller, argument, agree: the function's name, the name of its per-process rows and
+            what must agree, for the error messages.
 
     Raises:
         ValueError: the mesh leaves out a process, or the processes disagree (fingerprint), or
@@ -185,7 +187,8 @@ def gather_layout(
             for p, (a, b) in sorted(blocks.items())
         )
         raise InputValueError(
-            f"in a multi-process run each process passes its own block of rows to {caller}, "
+            f"in a multi-process run each process passes its own block of rows ({argument}) to "
+            f"{caller}, "
             f"and with {n} rows in all over {len(devices)} devices these are: {expected}. Use "
             f"bnn_ppl.inference.distributed.process_rows({n}, chunk_size={chunk_size}) on each "
             "process to get its block."
