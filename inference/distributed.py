@@ -28,8 +28,12 @@ process would see it (the model sizes its plate from the data, ``x.shape[0]``, a
 on the global arrays)::
 
     pot = model_potential(model, data={"x": x, "y": y}, chunk_size=512)
-    mcmc = MCMC(NUTS(pot), num_warmup=..., num_samples=...)
+    mcmc = MCMC(NUTS(pot), num_warmup=..., num_samples=..., jit_model_args=True)
     mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
+
+The data must reach a jitted function as arguments (``pot.args`` with ``jit_model_args=True``,
+or ``pot.value_and_grad``): JAX refuses to close over an array that spans processes, so
+``pot.potential_fn`` (which closes over :attr:`data`) works in one process only.
 
 The data layout
 ---------------

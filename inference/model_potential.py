@@ -39,10 +39,19 @@ Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales th
 log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
 tempered (a tempered density over the constrained values).
 
+Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
+``jax.devices()``) belong to several processes, every process makes the same call with
+``data`` holding only **its own block of rows**
+(:func:`bnn_ppl.inference.distributed.process_rows`), as NumPy arrays. The potential gathers
+the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
+the global shapes), checks them and a fingerprint of the arguments that must agree on every
+process alike, probes the global sites on the global first row, and builds the global padded
+and masked arrays: padding and masking are those of one process over the same devices, and
+every process evaluates the same potential (see :mod:`bnn_ppl.inference.distributed`).
+
 Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel);
-:func:`run_chain` (a ``BNN`` path) refuses this potential. Not supported yet: several
-processes (``jax.distributed``); ``deterministic`` sites are not in ``postprocess_fn`` (use
-``Predictive``).
+:func:`run_chain` (a ``BNN`` path) refuses this potential. Not supported yet:
+``deterministic`` sites are not in ``postprocess_fn`` (use ``Predictive``).
 
 Example:
     >>> import jax, jax.numpy as jnp, numpy as np
@@ -89,6 +98,7 @@ from bnn_ppl.inference.model_structure import (
 )
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
 from bnn_ppl.inference.process_layout import (
+    describe_arguments,
     first_row,
     gather_layout,
     place_local,
@@ -273,15 +283,6 @@ def _per_row(lp: Array, site: dict, plate: str) -> Array:
     return jnp.sum(lp.reshape(lp.shape[0], -1), axis=1)
 
 
-def _describe(tree: Any) -> str:
-    """The structure, leaf shapes and dtypes, and Python scalar values of ``tree`` (what the
-    processes of a multi-process run must agree on)."""
-    leaves, treedef = jax.tree.flatten(tree)
-    return repr((str(treedef), [
-        repr(v) if isinstance(v, bool | int | float | str | complex | None)
-        else (np.shape(v), str(getattr(v, "dtype", type(v).__name__))) for v in leaves]))
-
-
 def model_potential(
     model: Callable,
     *model_args: Any,
@@ -301,16 +302,21 @@ def model_potential(
         model: a NumPyro model ``model(*model_args, **model_kwargs, **data)`` whose observed
             sites sit inside ``numpyro.plate(data_plate, n)`` with ``n`` the data's rows.
         model_args: positional arguments passed unchanged to every call.
-        data: the sharded keyword arguments, each with ``n`` rows on its leading axis.
+        data: the sharded keyword arguments, each with ``n`` rows on its leading axis; with
+            devices of several processes, this process's block of rows of each.
         model_kwargs: other keyword arguments, passed unchanged.
         data_plate: the name of the plate over the rows.
-        chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`.
+        chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`
+            (``devices`` may span processes, see above).
         temperature, temper: ``T > 0``; ``"likelihood"`` or ``"posterior"`` (see above).
         init_strategy: the NumPyro init strategy of :meth:`ModelPotential.init_params`.
 
     Raises:
         InputValueError, InputTypeError: bad data, arguments, or a model that breaks one of
-            the rules in the module docstring (naming the site); all before compiling.
+            the rules in the module docstring (naming the site); all before compiling. With
+            several processes also (on every process alike): a block of rows that is not this
+            process's, arguments that differ between processes, a global ``jax.Array`` in
+            ``data``.
     """
     if not callable(model):
         raise InputTypeError(f"model must be a NumPyro model function, got {type(model).__name__}.")
@@ -350,7 +356,8 @@ def model_potential(
         agree = ("the keys, trailing shapes or dtypes of data, chunk_size, dtype, temperature, "
                  "temper, data_plate, devices, or the structure, shapes or scalar values of "
                  "model_args/model_kwargs")
-        extra = (str(acc), temperature, temper, data_plate, _describe((model_args, model_kwargs)))
+        args = describe_arguments((model_args, model_kwargs))
+        extra = (str(acc), temperature, temper, data_plate, args)
         layout = gather_layout(arrays, devices, chunk_size, fingerprint=extra,
                                caller="model_potential", argument="data", agree=agree)
         n, probe = layout.num_data, first_row(arrays)  # global rows; global row 0

@@ -46,6 +46,7 @@ __all__ = [
     "gather_layout",
     "place_local",
     "first_row",
+    "describe_arguments",
 ]
 
 
@@ -229,3 +230,12 @@ def first_row(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     :func:`gather_layout`, which makes sure that the shapes agree."""
     gathered = multihost_utils.process_allgather({k: a[:1] for k, a in arrays.items()})
     return {k: np.asarray(v)[0] for k, v in gathered.items()}
+
+
+def describe_arguments(tree: Any) -> str:
+    """The structure, leaf shapes and dtypes, and Python scalar values of ``tree``: what the
+    processes must agree on about arguments passed unchanged (a fingerprint's part)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return repr((str(treedef), [
+        repr(v) if isinstance(v, bool | int | float | str | complex | None)
+        else (np.shape(v), str(getattr(v, "dtype", type(v).__name__))) for v in leaves]))

@@ -271,7 +271,8 @@ MODEL_WORKER = textwrap.dedent(
     import jax, numpy as np
     sys.path.insert(0, "tests")
     from test_distributed import global_site_model, model_data
-    from bnn_ppl.inference import model_potential
+    from numpyro.infer import MCMC
+    from bnn_ppl.inference import NUTS, model_potential
     from bnn_ppl.io import save_npz
 
     out, (x, y), chunk = sys.argv[1], model_data(), 4
@@ -283,6 +284,10 @@ MODEL_WORKER = textwrap.dedent(
     arrays = {"value": value, **{f"u/{k}": v for k, v in u.items()},
               **{f"grad/{k}": v for k, v in grad.items()},
               **{f"param/{k}": v for k, v in pot.postprocess_fn(u).items()}}
+    mcmc = MCMC(NUTS(pot, max_tree_depth=3), num_warmup=10, num_samples=5,
+                progress_bar=False, jit_model_args=True)  # the data as jit arguments
+    mcmc.run(jax.random.key(1), *pot.args, init_params=u)
+    arrays.update({f"sample/{k}": v for k, v in mcmc.get_samples().items()})
     save_npz(out + ".npz", {k: np.asarray(v) for k, v in arrays.items()})
     report = dict(
         process=jax.process_index(), devices=jax.device_count(), rows=[rows.start, rows.stop],
@@ -355,7 +360,8 @@ def _model_magnitudes(pot, u, x, y):
 
 def test_two_processes_evaluate_a_numpyro_model_like_one_process(tmp_path):
     """model_potential over 2 processes x 2 devices (37 rows, 11 of them padding) gives the
-    value, gradient and constrained sites of one process on one device, to float32 tolerance."""
+    value, gradient and constrained sites of one process on one device, to float32 tolerance;
+    NUTS on it runs with the data as jit arguments and every process gets the same draws."""
     import jax
     from tolerances import assert_sums_close
 
@@ -388,8 +394,9 @@ def test_two_processes_evaluate_a_numpyro_model_like_one_process(tmp_path):
     assert r0["mask_shards"] == [[0, 12, 12], [12, 24, 12]]
     assert r1["mask_shards"] == [[24, 36, 12], [36, 48, 1]]
     assert set(out0) == set(out1)
-    for k in out0:  # every process holds the same (replicated) result
+    for k in out0:  # every process holds the same (replicated) result and samples
         np.testing.assert_array_equal(out0[k], out1[k], err_msg=k)
+    assert out0["sample/w"].shape == (5, 2, 3) and np.ptp(out0["sample/w"], axis=0).max() > 0
 
     one = model_potential(global_site_model, data={"x": x, "y": y}, chunk_size=4,
                           devices=jax.devices()[:1])  # fmt: skip
