@@ -97,13 +97,6 @@ from bnn_ppl.inference.model_structure import (
     structure,
 )
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
-from bnn_ppl.inference.process_layout import (
-    describe_arguments,
-    first_row,
-    gather_layout,
-    place_local,
-    spans_processes,
-)
 from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
 from bnn_ppl.model import TEMPER_MODES
 from bnn_ppl.types import Array, Params, PRNGKey
@@ -352,7 +345,9 @@ def model_potential(
         raise InputValueError("devices is empty; pass at least one (default: jax.devices()).")
 
     layout = None
-    if spans_processes(devices):  # several processes: `data` holds this process's rows
+    if len({d.process_index for d in devices}) > 1:  # several processes: this process's rows
+        from bnn_ppl.inference.process_layout import describe_arguments, first_row, gather_layout
+
         agree = ("the keys, trailing shapes or dtypes of data, chunk_size, dtype, temperature, "
                  "temper, data_plate, devices, or the structure, shapes or scalar values of "
                  "model_args/model_kwargs")
@@ -374,6 +369,8 @@ def model_potential(
             f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
 
     if layout is not None:
+        from bnn_ppl.inference.process_layout import place_local
+
         mesh, placed, mask = place_local(arrays, layout)
         sharded, chunk, num_chunks = ModelData(placed, mask), layout.chunk, layout.num_chunks
     else:
