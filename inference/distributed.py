@@ -2,7 +2,8 @@
 
 Izmailov et al. ran full-batch HMC over 512 TPU devices. Here the same program runs on every
 process (SPMD): ``jax.distributed.initialize`` joins the processes, ``jax.devices()`` then lists
-the devices of *all* of them, and :func:`~bnn_ppl.inference.full_batch_potential` builds its
+the devices of *all* of them, and :func:`~bnn_ppl.inference.full_batch_potential` (a ``BNN``)
+or :func:`~bnn_ppl.inference.model_potential` (any NumPyro model with a data plate) builds its
 1-D ``"data"`` mesh over those devices. Nothing else changes: the potential is still one
 ``shard_map`` with one ``psum``; XLA carries the all-reduce across processes (NCCL on GPUs,
 ICI/DCN on TPUs, gloo on CPUs).
@@ -22,6 +23,18 @@ The recipe, on every process::
     if jax.process_index() == 0:
         save(mcmc.get_samples())                 # every process holds the same samples
 
+For a NumPyro model, the same rows go into ``data=``; ``n`` is the plate's size as a single
+process would see it (the model sizes its plate from the data, ``x.shape[0]``, and is traced
+on the global arrays)::
+
+    pot = model_potential(model, data={"x": x, "y": y}, chunk_size=512)
+    mcmc = MCMC(NUTS(pot), num_warmup=..., num_samples=..., jit_model_args=True)
+    mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
+
+The data must reach a jitted function as arguments (``pot.args`` with ``jit_model_args=True``,
+or ``pot.value_and_grad``): JAX refuses to close over an array that spans processes, so
+``pot.potential_fn`` (which closes over :attr:`data`) works in one process only.
+
 The data layout
 ---------------
 Each process passes **only its own rows**, and they must be exactly the block
@@ -34,11 +47,14 @@ process(es). So process ``p`` with devices at mesh positions ``[a, b)`` passes r
 gets fewer rows than the others. Every other number (``num_data``, the chunking, the
 minibatch potential's row indices) is then exactly what a single process would have.
 
-:func:`~bnn_ppl.inference.full_batch_potential` learns ``n`` by gathering the row counts of all
-processes (one tiny ``process_allgather``, together with a fingerprint of the arguments that
-must agree: trailing shapes and dtypes of ``x`` and ``y``, ``chunk_size``, the devices), and
-refuses, on every process alike, counts that do not match this layout, naming each process's
-expected block. The local data are validated (finite, labels in range, ...) before that, on
+Both potentials learn ``n`` by gathering the row counts of all processes (one tiny
+``process_allgather``, together with a fingerprint of the arguments that must agree: trailing
+shapes and dtypes of ``x`` and ``y`` or of every ``data`` array and their keys, ``chunk_size``,
+``dtype``, the devices; for ``model_potential`` also the temperature, ``temper``,
+``data_plate`` and the structure, shapes and scalar values of ``model_args``/``model_kwargs``),
+and refuse, on every process alike, counts that do not match this layout, naming each
+process's expected block (:mod:`bnn_ppl.inference.process_layout`).
+The local data are validated (finite, labels in range, ...) before that, on
 each process; a process whose data fail validation raises there, and the others then fail in
 the gather when JAX's coordination service times out (tens of seconds), not silently.
 
@@ -67,17 +83,21 @@ Example:
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
-from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import Mesh
 
-from bnn_ppl.inference.potential import DATA_AXIS, ShardedData, _device_rows, pad_rows
+from bnn_ppl.inference.potential import ShardedData
+from bnn_ppl.inference.process_layout import (
+    gather_layout,
+    order_by_process,
+    place_local,
+    process_rows,
+    spans_processes,
+)
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -234,81 +254,6 @@ def initialize_from_env(
 
 
 # ----------------------------------------------------------------------------- data layout
-def spans_processes(devices: Sequence[Any]) -> bool:
-    """Whether ``devices`` belong to more than one process (the multi-process data layout)."""
-    return len({d.process_index for d in devices}) > 1
-
-
-def order_by_process(devices: Sequence[Any]) -> list[Any]:
-    """``devices`` sorted stably by process, so that each process's devices are contiguous."""
-    return sorted(devices, key=lambda d: d.process_index)
-
-
-def _blocks(
-    n: int, devices: Sequence[Any], chunk_size: int | None
-) -> tuple[int, int, dict[int, tuple[int, int]], dict[int, tuple[int, int]]]:
-    """Chunking and, per process, its mesh positions ``[a, b)`` and real rows ``[start, stop)``."""
-    chunk, num_chunks = _device_rows(n, len(devices), chunk_size)
-    rows = chunk * num_chunks
-    positions: dict[int, tuple[int, int]] = {}
-    for k, d in enumerate(devices):
-        a, _ = positions.get(d.process_index, (k, k))
-        positions[d.process_index] = (a, k + 1)
-    blocks = {p: (min(a * rows, n), min(b * rows, n)) for p, (a, b) in positions.items()}
-    return chunk, num_chunks, positions, blocks
-
-
-def process_rows(
-    num_data: int,
-    *,
-    chunk_size: int | None = None,
-    devices: Sequence[Any] | None = None,
-    process_index: int | None = None,
-) -> slice:
-    """The rows of the whole data set that this process must pass to ``full_batch_potential``.
-
-    Args:
-        num_data: number of rows of the whole (global) data set.
-        chunk_size, devices: as passed to :func:`~bnn_ppl.inference.full_batch_potential`
-            (default ``jax.devices()``, all processes).
-        process_index: whose rows (default ``jax.process_index()``).
-
-    Returns:
-        ``slice(start, stop)``: load rows ``start:stop`` of the data set on this process.
-
-    Raises:
-        ValueError: ``num_data < 1``, or so few rows that this process would get none (use
-            fewer devices or a smaller ``chunk_size``).
-
-    Example:
-        >>> from types import SimpleNamespace as D
-        >>> devs = [D(process_index=p) for p in (0, 0, 1, 1)]   # 2 processes x 2 devices
-        >>> [process_rows(37, chunk_size=4, devices=devs, process_index=p) for p in (0, 1)]
-        [slice(0, 24, None), slice(24, 37, None)]
-    """
-    if isinstance(num_data, bool) or not isinstance(num_data, int | np.integer) or num_data < 1:
-        raise InputValueError(f"num_data must be a positive int, got {num_data!r}.")
-    devices = order_by_process(jax.devices() if devices is None else devices)
-    me = jax.process_index() if process_index is None else process_index
-    _, _, _, blocks = _blocks(int(num_data), devices, chunk_size)
-    if me not in blocks:
-        raise InputValueError(f"process {me} owns none of the {len(devices)} devices.")
-    start, stop = blocks[me]
-    if stop <= start:
-        raise InputValueError(
-            f"with {num_data} rows over {len(devices)} devices process {me} would get no rows; "
-            "use fewer devices or a smaller chunk_size."
-        )
-    return slice(start, stop)
-
-
-def _fingerprint(x: np.ndarray, y: np.ndarray, devices: Sequence[Any], extra: tuple) -> int:
-    text = repr(
-        (x.shape[1:], str(x.dtype), y.shape[1:], str(y.dtype), [d.id for d in devices], extra)
-    )
-    return zlib.crc32(text.encode()) & 0x7FFFFFFF
-
-
 def place_process_local(
     x: np.ndarray,
     y: np.ndarray,
@@ -319,7 +264,8 @@ def place_process_local(
 ) -> tuple[Mesh, ShardedData, int, int, int]:
     """Build the global sharded data from this process's rows (called by full_batch_potential).
 
-    Every process must call it (SPMD); see the module docstring for the layout.
+    Every process must call it (SPMD); see the module docstring for the layout and
+    :mod:`bnn_ppl.inference.process_layout` for the two steps (gather, place).
 
     Args:
         x, y: this process's rows, already validated and in their final dtypes.
@@ -334,58 +280,11 @@ def place_process_local(
         ValueError: the mesh leaves out a process, or the processes disagree (fingerprint), or
             a process's row count does not match its block (raised on every process).
     """
-    devices = order_by_process(devices)
-    owners = {d.process_index for d in devices}
-    if owners != set(range(jax.process_count())):
-        raise InputValueError(
-            f"the devices of a multi-process potential must include devices of every process "
-            f"(0..{jax.process_count() - 1}); they cover processes {sorted(owners)}."
-        )
-    me = jax.process_index()
-    info = np.asarray([x.shape[0], _fingerprint(x, y, devices, (chunk_size, *fingerprint))])
-    table = np.asarray(multihost_utils.process_allgather(info.astype(np.int32)))
-    table = table.reshape(jax.process_count(), 2)
-    if len(set(table[:, 1].tolist())) > 1:
-        raise InputValueError(
-            "the processes called full_batch_potential with different arguments (trailing shapes "
-            "or dtypes of x/y, chunk_size, dtype or devices differ; fingerprints "
-            f"{table[:, 1].tolist()}): every process must pass the same arguments, apart from "
-            "its own rows."
-        )
-    counts = table[:, 0].tolist()
-    n = int(sum(counts))
-    chunk, num_chunks, positions, blocks = _blocks(n, devices, chunk_size)
-    wrong = [p for p in range(len(counts)) if counts[p] != blocks[p][1] - blocks[p][0]]
-    if wrong:
-        expected = ", ".join(
-            f"process {p}: rows {a}:{b} ({b - a} rows, got {counts[p]})"
-            for p, (a, b) in sorted(blocks.items())
-        )
-        raise InputValueError(
-            f"in a multi-process run each process passes its own block of rows, and with "
-            f"{n} rows in all over {len(devices)} devices these are: {expected}. Use "
-            f"bnn_ppl.inference.distributed.process_rows({n}, chunk_size={chunk_size}) on each "
-            "process to get its block."
-        )
-    rows = chunk * num_chunks
-    a, b = positions[me]
-    local = (b - a) * rows  # rows of this process's devices, padding included
-
-    def pad(v: np.ndarray) -> np.ndarray:
-        return pad_rows(v, local)
-
-    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
-    sharding = NamedSharding(mesh, P(DATA_AXIS))
-    offset = a * rows  # global padded row of this process's first row
-
-    def build(v: np.ndarray) -> jax.Array:
-        shape = (len(devices) * rows, *v.shape[1:])
-        shards = []
-        for device, index in sharding.addressable_devices_indices_map(shape).items():
-            lo, hi = index[0].start - offset, index[0].stop - offset
-            shards.append(jax.device_put(v[lo:hi], device))
-        return jax.make_array_from_single_device_arrays(shape, sharding, shards)
-
-    mask = np.arange(offset, offset + local) < n
-    data = ShardedData(x=build(pad(x)), y=build(pad(y)), mask=build(mask))
-    return mesh, data, n, chunk, num_chunks
+    arrays = {"x": x, "y": y}
+    layout = gather_layout(
+        arrays, devices, chunk_size, fingerprint=fingerprint, caller="full_batch_potential",
+        argument="x, y", agree="trailing shapes or dtypes of x/y, chunk_size, dtype or devices",
+    )
+    mesh, placed, mask = place_local(arrays, layout)
+    data = ShardedData(x=placed["x"], y=placed["y"], mask=mask)
+    return mesh, data, layout.num_data, layout.chunk, layout.num_chunks

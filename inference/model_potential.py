@@ -39,10 +39,19 @@ Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales th
 log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
 tempered (a tempered density over the constrained values).
 
+Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
+``jax.devices()``) belong to several processes, every process makes the same call with
+``data`` holding only **its own block of rows**
+(:func:`bnn_ppl.inference.distributed.process_rows`), as NumPy arrays. The potential gathers
+the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
+the global shapes), checks them and a fingerprint of the arguments that must agree on every
+process alike, probes the global sites on the global first row, and builds the global padded
+and masked arrays: padding and masking are those of one process over the same devices, and
+every process evaluates the same potential (see :mod:`bnn_ppl.inference.distributed`).
+
 Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel);
-:func:`run_chain` (a ``BNN`` path) refuses this potential. Not supported yet: several
-processes (``jax.distributed``); ``deterministic`` sites are not in ``postprocess_fn`` (use
-``Predictive``).
+:func:`run_chain` (a ``BNN`` path) refuses this potential. Not supported yet:
+``deterministic`` sites are not in ``postprocess_fn`` (use ``Predictive``).
 
 Example:
     >>> import jax, jax.numpy as jnp, numpy as np
@@ -286,16 +295,21 @@ def model_potential(
         model: a NumPyro model ``model(*model_args, **model_kwargs, **data)`` whose observed
             sites sit inside ``numpyro.plate(data_plate, n)`` with ``n`` the data's rows.
         model_args: positional arguments passed unchanged to every call.
-        data: the sharded keyword arguments, each with ``n`` rows on its leading axis.
+        data: the sharded keyword arguments, each with ``n`` rows on its leading axis; with
+            devices of several processes, this process's block of rows of each.
         model_kwargs: other keyword arguments, passed unchanged.
         data_plate: the name of the plate over the rows.
-        chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`.
+        chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`
+            (``devices`` may span processes, see above).
         temperature, temper: ``T > 0``; ``"likelihood"`` or ``"posterior"`` (see above).
         init_strategy: the NumPyro init strategy of :meth:`ModelPotential.init_params`.
 
     Raises:
         InputValueError, InputTypeError: bad data, arguments, or a model that breaks one of
-            the rules in the module docstring (naming the site); all before compiling.
+            the rules in the module docstring (naming the site); all before compiling. With
+            several processes also (on every process alike): a block of rows that is not this
+            process's, arguments that differ between processes, a global ``jax.Array`` in
+            ``data``.
     """
     if not callable(model):
         raise InputTypeError(f"model must be a NumPyro model function, got {type(model).__name__}.")
@@ -305,6 +319,12 @@ def model_potential(
     model_kwargs = dict(model_kwargs or {})
     if clash := sorted(set(model_kwargs) & set(data)):
         raise InputValueError(f"{clash} are in both data and model_kwargs; pass each once.")
+    for k, a in data.items():
+        if isinstance(a, jax.Array) and not a.is_fully_addressable:
+            raise InputValueError(
+                f"data[{k!r}] is a global jax.Array spanning several processes; pass this "
+                "process's own rows as a NumPy array instead (load rows "
+                "bnn_ppl.inference.distributed.process_rows(n, chunk_size=...)).")
     arrays = {k: validation.as_array(f"data[{k!r}]", a) for k, a in data.items()}
     first = next(iter(arrays))
     n = arrays[first].shape[0]
@@ -321,12 +341,24 @@ def model_potential(
     if acc == jnp.float64 and not jax.config.jax_enable_x64:
         raise InputValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True).")
     devices = list(jax.devices() if devices is None else devices)
-    if not devices or len({d.process_index for d in devices}) > 1:
-        raise InputValueError("devices must be a non-empty list of this process's devices "
-                              "(model_potential does not support jax.distributed yet).")
+    if not devices:
+        raise InputValueError("devices is empty; pass at least one (default: jax.devices()).")
 
-    spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in arrays.items()}
-    probe = {k: a[:1] for k, a in arrays.items()}
+    layout = None
+    if len({d.process_index for d in devices}) > 1:  # several processes: this process's rows
+        from bnn_ppl.inference.process_layout import describe_arguments, first_row, gather_layout
+
+        agree = ("the keys, trailing shapes or dtypes of data, chunk_size, dtype, temperature, "
+                 "temper, data_plate, devices, or the structure, shapes or scalar values of "
+                 "model_args/model_kwargs")
+        args = describe_arguments((model_args, model_kwargs))
+        extra = (str(acc), temperature, temper, data_plate, args)
+        layout = gather_layout(arrays, devices, chunk_size, fingerprint=extra,
+                               caller="model_potential", argument="data", agree=agree)
+        n, probe = layout.num_data, first_row(arrays)  # global rows; global row 0
+    else:
+        probe = {k: a[:1] for k, a in arrays.items()}
+    spec = {k: jax.ShapeDtypeStruct((n, *a.shape[1:]), a.dtype) for k, a in arrays.items()}
     full, values = structure(model, model_args, model_kwargs, spec, data_plate)
     probe_spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in probe.items()}
     one = structure(model, model_args, model_kwargs, probe_spec, data_plate)[0]
@@ -336,17 +368,23 @@ def model_potential(
             f"site {bad[0]!r} is outside plate {data_plate!r} but its density depends on the "
             f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
 
-    chunk, num_chunks = device_rows(n, len(devices), chunk_size)
-    padded = len(devices) * num_chunks * chunk
-    mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
-    sharding = NamedSharding(mesh, P(DATA_AXIS))
-    return ModelPotential(
-        model=model,
-        data=ModelData(
+    if layout is not None:
+        from bnn_ppl.inference.process_layout import place_local
+
+        mesh, placed, mask = place_local(arrays, layout)
+        sharded, chunk, num_chunks = ModelData(placed, mask), layout.chunk, layout.num_chunks
+    else:
+        chunk, num_chunks = device_rows(n, len(devices), chunk_size)
+        padded = len(devices) * num_chunks * chunk
+        mesh = Mesh(np.asarray(devices), (DATA_AXIS,))
+        sharding = NamedSharding(mesh, P(DATA_AXIS))
+        sharded = ModelData(
             {k: jax.device_put(pad_rows(a, padded), sharding) for k, a in arrays.items()},
             jax.device_put(np.arange(padded) < n, sharding),
-        ),
-        mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks, dtype=acc, _x_spec=None,
+        )
+    return ModelPotential(
+        model=model, data=sharded, mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks,
+        dtype=acc, _x_spec=None,
         model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,
         data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
         temperature=temperature, temper=temper, init_strategy=init_strategy,

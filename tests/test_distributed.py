@@ -261,6 +261,163 @@ def test_two_processes_sample_like_one_process_with_four_devices(tmp_path):
     )
 
 
+# ------------------------------------------------------------- two processes, any NumPyro model
+MODEL_WORKER = textwrap.dedent(
+    """
+    import json, sys
+    from bnn_ppl.inference import distributed
+    settings = distributed.initialize_from_env(initialization_timeout=60,
+                                               heartbeat_timeout_seconds=30)
+    import jax, numpy as np
+    sys.path.insert(0, "tests")
+    from test_distributed import global_site_model, model_data
+    from numpyro.infer import MCMC
+    from bnn_ppl.inference import NUTS, model_potential
+    from bnn_ppl.io import save_npz
+
+    out, (x, y), chunk = sys.argv[1], model_data(), 4
+    rows = distributed.process_rows(len(x), chunk_size=chunk)
+    data = {"x": x[rows], "y": y[rows]}  # this process's rows only
+    pot = model_potential(global_site_model, data=data, chunk_size=chunk)
+    u = pot.init_params(jax.random.key(0))
+    value, grad = pot.value_and_grad(u)
+    arrays = {"value": value, **{f"u/{k}": v for k, v in u.items()},
+              **{f"grad/{k}": v for k, v in grad.items()},
+              **{f"param/{k}": v for k, v in pot.postprocess_fn(u).items()}}
+    mcmc = MCMC(NUTS(pot, max_tree_depth=3), num_warmup=10, num_samples=5,
+                progress_bar=False, jit_model_args=True)  # the data as jit arguments
+    mcmc.run(jax.random.key(1), *pot.args, init_params=u)
+    arrays.update({f"sample/{k}": v for k, v in mcmc.get_samples().items()})
+    save_npz(out + ".npz", {k: np.asarray(v) for k, v in arrays.items()})
+    report = dict(
+        process=jax.process_index(), devices=jax.device_count(), rows=[rows.start, rows.stop],
+        num_data=pot.num_data, chunk=pot.chunk_size, num_chunks=pot.num_chunks,
+        padded=int(pot.data.mask.shape[0]), probe=pot.probe["x"].tolist(),
+        mask_shards=sorted((s.index[0].start, s.index[0].stop, int(np.asarray(s.data).sum()))
+                           for s in pot.data.mask.addressable_shards))
+    me = jax.process_index()
+    bad = {  # inconsistent input, refused on every process alike
+        "rows": dict(data={k: v[:-1] if me else v for k, v in data.items()}),
+        "temperature": dict(data=data, temperature=0.5 if me else 1.0),
+        "global": dict(data={"x": pot.data.arrays["x"], "y": data["y"]}),
+    }
+    for name, kwargs in bad.items():
+        try:
+            model_potential(global_site_model, chunk_size=chunk, **kwargs)
+            report["refused_" + name] = None
+        except ValueError as e:
+            report["refused_" + name] = str(e)
+    with open(out + ".json", "w") as f:
+        json.dump(report, f)
+    """
+)
+
+
+def global_site_model(x, y=None):
+    """Normal weights, a Gamma noise precision and a LogNormal output scale; y in the plate."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([x.shape[1], 3]).to_event(2))
+    prec = numpyro.sample("prec", dist.Gamma(3.0, 1.0))
+    scale = numpyro.sample("scale", dist.LogNormal(0.0, 0.5))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(scale * jnp.tanh(x @ w).sum(-1), prec**-0.5), obs=y)
+
+
+def model_data(n: int = 37) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(n, 2)).astype(np.float32)
+    return x, (np.sin(x[:, 0]) + 0.2 * rng.normal(size=n)).astype(np.float32)
+
+
+def _model_magnitudes(pot, u, x, y):
+    """Sum of |terms| of the potential and, per gradient entry, of its gradient: the per-row
+    negative log-likelihoods, and the negative log prior and log-Jacobian (tests/tolerances)."""
+    import jax
+    import jax.numpy as jnp
+    from tolerances import per_row_magnitudes
+
+    def row(v, xi, yi):
+        values = pot.postprocess_fn(v)
+        return -jnp.sum(pot._trace(values, {"x": xi, "y": yi})["y"]["fn"].log_prob(yi))
+
+    def rest(v):
+        _, log_det, log_prior = pot._globals(v)
+        return -(log_prior + log_det)
+
+    value_mag, grad_mag = per_row_magnitudes(row, u, x, y)
+    _, log_det, _ = pot._globals(u)
+    params = pot.postprocess_fn(u)
+    tr = pot._trace(params, pot.probe)
+    prior = sum(float(np.sum(np.abs(tr[k]["fn"].log_prob(params[k])))) for k in params)
+    value_mag += prior + abs(float(log_det))
+    rest_grad = jax.grad(rest)(u)
+    return value_mag, jax.tree.map(lambda m, g: m + np.abs(np.asarray(g, np.float64)),
+                                   grad_mag, rest_grad)
+
+
+def test_two_processes_evaluate_a_numpyro_model_like_one_process(tmp_path):
+    """model_potential over 2 processes x 2 devices (37 rows, 11 of them padding) gives the
+    value, gradient and constrained sites of one process on one device, to float32 tolerance;
+    NUTS on it runs with the data as jit arguments and every process gets the same draws."""
+    import jax
+    from tolerances import assert_sums_close
+
+    from bnn_ppl.inference import model_potential
+
+    script = tmp_path / "model_worker.py"
+    script.write_text(MODEL_WORKER)
+    port = _free_port()
+    env = dict(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2")
+    jobs = [
+        ([sys.executable, str(script), str(tmp_path / f"proc{p}")],
+         _env(2, JAX_PROCESS_ID=str(p), **env), tmp_path / f"proc{p}.log")
+        for p in (0, 1)
+    ]  # fmt: skip
+    _run_all(jobs, TIMEOUT_S)
+    r0, r1 = (json.loads((tmp_path / f"proc{p}.json").read_text()) for p in (0, 1))
+    out0, out1 = (load_npz(tmp_path / f"proc{p}.npz") for p in (0, 1))
+
+    x, y = model_data()
+    assert (r0["rows"], r1["rows"]) == ([0, 24], [24, 37])
+    for r in (r0, r1):
+        assert (r["devices"], r["num_data"], r["chunk"], r["num_chunks"], r["padded"]) == (
+            4, 37, 4, 3, 48)  # fmt: skip
+        assert r["probe"] == x[:1].tolist()  # global row 0, also on process 1
+        refused = r["refused_rows"]  # 36 rows in all: the blocks are 18 and 18 rows
+        assert "(data) to model_potential" in refused, refused
+        assert "process 1: rows 18:36 (18 rows, got 12)" in refused, refused
+        assert "different arguments" in r["refused_temperature"], r["refused_temperature"]
+        assert "data['x'] is a global jax.Array" in r["refused_global"], r["refused_global"]
+    assert r0["mask_shards"] == [[0, 12, 12], [12, 24, 12]]
+    assert r1["mask_shards"] == [[24, 36, 12], [36, 48, 1]]
+    assert set(out0) == set(out1)
+    for k in out0:  # every process holds the same (replicated) result and samples
+        np.testing.assert_array_equal(out0[k], out1[k], err_msg=k)
+    assert out0["sample/w"].shape == (5, 2, 3) and np.ptp(out0["sample/w"], axis=0).max() > 0
+
+    one = model_potential(global_site_model, data={"x": x, "y": y}, chunk_size=4,
+                          devices=jax.devices()[:1])  # fmt: skip
+    u = {k.split("/", 1)[1]: v for k, v in out0.items() if k.startswith("u/")}
+    assert set(u) == {"w", "prec", "scale"}
+    value, grad = one.value_and_grad(u)
+    value_mag, grad_mag = _model_magnitudes(one, u, x, y)
+    num_terms = len(x) + 6 + 2 + 1  # rows, prior entries, log-Jacobian
+    assert_sums_close(out0["value"], value, value_mag, num_terms, what="value")
+    assert_sums_close({k: out0[f"grad/{k}"] for k in grad}, dict(grad), grad_mag, num_terms,
+                      what="grad")  # fmt: skip
+    for k, v in one.postprocess_fn(u).items():
+        np.testing.assert_allclose(out0[f"param/{k}"], v, rtol=1e-6, err_msg=k)
+    # the rule has power: one dropped row moves the value by far more than the tolerance
+    short = model_potential(global_site_model, data={"x": x[:-1], "y": y[:-1]}, chunk_size=4,
+                            devices=jax.devices()[:1])  # fmt: skip
+    with pytest.raises(AssertionError, match="value"):
+        assert_sums_close(out0["value"], short.value_and_grad(u)[0], value_mag, num_terms,
+                          what="value")  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- 8 devices
 RESNET_SCRIPT = textwrap.dedent(
     """
