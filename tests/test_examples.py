@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import pytest
@@ -36,12 +37,36 @@ _TINY_COMPARE = [
 TINY_FLAGS: dict[str, list[str]] = {
     "compare_hmc_svi.py": _TINY_COMPARE,
     "rhat.py": [
-        "--width", "8", "--num-chains", "2", "--num-warmup", "20", "--num-samples", "20",
-        "--num-test", "40", "--max-train", "200", "--out-dir", "{out}",
+        "--width",
+        "8",
+        "--num-chains",
+        "2",
+        "--num-warmup",
+        "20",
+        "--num-samples",
+        "20",
+        "--num-test",
+        "40",
+        "--max-train",
+        "200",
+        "--out-dir",
+        "{out}",
     ],
     "prior_functions.py": [
-        "--width", "8", "--num-train", "30", "--num-prior-draws", "10", "--num-plotted", "3",
-        "--num-warmup", "20", "--num-samples", "10", "--out-dir", "{out}",
+        "--width",
+        "8",
+        "--num-train",
+        "30",
+        "--num-prior-draws",
+        "10",
+        "--num-plotted",
+        "3",
+        "--num-warmup",
+        "20",
+        "--num-samples",
+        "10",
+        "--out-dir",
+        "{out}",
     ],
 }
 
@@ -62,9 +87,16 @@ VARIANTS: dict[str, dict[str, list[str]]] = {
 
 # script name -> strings its stdout must contain
 EXPECTED_ROWS: dict[str, list[str]] = {
-    "rhat.py": ["weight space", "function space: probs (papers)", "function space: p_true",
-                "function space: centred_logits", "Izmailov", "R-hat > 1.01", "per layer",
-                "chain 1"],
+    "rhat.py": [
+        "weight space",
+        "function space: probs (papers)",
+        "function space: p_true",
+        "function space: centred_logits",
+        "Izmailov",
+        "R-hat > 1.01",
+        "per layer",
+        "chain 1",
+    ],
     "prior_functions.py": ["sd in gap", "sd near data", "prior", "posterior"],
     "compare_hmc_svi.py": [
         "single sample",
@@ -145,8 +177,9 @@ def _check_numpyro_model(stdout: str, out_dir: Path, variant: str) -> None:
     NumPyro program's working memory grows with the rows and the chunked one's does not."""
     gap = next(line for line in stdout.splitlines() if "mean predictive sd:" in line)
     assert float(gap.split(":")[1].split()[0]) < 1.0, gap
-    rows = [line.split() for line in stdout.splitlines() if line.split()[:1] in (["1000"],
-                                                                                ["4000"])]
+    rows = [
+        line.split() for line in stdout.splitlines() if line.split()[:1] in (["1000"], ["4000"])
+    ]
     assert len(rows) == 2, stdout
     (_, _, _, _, theirs_1k, ours_1k), (_, _, _, _, theirs_4k, ours_4k) = rows
     assert float(theirs_4k) > 2 * float(theirs_1k)
@@ -158,8 +191,11 @@ def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
     """Both figures are written, and prior functions are wider than the posterior's near data."""
     for name in ("prior_functions.png", "posterior_functions.png"):
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    rows = {r.split()[0]: [float(v) for v in r.split()[1:]] for r in stdout.splitlines()
-            if r.split() and r.split()[0] in ("prior", "posterior") and len(r.split()) == 3}
+    rows = {
+        r.split()[0]: [float(v) for v in r.split()[1:]]
+        for r in stdout.splitlines()
+        if r.split() and r.split()[0] in ("prior", "posterior") and len(r.split()) == 3
+    }
     assert rows["prior"][1] > rows["posterior"][1]
 
 
@@ -179,10 +215,14 @@ def _check_reference(stdout: str, out_dir: Path, variant: str) -> None:
     assert len(record["recipe"]["convergence"]["checks"]) == 2
     arrays = load_npz(out_dir / "digits.npz", sha256=record["predictions"]["sha256"])
     assert arrays["probs"].shape == (30, 10)
-    np.testing.assert_allclose(record["metrics"]["nll"],
-                               float(bp.metrics.nll(arrays["probs"], arrays["y_test"])), rtol=1e-6)
-    assert record["metrics"]["accuracy"] == float(bp.metrics.accuracy(arrays["probs"],
-                                                                      arrays["y_test"]))
+    np.testing.assert_allclose(
+        record["metrics"]["nll"],
+        float(bp.metrics.nll(arrays["probs"], arrays["y_test"])),
+        rtol=1e-6,
+    )
+    assert record["metrics"]["accuracy"] == float(
+        bp.metrics.accuracy(arrays["probs"], arrays["y_test"])
+    )
 
 
 def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
@@ -210,9 +250,15 @@ def _scripts() -> list[str]:
     return sorted(p.name for p in EXAMPLES.glob("*.py"))
 
 
-def _runs() -> list[tuple[str, str]]:
+# runs that repeat another's code path on other data: -m slow only (suite time budget)
+SLOW_RUNS = {("compare_hmc_svi.py", "diabetes")}
+
+
+def _runs() -> list[Any]:
     return [
-        (script, variant)
+        pytest.param(script, variant, marks=pytest.mark.slow)
+        if (script, variant) in SLOW_RUNS
+        else (script, variant)
         for script in _scripts()
         if script in TINY_FLAGS
         for variant in VARIANTS.get(script, {"default": []})

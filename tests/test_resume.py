@@ -304,6 +304,7 @@ def _resumed_equals_uninterrupted(tmp_path, method, segment=2):
         np.testing.assert_array_equal(again.samples[name], value, err_msg=name)
 
 
+@pytest.mark.slow  # ~50 s; the default suite kills an HMC bnn-ppl run (through fit) in test_cli
 @pytest.mark.timeout(600)
 def test_sigkill_resume_is_bit_exact_hmc(tmp_path):
     _resumed_equals_uninterrupted(tmp_path, "hmc")
