@@ -120,10 +120,60 @@ class _OnPotential:
         self.potential = potential
         self.algo = algo
         self.settings = settings
-        self._functions = HMCFunctions(
-            *hmc(potential_fn_gen=potential.potential_fn_gen, kinetic_fn=kinetic_fn, algo=algo)
-        )
+        self.kinetic_fn = kinetic_fn
+        self._functions = self._hmc_functions()
+        # init at the potential's initial values, compiled once per kernel (see init)
+        self._init_at_default = jax.jit(self._default_states, static_argnums=1)
         self._initialized = False
+
+    def _hmc_functions(self) -> HMCFunctions:
+        return HMCFunctions(
+            *hmc(
+                potential_fn_gen=self.potential.potential_fn_gen,
+                kinetic_fn=self.kinetic_fn,
+                algo=self.algo,
+            )
+        )
+
+    def _states(
+        self,
+        init_kernel: Callable[..., HMCState],
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> HMCState:
+        """``numpyro.infer.HMC.init``'s computation: ``init_kernel`` with :attr:`settings`,
+        vmapped over chains for a batch of keys; ``init_params=None``: the potential's."""
+        vectorized = not is_prng_key(rng_key)
+        if vectorized:
+            rng_key, init_key = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
+        else:
+            rng_key, init_key = jax.random.split(rng_key)
+        if init_params is None:
+            draw = self.potential.init_params
+            init_params = jax.vmap(draw)(init_key) if vectorized else draw(init_key)
+
+        def one(params: Any, key: Any) -> HMCState:
+            return init_kernel(
+                params,
+                num_warmup=num_warmup,
+                **self.settings,
+                model_args=model_args,
+                model_kwargs=model_kwargs,
+                rng_key=key,
+            )
+
+        return jax.vmap(one)(init_params, rng_key) if vectorized else one(init_params, rng_key)
+
+    def _default_states(
+        self, rng_key: Any, num_warmup: int, model_args: tuple, model_kwargs: dict
+    ) -> HMCState:
+        """:meth:`_states` at the potential's initial values (jitted), with NumPyro functions
+        of its own: their closures, which hold the traced data, end with the trace."""
+        init_kernel = self._hmc_functions().init
+        return self._states(init_kernel, rng_key, num_warmup, None, model_args, model_kwargs)
 
     def adjust(self, state: HMCState) -> HMCState:
         """What this kernel changes in NumPyro's state after ``init`` and every ``sample``."""
@@ -172,26 +222,19 @@ class _OnPotential:
         it (vmapped over a batch of keys, one per chain); ``init_params=None`` starts from
         ``potential.init_params``. Also sets NumPyro's sampler up for ``num_warmup``."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        vectorized = not is_prng_key(rng_key)
-        if vectorized:
-            rng_key, init_key = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
-        else:
-            rng_key, init_key = jax.random.split(rng_key)
-        if init_params is None:  # e.g. MCMC.run from a post_warmup_state (the result is unused)
-            draw = self.potential.init_params
-            init_params = jax.vmap(draw)(init_key) if vectorized else draw(init_key)
-
-        def one(params: Any, key: Any) -> HMCState:
-            return self._functions.init(
-                params,
-                num_warmup=num_warmup,
-                **self.settings,
-                model_args=model_args,
-                model_kwargs=model_kwargs,
-                rng_key=key,
+        init = self._functions.init
+        if init_params is None:
+            # MCMC.run calls init on every run, also when it continues from a post_warmup_state
+            # and discards the result: compute it compiled (once per kernel), and set NumPyro's
+            # sampler up for num_warmup by tracing only (no computation)
+            state = self._init_at_default(rng_key, num_warmup, model_args, model_kwargs)
+            jax.eval_shape(
+                lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
+                rng_key,
+                state.z,
             )
-
-        state = jax.vmap(one)(init_params, rng_key) if vectorized else one(init_params, rng_key)
+        else:  # as numpyro.infer.HMC.init computes it (eagerly)
+            state = self._states(init, rng_key, num_warmup, init_params, model_args, model_kwargs)
         self._initialized = True
         return self.adjust(state)
 
