@@ -1,12 +1,23 @@
 """NumPyro's HMC and NUTS kernels on a :class:`~bnn_ppl.inference.FullBatchPotential`.
 
-:class:`HMC` and :class:`NUTS` are NumPyro's kernels (subclasses, so every NumPyro feature
-works) that take the data as a *jit argument* of the sampling loop, passed through
+:class:`HMC` and :class:`NUTS` run NumPyro's HMC machinery through its *public* functional
+interface, ``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo=...)``, which returns NumPyro's
+own ``(init_kernel, sample_kernel)``: the draws are those of ``numpyro.infer.HMC``/``NUTS``, bit
+for bit. They take the data as a *jit argument* of the sampling loop, passed through
 ``mcmc.run(key, *pot.args, ...)`` with ``MCMC(..., jit_model_args=True)``: large data stay out of
 the program's constants. Every keyword is checked before anything compiles
 (:mod:`bnn_ppl.inference.hmc_checks`), and :class:`HMC` keeps every iteration between 1 and
 ``max_num_steps`` leapfrog steps and can follow an adapted metric with its trajectory length.
 :func:`bnn_ppl.inference.hmc` and :func:`~bnn_ppl.inference.nuts` build and run them.
+
+No private NumPyro attribute or function is used: the kernels implement the public
+``MCMCKernel`` methods (``init``, ``sample``, ``sample_field``, ``default_fields``,
+``postprocess_fn``, ``get_diagnostics_str``, ``model``, ``get_potential_fn``,
+``get_constrain_fn``) themselves and keep their settings in :attr:`HMC.settings`. They remain
+subclasses of ``numpyro.infer.HMC``/``NUTS``, built through its public constructor, so that
+``isinstance(kernel, numpyro.infer.HMC)`` holds. ``MCMC.warmup``, ``post_warmup_state`` and
+``last_state`` work as with NumPyro's kernels; :meth:`HMC.init` without ``init_params`` starts
+from the potential's default initial values (``potential.init_params``).
 
 Example:
     >>> import jax
@@ -27,12 +38,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpyro.infer
-from numpyro.infer.hmc import HMCState
-from numpyro.infer.hmc import hmc as _numpyro_hmc
+from numpyro.infer.hmc import HMCState, hmc
+from numpyro.util import is_prng_key
 
 from bnn_ppl.inference.hmc_checks import check_hmc_kwargs, check_nuts_kwargs
 from bnn_ppl.inference.potential import FullBatchPotential
@@ -40,31 +54,29 @@ from bnn_ppl.validation import InputTypeError
 
 __all__ = ["HMC", "NUTS", "check_potential"]
 
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "step_size": 1.0,
+    "inverse_mass_matrix": None,
+    "adapt_step_size": True,
+    "adapt_mass_matrix": True,
+    "dense_mass": False,
+    "target_accept_prob": 0.8,
+    "num_steps": None,
+    "trajectory_length": 2 * math.pi,
+    "max_tree_depth": 10,
+    "find_heuristic_step_size": False,
+    "forward_mode_differentiation": False,
+    "regularize_mass_matrix": True,
+}
+"""The keywords of NumPyro's ``init_kernel`` and their values when not given (those of
+``numpyro.infer.HMC``; :class:`NUTS` has no ``trajectory_length`` and no ``num_steps``)."""
 
-class _OnPotential:
-    """Mixin: run NumPyro's HMC machinery on ``potential.potential_fn_gen(data)``.
 
-    NumPyro's ``hmc()`` supports a potential generator that receives the model arguments;
-    here the "model arguments" are the sharded data, so with ``jit_model_args=True`` they are
-    arguments of the compiled loop rather than constants.
-    """
+class HMCFunctions(NamedTuple):
+    """NumPyro's ``(init_kernel, sample_kernel)`` from the public ``numpyro.infer.hmc.hmc``."""
 
-    potential: FullBatchPotential
-
-    def _init_state(
-        self, rng_key: Any, model_args: tuple, model_kwargs: dict, init_params: Any
-    ) -> Any:
-        if self._init_fn is None:
-            self._init_fn, self._sample_fn = _numpyro_hmc(
-                potential_fn_gen=self.potential.potential_fn_gen,
-                kinetic_fn=self._kinetic_fn,
-                algo=self._algo,
-            )
-        self._potential_fn_gen = self.potential.potential_fn_gen
-        return init_params
-
-    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Any:
-        return self.potential.postprocess_fn
+    init: Callable[..., HMCState]
+    sample: Callable[..., HMCState]
 
 
 def check_potential(potential: Any) -> FullBatchPotential:
@@ -74,6 +86,167 @@ def check_potential(potential: Any) -> FullBatchPotential:
             f"got {type(potential).__name__}."
         )
     return potential
+
+
+def _settings(kwargs: dict[str, Any], **fixed: Any) -> dict[str, Any]:
+    """``init_kernel``'s keywords: the defaults, then ``kwargs``, then ``fixed``; integer step
+    sizes and lengths as floats (as ``numpyro.infer.HMC`` stores them)."""
+    out = DEFAULT_SETTINGS | {k: v for k, v in kwargs.items() if k in DEFAULT_SETTINGS} | fixed
+    for name in ("step_size", "trajectory_length"):
+        if isinstance(out[name], int):
+            out[name] = float(out[name])
+    return out
+
+
+class _OnPotential:
+    """The public ``MCMCKernel`` methods, for NumPyro's HMC machinery on ``potential``.
+
+    ``numpyro.infer.hmc.hmc`` accepts a potential generator that receives the model arguments;
+    here the "model arguments" are the sharded data, so with ``jit_model_args=True`` they are
+    arguments of the compiled loop rather than constants.
+    """
+
+    potential: FullBatchPotential
+    algo: str
+    settings: dict[str, Any]
+
+    def _setup(
+        self,
+        potential: FullBatchPotential,
+        algo: str,
+        settings: dict[str, Any],
+        kinetic_fn: Callable[..., Any] | None,
+    ) -> None:
+        self.potential = potential
+        self.algo = algo
+        self.settings = settings
+        self.kinetic_fn = kinetic_fn
+        self._functions = self._hmc_functions()
+        # init at the potential's initial values, compiled once per kernel (see init)
+        self._init_at_default = jax.jit(self._default_states, static_argnums=1)
+        self._initialized = False
+
+    def _hmc_functions(self) -> HMCFunctions:
+        return HMCFunctions(
+            *hmc(
+                potential_fn_gen=self.potential.potential_fn_gen,
+                kinetic_fn=self.kinetic_fn,
+                algo=self.algo,
+            )
+        )
+
+    def _states(
+        self,
+        init_kernel: Callable[..., HMCState],
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> HMCState:
+        """``numpyro.infer.HMC.init``'s computation: ``init_kernel`` with :attr:`settings`,
+        vmapped over chains for a batch of keys; ``init_params=None``: the potential's."""
+        vectorized = not is_prng_key(rng_key)
+        if vectorized:
+            rng_key, init_key = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
+        else:
+            rng_key, init_key = jax.random.split(rng_key)
+        if init_params is None:
+            draw = self.potential.init_params
+            init_params = jax.vmap(draw)(init_key) if vectorized else draw(init_key)
+
+        def one(params: Any, key: Any) -> HMCState:
+            return init_kernel(
+                params,
+                num_warmup=num_warmup,
+                **self.settings,
+                model_args=model_args,
+                model_kwargs=model_kwargs,
+                rng_key=key,
+            )
+
+        return jax.vmap(one)(init_params, rng_key) if vectorized else one(init_params, rng_key)
+
+    def _default_states(
+        self, rng_key: Any, num_warmup: int, model_args: tuple, model_kwargs: dict
+    ) -> HMCState:
+        """:meth:`_states` at the potential's initial values (jitted), with NumPyro functions
+        of its own: their closures, which hold the traced data, end with the trace."""
+        init_kernel = self._hmc_functions().init
+        return self._states(init_kernel, rng_key, num_warmup, None, model_args, model_kwargs)
+
+    def adjust(self, state: HMCState) -> HMCState:
+        """What this kernel changes in NumPyro's state after ``init`` and every ``sample``."""
+        return state
+
+    # ------------------------------------------------------------- the MCMCKernel API
+    @property
+    def model(self) -> None:
+        return None
+
+    @property
+    def sample_field(self) -> str:
+        return "z"
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "diverging")
+
+    def get_diagnostics_str(self, state: HMCState) -> str:
+        step = state.adapt_state.step_size
+        return f"{state.num_steps} steps of size {step:.2e}. acc. prob={state.mean_accept_prob:.2f}"
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable[[Any], Any]:
+        return self.potential.postprocess_fn
+
+    def get_constrain_fn(
+        self, model_args: tuple = (), model_kwargs: dict | None = None, **kwargs: Any
+    ) -> Callable[[Any], Any]:
+        return self.potential.postprocess_fn
+
+    def get_potential_fn(
+        self, model_args: tuple = (), model_kwargs: dict | None = None
+    ) -> Callable[[Any], Any]:
+        """The potential on ``model_args`` (the data; default: the potential's own)."""
+        return self.potential.potential_fn_gen(*model_args, **(model_kwargs or {}))
+
+    def init(
+        self,
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any = None,
+        model_args: tuple = (),
+        model_kwargs: dict | None = None,
+    ) -> HMCState:
+        """NumPyro's ``init_kernel`` with :attr:`settings`, as ``numpyro.infer.HMC.init`` calls
+        it (vmapped over a batch of keys, one per chain); ``init_params=None`` starts from
+        ``potential.init_params``. Also sets NumPyro's sampler up for ``num_warmup``."""
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        init = self._functions.init
+        if init_params is None:
+            # MCMC.run calls init on every run, also when it continues from a post_warmup_state
+            # and discards the result: compute it compiled (once per kernel), and set NumPyro's
+            # sampler up for num_warmup by tracing only (no computation)
+            state = self._init_at_default(rng_key, num_warmup, model_args, model_kwargs)
+            jax.eval_shape(
+                lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
+                rng_key,
+                state.z,
+            )
+        else:  # as numpyro.infer.HMC.init computes it (eagerly)
+            state = self._states(init, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        self._initialized = True
+        return self.adjust(state)
+
+    def sample(self, state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
+        """One iteration of NumPyro's ``sample_kernel`` (vmapped when ``state`` holds one state
+        per chain, as :meth:`init` returns for a batch of keys)."""
+        if not self._initialized:
+            raise RuntimeError(f"{type(self).__name__}.init must run before sample.")
+        step = self._functions.sample
+        if jnp.ndim(state.i) > 0:
+            step = jax.vmap(step, in_axes=(0, None, None))
+        return self.adjust(step(state, model_args, model_kwargs))
 
 
 class HMC(_OnPotential, numpyro.infer.HMC):
@@ -116,8 +289,9 @@ class HMC(_OnPotential, numpyro.infer.HMC):
         self.metric_trajectory_length: float | None = kwargs.pop("metric_trajectory_length", None)
         self.identity_trajectory_length: float | None = kwargs.get("trajectory_length")
         self.dense_mass: bool = kwargs.get("dense_mass", False)
-        self.potential = potential
+        # numpyro.infer.HMC's public constructor: isinstance(kernel, numpyro.infer.HMC) holds
         super().__init__(potential_fn=potential.potential_fn, **kwargs)
+        self._setup(potential, "HMC", _settings(kwargs), kwargs.get("kinetic_fn"))
 
     def follow_metric(self, state: HMCState) -> HMCState:
         """``state`` with the trajectory length of its metric: ``metric_trajectory_length`` once
@@ -148,19 +322,9 @@ class HMC(_OnPotential, numpyro.infer.HMC):
         step = jnp.minimum(jnp.maximum(state.adapt_state.step_size, low), length)
         return state._replace(adapt_state=state.adapt_state._replace(step_size=step))
 
-    def init(
-        self,
-        rng_key: Any,
-        num_warmup: int,
-        init_params: Any = None,
-        model_args: tuple = (),
-        model_kwargs: dict | None = None,
-    ) -> HMCState:
-        state = super().init(rng_key, num_warmup, init_params, model_args, model_kwargs or {})
-        return self.bound_step_size(self.follow_metric(state))
-
-    def sample(self, state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
-        state = super().sample(state, model_args, model_kwargs)
+    def adjust(self, state: HMCState) -> HMCState:
+        """:meth:`bound_step_size` of :meth:`follow_metric`: applied after ``init`` and after
+        every ``sample``."""
         return self.bound_step_size(self.follow_metric(state))
 
 
@@ -171,5 +335,6 @@ class NUTS(_OnPotential, numpyro.infer.NUTS):
     def __init__(self, potential: FullBatchPotential, **kwargs: Any):
         check_potential(potential)
         kwargs = check_nuts_kwargs(kwargs)
-        self.potential = potential
         super().__init__(potential_fn=potential.potential_fn, **kwargs)
+        settings = _settings(kwargs, trajectory_length=None, num_steps=None)
+        self._setup(potential, "NUTS", settings, kwargs.get("kinetic_fn"))

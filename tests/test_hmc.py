@@ -249,3 +249,39 @@ def test_hmc_kernel_runs_the_chain_hmc_runs():
     b = mcmc.get_samples()
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
+
+
+@pytest.mark.parametrize("kind", ["HMC", "NUTS"])
+def test_kernels_are_numpyros_on_its_public_api(kind):
+    """bnn_ppl's HMC/NUTS give numpyro.infer.HMC/NUTS's draws bit for bit, also with every
+    private attribute NumPyro's constructor set deleted (they run NumPyro's public ``hmc()``);
+    without init_params they start from pot.init_params (what MCMC.run does after warmup)."""
+    import bnn_ppl.inference as bi
+
+    x, y = data()
+    pot = full_batch_potential(linear_model(), x, y)
+    # (a length the adapted step size stays below: HMC's step-size bounds never act)
+    kw = {"trajectory_length": 10.0, "step_size": 0.1} if kind == "HMC" else {"max_tree_depth": 3}
+    theirs = getattr(numpyro.infer, kind)(potential_fn=pot.potential_fn, **kw)
+    ours = getattr(bi, kind)(pot, **kw)
+    assert isinstance(ours, getattr(numpyro.infer, kind))
+    for name in [n for n in vars(theirs) if n.startswith("_")]:
+        delattr(ours, name)
+    fields = ("accept_prob", "num_steps", "energy", "adapt_state.step_size")
+    run = dict(num_warmup=20, num_samples=10, num_chains=2, chain_method="vectorized")
+    init = pot.init_params(jax.random.key(1), num_chains=2)
+    a = MCMC(theirs, **run, postprocess_fn=pot.postprocess_fn, progress_bar=False)
+    a.run(jax.random.key(0), init_params=init, extra_fields=fields)
+    b = MCMC(ours, **run, progress_bar=False)
+    b.run(jax.random.key(0), *pot.args, init_params=init, extra_fields=fields)
+    for got, want in [
+        (b.get_samples(), a.get_samples()),
+        (b.get_extra_fields(), a.get_extra_fields()),
+    ]:
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    assert "steps of size" in ours.get_diagnostics_str(jax.tree.map(lambda v: v[0], b.last_state))
+    c = MCMC(ours, **run, progress_bar=False, jit_model_args=True)
+    c.run(jax.random.key(2), *pot.args)
+    w = np.asarray(c.get_samples(group_by_chain=True)["Dense_0.kernel"])
+    assert w.shape == (2, 10, 2, 1) and np.all(np.isfinite(w)) and np.any(w[0] != w[1])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
+import numpyro.infer
 import pytest
 from flax import linen as nn
 from flax import nnx
@@ -41,18 +42,49 @@ def _model(network=None):
 
 
 # ------------------------------------------------------------------------ public API only
-def test_new_modules_use_no_private_numpyro_attribute():
-    """No ``x._name`` except on ``self``, and nothing private imported from numpyro."""
-    for name in NEW_MODULES:
+# the checkpoint modules, and the HMC/NUTS kernels they run (issue 16 item 3)
+PUBLIC_API_MODULES = [*NEW_MODULES, "hmc_kernels.py", "hmc.py"]
+NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
+
+
+def _numpyro_kernel_private_names():
+    """The private names of a NumPyro HMC/NUTS kernel: set by its constructor or on its class
+    (our HMC and NUTS subclass them, so ``self._name`` could be one of NumPyro's)."""
+    kernel = numpyro.infer.NUTS(potential_fn=lambda z: 0.0)
+    names = {*vars(kernel), *dir(numpyro.infer.NUTS), *dir(numpyro.infer.HMC)}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def test_public_api_modules_use_no_private_numpyro_attribute():
+    """No ``x._name`` except on ``self`` (and namedtuple's public ``_replace``/``_fields``...);
+    on ``self`` none of NumPyro's kernels' private names; no private name in ``getattr``; nothing
+    private imported from numpyro."""
+    numpyro_private = _numpyro_kernel_private_names()
+    assert {"_init_fn", "_sample_fn", "_algo", "_kinetic_fn"} <= numpyro_private
+    for name in PUBLIC_API_MODULES:
         tree = ast.parse((ROOT / "inference" / name).read_text())
         for node in ast.walk(tree):
+            where = f"{name}:{getattr(node, 'lineno', '?')}"
             if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
-                assert node.attr.startswith("__") or (
-                    isinstance(node.value, ast.Name) and node.value.id == "self"
-                ), f"{name}:{node.lineno}: private attribute .{node.attr}"
+                if node.attr.startswith("__") or node.attr in NAMEDTUPLE_API:
+                    continue
+                on_self = isinstance(node.value, ast.Name) and node.value.id == "self"
+                assert on_self, f"{where}: private attribute .{node.attr}"
+                assert node.attr not in numpyro_private, f"{where}: NumPyro's .{node.attr}"
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in {
+                "getattr", "setattr", "hasattr", "delattr"
+            }:  # fmt: skip
+                arg = node.args[1] if len(node.args) > 1 else None
+                text = arg.value if isinstance(arg, ast.Constant) else ""
+                assert not str(text).startswith("_"), f"{where}: {node.func.id}(..., {text!r})"
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("numpyro"):
                 bad = [a.name for a in node.names if a.name.startswith("_")]
-                assert not bad, f"{name}:{node.lineno}: imports private {bad} from numpyro"
+                bad += [p for p in node.module.split(".") if p.startswith("_")]
+                assert not bad, f"{where}: imports private {bad} from numpyro"
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    private = [p for p in a.name.split(".") if p.startswith("_")]
+                    assert not (a.name.startswith("numpyro") and private), f"{where}: {a.name}"
 
 
 # ------------------------------------------------------------------------ the store
