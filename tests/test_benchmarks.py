@@ -4,7 +4,8 @@ Each script is run as a user would run it (``python benchmarks/<name>.py --quick
 repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
-``memory`` and ``vs_blackjax`` run under ``-m slow`` only (20-60 s each on 2 cores).
+``memory``, ``vs_blackjax``, ``reference_mass_matrix`` and ``hmc_overhead`` run under
+``-m slow`` only (20-60 s each on 2 cores).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
@@ -64,7 +65,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 
 # the slowest smoke tests (ResNet compile for gpu.py, 20-60 s each on 2 cores) run under
 # ``-m slow`` only, to keep the default suite within its time budget
-SLOW_CASES = {"gpu", "memory", "vs_blackjax", "reference_mass_matrix"}
+SLOW_CASES = {"gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead"}
 
 
 @pytest.mark.parametrize(

@@ -251,7 +251,7 @@ def _scripts() -> list[str]:
 
 
 # runs that repeat another's code path on other data: -m slow only (suite time budget)
-SLOW_RUNS = {("compare_hmc_svi.py", "diabetes")}
+SLOW_RUNS = {("compare_hmc_svi.py", "diabetes"), ("reference.py", "default")}
 
 
 def _runs() -> list[Any]:
