@@ -61,7 +61,7 @@ from bnn_ppl.cli.feasible import (
     check_feasible,
 )
 from bnn_ppl.cli.parser import build_parser
-from bnn_ppl.cli.run import FITTERS, Fit, method_config
+from bnn_ppl.cli.run import Fit, method_config
 from bnn_ppl.cli.settings import (
     CHAIN_METHODS,
     CNN_MODELS,
@@ -92,7 +92,6 @@ __all__ = [
     "build_model",
     "CLIError",
     "Fit",
-    "FITTERS",
     "PROG",
     "MODELS",
     "METHODS",

@@ -28,7 +28,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -37,25 +37,38 @@ import bnn_ppl as bp
 from bnn_ppl.cli.build import _data_identity, _inputs_for, build_model, load_data
 from bnn_ppl.cli.console import printer
 from bnn_ppl.cli.feasible import check_feasible
-from bnn_ppl.cli.settings import CHAIN_METHODS, METHODS, NOISE_DEFAULT, PROG, run_settings
+from bnn_ppl.cli.settings import CHAIN_METHODS, NOISE_DEFAULT, PROG, run_settings
 from bnn_ppl.validation import DivergedError, InputValueError
 
 if TYPE_CHECKING:
-    from bnn_ppl.likelihoods import GaussianPrediction
+    from bnn_ppl.likelihoods import Prediction
 
 # JAX and bnn_ppl.runs (which loads JAX) are imported inside the functions that use them, so that
 # importing this module (``bnn-ppl --help``) stays fast.
 
 
 class Fit(NamedTuple):
-    """What a method returns: draws and test predictions (leading ``(chain, draw)`` axes when
-    ``chains``, else ``(draw,)``) and a JSON-able summary of the run."""
+    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (written as
+    ``posterior.nc``), whether its draws are Markov chains, and a JSON-able summary. The draws
+    and test predictions of ``samples.npz``/``predictions.npz`` are derived from the Posterior:
+    leading ``(chain, draw)`` axes when ``chains``, else one ``(draw,)`` axis."""
 
-    samples: dict[str, np.ndarray]
-    predictions: np.ndarray | GaussianPrediction
+    posterior: Any
     chains: bool
     summary: dict[str, Any]
-    posterior: Any  # a bnn_ppl.Posterior, written as posterior.nc
+
+    @property
+    def samples(self) -> dict[str, np.ndarray]:
+        post = self.posterior
+        return dict(post.samples) if self.chains else post.flat_samples()
+
+    @property
+    def predictions(self) -> Prediction:
+        from bnn_ppl.likelihoods import prediction_from_fields
+        from bnn_ppl.runs import flat_draws
+
+        pred = prediction_from_fields(dict(self.posterior.predictions))
+        return pred if self.chains else flat_draws(pred, True)
 
 
 def _diverged(s: Mapping[str, Any], what: str, value: Any, index: Any) -> InputValueError:
@@ -142,23 +155,7 @@ batch_size=None, map_steps=1000, init_scale=0.01, num_particles=1, num_samples=1
     return config.EnsembleConfig(num_members=s["members"], batch_size=s["batch_size"], **optimiser)
 
 
-def _predictions(post: Any, chains: bool) -> np.ndarray | GaussianPrediction:
-    """The Posterior's test predictions as the run folder stores them."""
-    from bnn_ppl.likelihoods import GaussianPrediction
-
-    p = post.predictions
-
-    def lead(a: np.ndarray) -> np.ndarray:
-        return a if chains else a.reshape(-1, *a.shape[2:])
-
-    if "probs" in p:
-        return lead(p["probs"])
-    return GaussianPrediction(lead(p["mean"]), lead(p["scale"]))
-
-
-def _fit(
-    model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str, progress: bool
-) -> Fit:
+def _fit(model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str) -> Fit:
     """Any method through :func:`bnn_ppl.fit`; with ``--checkpoint-every`` (hmc, nuts, sgmcmc)
     the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
     import jax
@@ -174,8 +171,6 @@ def _fit(
         }
     post = fit(model, data, method_config(s), jax.random.key(s["seed"]), **checkpoints)
     resumed = post.config.get("resumed_after_segment")
-    chains = s["method"] in CHAIN_METHODS
-    samples = post.samples if chains else post.flat_samples()
     summary: dict[str, Any] = {}
     if s["method"] in ("hmc", "nuts"):
         summary = {"chains": _chain_summary(post), "resumed_after_segment": resumed}
@@ -195,10 +190,7 @@ def _fit(
     else:
         final = np.asarray(post.trace["final_loss"])
         summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
-    return Fit(dict(samples), _predictions(post, chains), chains, summary, post)
-
-
-FITTERS: dict[str, Callable[..., Fit]] = dict.fromkeys(METHODS, _fit)
+    return Fit(post, s["method"] in CHAIN_METHODS, summary)
 
 
 def _describe_model(s: Mapping[str, Any]) -> str:
@@ -274,7 +266,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         with _flags_for_divergence(s):
-            fit = FITTERS[s["method"]](model, data, s, ns.out, not ns.quiet)
+            fit = _fit(model, data, s, ns.out)
     except KeyboardInterrupt:
         again = "resume from the last checkpoint" if s.get("checkpoint_every") else "start over"
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)
