@@ -36,8 +36,8 @@ import json
 import os
 import secrets
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import IO, Any
 
 import numpy as np
@@ -54,6 +54,7 @@ __all__ = [
     "load_npz",
     "sha256_bytes",
     "sha256_file",
+    "remove_temporaries",
 ]
 
 
@@ -76,6 +77,29 @@ def _create_temporary(folder: str, prefix: str) -> tuple[int, str]:
     raise FileExistsError(f"could not create a temporary file in {folder} (100 names taken).")
 
 
+def _temporary_prefix(path: str) -> str:
+    return f".{os.path.basename(path)}."
+
+
+def remove_temporaries(folder: str | os.PathLike, names: Sequence[str] | None = None) -> None:
+    """Delete the temporary files that killed atomic writes left in ``folder``
+    (``.<name>.<hex>.tmp``), of the files ``names`` only if given. Only for a folder no
+    other process is writing to."""
+    folder = os.fspath(folder)
+    if not os.path.isdir(folder):
+        return
+    wanted = None if names is None else {_temporary_prefix(n) for n in names}
+    hex_digits = set("0123456789abcdef")
+    for entry in os.listdir(folder):
+        stem, _, token = entry.removesuffix(".tmp").rpartition(".")
+        ours = entry.startswith(".") and entry.endswith(".tmp") and bool(token)
+        if not ours or not set(token) <= hex_digits:
+            continue
+        if wanted is None or f"{stem}." in wanted:
+            with suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, entry))
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
     """Create or replace ``path`` atomically; ``write(f)`` writes the content to binary file ``f``.
 
@@ -86,7 +110,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = _create_temporary(folder, f".{os.path.basename(path)}.")
+    fd, tmp = _create_temporary(folder, _temporary_prefix(path))
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -123,7 +147,7 @@ def atomic_write_path(path: str | os.PathLike) -> Iterator[str]:
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = _create_temporary(folder, f".{os.path.basename(path)}.")
+    fd, tmp = _create_temporary(folder, _temporary_prefix(path))
     try:
         mode = os.fstat(fd).st_mode & 0o7777  # 0666 less the umask (os.umask() is not thread-safe)
     finally:

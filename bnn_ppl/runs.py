@@ -48,21 +48,19 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.metadata
 import json
 import math
 import os
 import platform
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 import bnn_ppl
-from bnn_ppl.io import load_npz, read_json, save_npz, write_json
+from bnn_ppl.io import load_npz, read_json, remove_temporaries, save_npz, write_json
 from bnn_ppl.likelihoods import (
     Prediction,
     prediction_fields,
@@ -232,18 +230,6 @@ def _read_config(folder: str) -> dict[str, Any]:
     return cfg
 
 
-def _remove_temporaries(folder: str) -> None:
-    """Delete the temporaries of :mod:`bnn_ppl.io`'s atomic writes of the run's own files."""
-    if not os.path.isdir(folder):
-        return
-    names = (CONFIG, POSTERIOR, SAMPLES, PREDICTIONS, METRICS, EVALUATION)
-    pattern = re.compile(r"^\.(" + "|".join(map(re.escape, names)) + r")\.[0-9a-f]{16}\.tmp$")
-    for name in os.listdir(folder):
-        if pattern.match(name):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(folder, name))
-
-
 def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
     """Make ``folder`` the folder of the run ``config``; return whether it already was.
 
@@ -260,7 +246,7 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise InputValueError(f"--out {folder} exists and is not a folder.")
-    _remove_temporaries(folder)
+    remove_temporaries(folder, (CONFIG, POSTERIOR, SAMPLES, PREDICTIONS, METRICS, EVALUATION))
     if os.path.isdir(folder) and os.listdir(folder):
         if not os.path.exists(os.path.join(folder, CONFIG)):
             raise InputValueError(

@@ -132,8 +132,7 @@ class CheckpointStore:
             raise RuntimeError("use the CheckpointStore inside `with store:` (it holds the lock).")
 
     def _clean_temporaries(self) -> None:
-        for tmp in glob.glob(os.path.join(self.path, ".*.tmp")):
-            os.unlink(tmp)  # left by a killed atomic write; we hold the lock: nobody writes them
+        io.remove_temporaries(self.path)  # left by killed atomic writes; we hold the lock
 
     # ---------------------------------------------------------------- run.json
     def _check_run_file(self) -> None:
