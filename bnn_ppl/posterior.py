@@ -40,7 +40,7 @@ from bnn_ppl import _imports
 from bnn_ppl import io as _io
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["Posterior", "SAMPLE_STATS"]
+__all__ = ["Posterior", "SAMPLE_STATS", "MARKOV_METHODS"]
 
 SAMPLE_STATS = (
     "acceptance_rate",
@@ -52,6 +52,10 @@ SAMPLE_STATS = (
     "lp",
 )
 """The sample statistics a Posterior may carry (ArviZ's names), each of shape (chain, draw)."""
+
+MARKOV_METHODS = frozenset({"hmc", "nuts", "sgld", "sghmc", "sgnht", "atmc", "reference_hmc"})
+"""Methods whose chains are Markov chains (their ``(chain, draw)`` axes carry convergence
+diagnostics); the others' draws are independent (SVI's guide draws, an ensemble's members)."""
 
 _GROUPS = ("samples", "sample_stats", "predictions", "log_likelihood", "observed", "trace")
 
@@ -210,6 +214,12 @@ class Posterior:
     def num_draws(self) -> int:
         """Draws per chain."""
         return int(next(iter(self.samples.values())).shape[1])
+
+    @property
+    def is_markov(self) -> bool:
+        """Whether the draws are Markov chains (:data:`MARKOV_METHODS`): R-hat and ESS apply
+        per chain; otherwise the draws are independent and the chain axis is only a layout."""
+        return self.method in MARKOV_METHODS
 
     def flat_samples(self) -> dict[str, np.ndarray]:
         """The draws with one leading axis ``chain * draw`` (the layout of

@@ -1,6 +1,7 @@
 """The run folder of ``bnn-ppl run``: what it holds, how it is written, read back and checked.
 
-A run folder is written by :mod:`bnn_ppl.cli` and read by ``bnn-ppl evaluate`` and
+A run folder is written by :mod:`bnn_ppl.cli` and the examples (:func:`save_posterior` of a
+fitted :class:`~bnn_ppl.Posterior`) and read by ``bnn-ppl evaluate`` and
 ``bnn-ppl compare``. Every file goes through :mod:`bnn_ppl.io` (atomic writes; ``.npz`` without
 pickle, checked against its SHA-256 when read):
 
@@ -48,43 +49,62 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
 import json
 import math
 import os
-import platform
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-import bnn_ppl
-from bnn_ppl.io import load_npz, read_json, remove_temporaries, save_npz, write_json
+from bnn_ppl.io import load_npz, read_json, save_npz, write_json
 from bnn_ppl.likelihoods import (
     Prediction,
     prediction_fields,
     prediction_from_fields,
 )
 from bnn_ppl.metrics.suite import flat_draws, per_chain, predictive_metrics
+from bnn_ppl.run_config import (
+    CHECKPOINTS,
+    CONFIG,
+    EVALUATION,
+    FORMAT,
+    METRICS,
+    POSTERIOR,
+    PREDICTIONS,
+    PROGRESS,
+    SAMPLES,
+    SCHEMA_VERSION,
+    array_sha256,
+    claim,
+    config_differences,
+    data_identity,
+    make_config,
+    read_config,
+    versions,
+)
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "FORMAT",
     "SCHEMA_VERSION",
     "CONFIG",
+    "POSTERIOR",
     "SAMPLES",
     "PREDICTIONS",
     "METRICS",
     "EVALUATION",
+    "PROGRESS",
     "CHECKPOINTS",
     "Run",
     "versions",
     "array_sha256",
+    "data_identity",
     "make_config",
     "config_differences",
     "claim",
     "save_results",
+    "save_posterior",
     "load_run",
     "flat_draws",
     "per_chain",
@@ -92,18 +112,7 @@ __all__ = [
     "check_comparable",
 ]
 
-FORMAT = "bnn_ppl.run"
-SCHEMA_VERSION = 1
-CONFIG = "config.json"
-SAMPLES = "samples.npz"
-PREDICTIONS = "predictions.npz"
-METRICS = "metrics.json"
-POSTERIOR = "posterior.nc"
-EVALUATION = "evaluation.json"
-CHECKPOINTS = "checkpoints"
-
 _RECORD_KEYS = ("files", "layout", "num_chains", "num_draws", "task", "metrics")
-_PACKAGES = ("jax", "jaxlib", "numpyro", "flax", "optax", "numpy", "arviz")
 
 
 class Run(NamedTuple):
@@ -151,119 +160,6 @@ class Run(NamedTuple):
     def y_std(self) -> float:
         """The training targets' standard deviation (1 for classification)."""
         return float(self.record.get("y_std", 1.0))
-
-
-# ------------------------------------------------------------------------------ describing
-def versions() -> dict[str, str]:
-    """Versions of bnn_ppl, Python and the libraries a run's numbers depend on."""
-    out = {"bnn_ppl": bnn_ppl.__version__, "python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
-def array_sha256(*arrays: Any) -> str:
-    """SHA-256 of the shapes, dtypes and bytes of ``arrays`` (a data fingerprint)."""
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(np.asarray(a))
-        h.update(f"{a.shape}{a.dtype}".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def make_config(
-    arguments: Mapping[str, Any],
-    *,
-    data: Mapping[str, Any],
-    model: Mapping[str, Any] | None = None,
-    environment: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The ``config.json`` of a run: its options, its data's identity, the model's size, where
-    it ran from (``environment``: paths) and the library versions. Only ``arguments`` and
-    ``data`` are compared by :func:`claim`; the rest may change between a run and its resume."""
-    return {
-        "format": FORMAT,
-        "schema_version": SCHEMA_VERSION,
-        "arguments": dict(arguments),
-        "data": dict(data),
-        "model": dict(model or {}),
-        "environment": dict(environment or {}),
-        "versions": versions(),
-    }
-
-
-def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """One line per differing option or data field between two run configs (versions and the
-    model summary are not compared: they follow from the rest)."""
-    lines = []
-    for section, prefix in (("arguments", ""), ("data", "data.")):
-        a, b = saved.get(section) or {}, new.get(section) or {}
-        for key in sorted(set(a) | set(b), key=str):
-            old, now = a.get(key, "(absent)"), b.get(key, "(absent)")
-            if old != now:
-                lines.append(f"  {prefix}{key}: {old!r} ({CONFIG}) != {now!r} (this run)")
-    return lines
-
-
-def _read_config(folder: str) -> dict[str, Any]:
-    path = os.path.join(folder, CONFIG)
-    try:
-        cfg = read_json(path)
-    except FileNotFoundError:
-        raise InputValueError(
-            f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass the --out folder "
-            "of a `bnn-ppl run`."
-        ) from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
-    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
-        raise InputValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
-    if cfg.get("schema_version") != SCHEMA_VERSION:
-        raise InputValueError(
-            f"{path} has schema version {cfg.get('schema_version')!r}; this bnn_ppl reads "
-            f"version {SCHEMA_VERSION}. Use the bnn_ppl version that wrote it."
-        )
-    return cfg
-
-
-def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
-    """Make ``folder`` the folder of the run ``config``; return whether it already was.
-
-    A new or empty folder gets ``config.json``. A folder written by the same configuration is
-    reused (a killed run resumes from its checkpoints; a finished one is redone with the same
-    result, its files replaced atomically, so a kill meanwhile leaves the finished results
-    readable). Temporary files that a killed write left behind (``.<name>.<hex>.tmp`` of the
-    run's own files) are removed first; a folder holding nothing else counts as new.
-
-    Raises:
-        ValueError: the folder holds a run with a different configuration (every differing
-            option is named with both values), or files that are not a bnn-ppl run.
-    """
-    folder = os.fspath(folder)
-    if os.path.exists(folder) and not os.path.isdir(folder):
-        raise InputValueError(f"--out {folder} exists and is not a folder.")
-    remove_temporaries(folder, (CONFIG, POSTERIOR, SAMPLES, PREDICTIONS, METRICS, EVALUATION))
-    if os.path.isdir(folder) and os.listdir(folder):
-        if not os.path.exists(os.path.join(folder, CONFIG)):
-            raise InputValueError(
-                f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
-                "choose a new or empty folder."
-            )
-        saved = _read_config(folder)
-        diff = config_differences(saved, config)
-        if diff:
-            raise InputValueError(
-                f"--out {folder} holds a run with a different configuration; refusing to reuse "
-                "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
-                "original options."
-            )
-        return True
-    write_json(os.path.join(folder, CONFIG), dict(config))
-    return False
 
 
 # ---------------------------------------------------------------------------------- results
@@ -328,6 +224,50 @@ def save_results(
     return record
 
 
+def save_posterior(
+    folder: str | os.PathLike,
+    posterior: Any,
+    *,
+    y_std: float = 1.0,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write a fitted :class:`~bnn_ppl.Posterior` as a run folder's results: ``posterior.nc``,
+    then :func:`save_results` (``samples.npz``, ``predictions.npz``, ``metrics.json``).
+
+    The folder must be claimed first (:func:`claim`). Markov chains keep their ``(chain,
+    draw)`` layout; independent draws (SVI, ensembles, MAP) are written as one ``draw`` axis.
+    The test targets and predictions are the Posterior's (``fit`` with test data adds them).
+
+    Args:
+        folder: the run folder.
+        posterior: what :func:`bnn_ppl.inference.fit` returned, with test data.
+        y_std: the training targets' standard deviation (regression metrics in original units).
+        extra: more JSON-able entries for ``metrics.json``; ``method`` is added.
+
+    Raises:
+        ValueError: the Posterior holds no test predictions or targets.
+    """
+    if not posterior.predictions or "y_test" not in posterior.observed:
+        raise InputValueError(
+            "the Posterior holds no test predictions and targets; fit it with test data "
+            "(a Dataset, or (x, y, x_test, y_test)) or call posterior.with_data(...)."
+        )
+    folder = os.fspath(folder)
+    posterior.save(os.path.join(folder, POSTERIOR))  # before metrics.json, the commit record
+    pred = prediction_from_fields(dict(posterior.predictions))
+    chains = posterior.is_markov
+    return save_results(
+        folder,
+        samples=dict(posterior.samples) if chains else posterior.flat_samples(),
+        predictions=pred if chains else flat_draws(pred, True),
+        targets=posterior.observed["y_test"],
+        chains=chains,
+        task="classification" if "probs" in posterior.predictions else "regression",
+        y_std=y_std,
+        extra={"method": posterior.method, **dict(extra or {})},
+    )
+
+
 def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
     """Read a finished run folder (checksums checked, nothing unpickled).
 
@@ -344,7 +284,7 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         raise InputValueError(
             f"run folder {folder} does not exist (pass the --out of a bnn-ppl run)."
         )
-    config = _read_config(folder)
+    config = read_config(folder)
     path = os.path.join(folder, METRICS)
     try:
         record = read_json(path)

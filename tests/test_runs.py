@@ -1,0 +1,58 @@
+"""Run folders written from a fitted Posterior (``runs.save_posterior``): what the examples and
+the CLI write, and what ``bnn-ppl evaluate`` reads."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from conjugate import data, linear_model
+
+from bnn_ppl import cli, runs
+from bnn_ppl import config as cfg
+from bnn_ppl.data import Dataset
+from bnn_ppl.inference import fit
+from bnn_ppl.metrics.suite import flat_draws
+from bnn_ppl.likelihoods import prediction_from_fields
+
+
+def _dataset() -> Dataset:
+    x, y = data(n=40)
+    z = np.zeros(x.shape[1], np.float32)
+    return Dataset("conjugate", x[:30], y[:30], x[30:], y[30:], 0, z, z + 1, 0.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [cfg.HMCConfig(num_warmup=30, num_samples=20, num_chains=2),
+     cfg.EnsembleConfig(num_members=3, num_steps=100, learning_rate=0.05)],
+    ids=["hmc", "ensemble"],
+)  # fmt: skip
+def test_a_posterior_becomes_a_run_folder_that_evaluate_reads(tmp_path, config, capsys):
+    d = _dataset()
+    post = fit(linear_model(), d, config, jax.random.key(0))
+    folder = tmp_path / "run"
+    claimed = runs.claim(folder, runs.make_config(config.to_dict(), data=runs.data_identity(d)))
+    assert claimed is False
+    record = runs.save_posterior(folder, post, y_std=d.y_std, extra={"note": "test"})
+    run = runs.load_run(folder, samples=True)
+    # Markov chains keep their chains; an ensemble's members are independent draws
+    assert (run.chains, run.num_chains, run.num_draws) == (
+        (True, 2, 40) if config.method == "hmc" else (False, 1, 3)
+    )
+    assert record["method"] == config.method and record["note"] == "test"
+    flat = flat_draws(prediction_from_fields(dict(post.predictions)), True)
+    expected = runs.predictive_metrics(flat, d.y_test, task="regression", y_std=d.y_std)
+    assert run.record["metrics"] == pytest.approx(expected, rel=1e-6)
+    np.testing.assert_array_equal(run.targets, d.y_test)
+    assert runs.load_run(folder).config["data"]["test_sha256"] == runs.array_sha256(d.x_test,
+                                                                                   d.y_test)
+    assert cli.main(["evaluate", str(folder)]) == 0
+    assert "rmse" in capsys.readouterr().out
+
+
+def test_a_posterior_without_test_data_is_refused(tmp_path):
+    x, y = data(n=30)
+    post = fit(linear_model(), (x, y), cfg.MAPConfig(num_steps=10), jax.random.key(0))
+    with pytest.raises(ValueError, match="no test predictions"):
+        runs.save_posterior(tmp_path, post)
