@@ -72,9 +72,6 @@ __all__ = [
     "NoiseAverage",
     "noise_average_init",
     "noise_average_update",
-    "normal_like",
-    "tree_mean",
-    "tree_max",
 ]
 
 
@@ -261,29 +258,3 @@ def noise_average_update(
     debias = 1 - decay ** count.astype(jnp.result_type(float))
     est = jax.tree.map(lambda v: v / debias.astype(v.dtype), value)
     return NoiseAverage(value, count), est
-
-
-# --------------------------------------------------------------------------- tree helpers
-def normal_like(rng_key: PRNGKey, tree: PyTree) -> PyTree:
-    """Independent standard normals in the structure, shapes and dtypes of ``tree``."""
-    leaves, treedef = jax.tree.flatten(tree)
-    keys = jax.random.split(rng_key, len(leaves))
-    return jax.tree.unflatten(
-        treedef,
-        [
-            jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
-            for k, x in zip(keys, leaves, strict=True)
-        ],
-    )
-
-
-def tree_mean(tree: PyTree) -> Array:
-    """Mean of all scalars in ``tree`` (every leaf's entries weighted equally)."""
-    leaves = jax.tree.leaves(tree)
-    total = sum(jnp.sum(x) for x in leaves)
-    return total / sum(jnp.size(x) for x in leaves)
-
-
-def tree_max(tree: PyTree) -> Array:
-    """Largest scalar in ``tree``."""
-    return jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(tree)]))
