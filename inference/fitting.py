@@ -88,7 +88,7 @@ def _numpy(tree: Any) -> dict[str, np.ndarray]:
 
 
 def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.hmc import hmc, nuts
+    from bnn_ppl.inference.hmc_drivers import hmc, nuts
     from bnn_ppl.inference.to_posterior import from_mcmc
 
     common = {
