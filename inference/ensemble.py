@@ -34,6 +34,7 @@ import jax
 import optax
 
 from bnn_ppl import validation
+from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.inference.minibatch import epoch_init, next_batch
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.svi import default_optimizer
@@ -184,7 +185,7 @@ def map_estimate(
     init_key, fit_key = jax.random.split(key)
     u0 = pot.init_params(init_key, method=init_method) if init is None else pot.unconstrain(init)
     result = jax.jit(fit)(fit_key, u0, pot.data)
-    validation.check_finite_result("map_estimate", result.losses, result.params)
+    check_finite_result("map_estimate", result.losses, result.params)
     return result
 
 
@@ -239,5 +240,5 @@ def deep_ensemble(
     split = jax.vmap(jax.random.split)(keys)
     u0 = jax.vmap(lambda k: pot.init_params(k, method=init_method))(split[:, 0])
     result = jax.jit(jax.vmap(fit, in_axes=(0, 0, None)))(split[:, 1], u0, pot.data)
-    validation.check_finite_result("deep_ensemble", result.losses, result.params)
+    check_finite_result("deep_ensemble", result.losses, result.params)
     return result

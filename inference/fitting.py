@@ -53,6 +53,7 @@ from bnn_ppl.config import (
     _SGMCMCConfig,
 )
 from bnn_ppl.data import Dataset
+from bnn_ppl.divergence import DivergedError
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -212,7 +213,7 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
     """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
     for name, value in samples.items():
         if not np.all(np.isfinite(value)):
-            raise validation.DivergedError(
+            raise DivergedError(
                 c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
             )
     return Posterior(c.method, samples, config=c.to_dict() | extra)

@@ -48,7 +48,6 @@ from bnn_ppl import validation
 from bnn_ppl.inference.gradients import (
     GradFn,
     GradientEstimator,
-    check_batch_size,
     full_batch_estimator,
     gradient_estimator,
 )
@@ -178,7 +177,8 @@ class SGMCMCKernel(MCMCKernel):
             )
         self.potential = potential
         self.potential_fn = potential_fn
-        self.batch_size = check_batch_size(
+        self.batch_size = validation.check_batch_size(
+            "batch_size",
             batch_size,
             potential.num_data if potential is not None else None,
             2 if self._noise else 1,

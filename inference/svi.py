@@ -43,6 +43,7 @@ from numpyro.infer.initialization import init_to_sample, init_to_value
 from numpyro.optim import optax_to_numpyro
 
 from bnn_ppl import validation
+from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError
@@ -150,5 +151,5 @@ def svi_mean_field(
     )
     key = jax.random.key(0) if rng_key is None else rng_key
     result = svi.run(key, num_steps, x, y, progress_bar=progress_bar)
-    validation.check_finite_result("svi_mean_field", result.losses, result.params)
+    check_finite_result("svi_mean_field", result.losses, result.params)
     return SVIResult(guide=guide, params=result.params, losses=result.losses)
