@@ -43,6 +43,7 @@ __all__ = [
     "check_same_length",
     "check_labels",
     "check_batch_size",
+    "renamed_argument",
     "check_init_values",
 ]
 
@@ -326,6 +327,19 @@ def check_batch_size(
             f"pass {name} <= {num_data}, or {name}=None for full-batch gradients."
         )
     return batch_size
+
+
+def renamed_argument(old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of an argument renamed from ``old`` to ``new`` (both default ``None``): the old
+    name still works, with a ``DeprecationWarning``; both at once is an error."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise InputValueError(f"{old} is the old name of {new}; pass {new} alone.")
+    import warnings
+
+    warnings.warn(f"{old} is renamed {new}; pass {new}=...", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, Any]:

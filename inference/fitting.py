@@ -127,7 +127,7 @@ def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
     kwargs = {
         "num_steps": c.num_steps,
         "learning_rate": c.learning_rate,
-        "minibatch_size": c.batch_size,
+        "batch_size": c.batch_size,
         "init_method": c.init_method,
         "rng_key": key,
         "chunk_size": c.chunk_size,
@@ -153,7 +153,7 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
             d.y,
             num_steps=c.map_steps,
             learning_rate=c.learning_rate,
-            minibatch_size=c.batch_size,
+            batch_size=c.batch_size,
             init_method=c.init_method,
             rng_key=map_key,
             chunk_size=c.chunk_size,
@@ -167,7 +167,7 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
         learning_rate=c.learning_rate,
         init_scale=c.init_scale,
         init_loc=init_loc,
-        minibatch_size=c.batch_size,
+        batch_size=c.batch_size,
         num_particles=c.num_particles,
         rng_key=svi_key,
     )
@@ -190,7 +190,7 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
     step, extra = c.step_size, {}
     if step is None:
         found = inference.map_estimate(
-            model, d.x, d.y, num_steps=c.map_steps, minibatch_size=batch,
+            model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
             init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
         )  # fmt: skip
         scales = inference.gradient_scales(
