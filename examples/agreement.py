@@ -49,7 +49,8 @@ from numpyro.infer import MCMC
 
 import bnn_ppl as bp
 from bnn_ppl.inference import SGHMC, full_batch_potential
-from bnn_ppl.inference.schedules import cycle_end_samples, cyclical_cosine
+from bnn_ppl.inference.cycles import cycle_end_samples
+from bnn_ppl.inference.schedules import cyclical_cosine
 from bnn_ppl.io import write_json
 from bnn_ppl.plots import save_figure
 
