@@ -187,7 +187,7 @@ class SGMCMCKernel(MCMCKernel):
         )
         self._num_warmup = 0
         self._vectorized = False
-        self._sample_fn = None
+        self._initial: SGMCMCState | None = None  # the state init returned last
 
     # ---------------------------------------------------------------------- plumbing
     def _estimator(self, model_args: tuple) -> GradientEstimator:
@@ -253,10 +253,16 @@ class SGMCMCKernel(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> SGMCMCState:
-        if init_params is None and self.potential is None:
-            raise InputValueError("init_params are required with potential_fn.")
         self._num_warmup = validation.check_int("num_warmup", num_warmup, minimum=0)
         self._check_init(self._num_warmup)
+        self._vectorized = not is_prng_key(rng_key)
+        if init_params is None and self.potential is None:
+            # MCMC.run calls init on every run, also when it continues from a
+            # post_warmup_state, and then discards the state (NumPyro's public contract for an
+            # MCMCKernel; its own kernels skip the call through a private attribute)
+            if self._initial is None:
+                raise InputValueError("init_params are required with potential_fn.")
+            return self._initial
         est = self._estimator(model_args)
 
         def one(key: PRNGKey, params: Any) -> SGMCMCState:
@@ -270,13 +276,13 @@ class SGMCMCKernel(MCMCKernel):
             info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
             return zero._replace(info=info)
 
-        self._vectorized = not is_prng_key(rng_key)
-        self._sample_fn = self.sample
-        if self._vectorized:
-            if init_params is None:
-                return jax.vmap(lambda k: one(k, None))(rng_key)
-            return jax.vmap(one)(rng_key, init_params)
-        return one(rng_key, init_params)
+        if not self._vectorized:
+            self._initial = one(rng_key, init_params)
+        elif init_params is None:
+            self._initial = jax.vmap(lambda k: one(k, None))(rng_key)
+        else:
+            self._initial = jax.vmap(one)(rng_key, init_params)
+        return self._initial
 
     def sample(self, state: SGMCMCState, model_args: tuple, model_kwargs: dict) -> SGMCMCState:
         est = self._estimator(model_args)
