@@ -23,12 +23,12 @@ Example:
     >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
     >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
     >>> folder = tempfile.mkdtemp()
-    >>> post = fit(model, (x, 2 * x[:, 0], x[:5], 2 * x[:5, 0]), HMCConfig(num_warmup=50,
-    ...            num_samples=10), jax.random.key(0), checkpoint_dir=folder, checkpoint_every=5)
+    >>> post = fit(model, (x, 2 * x[:, 0], x[:5], 2 * x[:5, 0]), HMCConfig(num_warmup=10,
+    ...            num_samples=4), jax.random.key(0), checkpoint_dir=folder, checkpoint_every=2)
     >>> with open(os.path.join(folder, "progress.jsonl")) as f:
     ...     lines = [json.loads(line) for line in f]
     >>> [(p["segment"], p["draws"]) for p in lines], sorted(k for k in lines[0] if "test" in k)
-    ([(1, 5), (2, 10)], ['test_nll', 'test_rmse'])
+    ([(1, 2), (2, 4)], ['test_nll', 'test_rmse'])
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``).
 Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
 and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
 ``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``; its class sets
-:attr:`SGMCMCKernel._init_fn` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
+:attr:`SGMCMCKernel._kernel_init` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
 first ``num_warmup`` steps of ``MCMC``: burn-in with the same dynamics, where pSGLD adapts its
 preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the friction of SGHMC,
 SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
@@ -100,7 +100,7 @@ Step = Callable[[PRNGKey, Any, GradFn, Array, Array], tuple[Any, Any]]
 class SGMCMCKernel(MCMCKernel):
     """Base of the SG-MCMC kernels: potential, data, schedule and chains; see the module doc.
 
-    Subclasses set :attr:`_init_fn` (``position -> kernel state``) and :attr:`_step` (see
+    Subclasses set :attr:`_kernel_init` (``position -> kernel state``) and :attr:`_step` (see
     :data:`Step`) in ``__init__``, and :attr:`_noise` (whether their gradient estimates carry a
     noise variance) before calling ``super().__init__``.
 
@@ -122,7 +122,7 @@ class SGMCMCKernel(MCMCKernel):
 
     sample_field = "z"
     model = None  # no NumPyro model: the kernel runs on a potential (ArviZ reads this)
-    _init_fn: Callable[[Params], Any]
+    _kernel_init: Callable[[Params], Any]
     _step: Step
     _noise: bool = False
 
@@ -269,7 +269,7 @@ class SGMCMCKernel(MCMCKernel):
             key, init_key, stream_key = jax.random.split(key, 3)
             if params is None:
                 params = self.potential.init_params(init_key, method=self.init_method)
-            kernel_state = self._init_fn(params)
+            kernel_state = self._kernel_init(params)
             stream = est.init(stream_key)
             zero = SGMCMCState(jnp.zeros((), jnp.int32), kernel_state, None, stream, key)
             info_shape = jax.eval_shape(lambda s: self._one_step(s, est).info, zero)

@@ -43,8 +43,9 @@ def _model(network=None):
 
 
 # ------------------------------------------------------------------------ public API only
-# the checkpoint modules, and the HMC/NUTS kernels they run (issue 16 item 3)
-PUBLIC_API_MODULES = [*NEW_MODULES, "hmc_kernels.py", "hmc.py"]
+# the checkpoint modules, and the HMC/NUTS and SG-MCMC kernels they run (issue 16 item 3)
+SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"]
+PUBLIC_API_MODULES = [*NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc.py", *SGMCMC_MODULES]
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
 
@@ -86,6 +87,29 @@ def test_public_api_modules_use_no_private_numpyro_attribute():
                 for a in node.names:
                     private = [p for p in a.name.split(".") if p.startswith("_")]
                     assert not (a.name.startswith("numpyro") and private), f"{where}: {a.name}"
+
+
+def test_sgmcmc_kernels_continue_from_post_warmup_state_without_a_private_hook():
+    """MCMC.run calls kernel.init again when it continues from post_warmup_state (the SG-MCMC
+    kernels set none of NumPyro's private attributes): a run continued in two parts equals one
+    run, also with a bare potential_fn (no init_params on the second part)."""
+    import jax.numpy as jnp
+    from numpyro.infer import MCMC
+
+    from bnn_ppl.inference import SGLD
+
+    def run(num_samples):
+        kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z**2), step_size=0.05)
+        mcmc = MCMC(kernel, num_warmup=5, num_samples=num_samples, progress_bar=False)
+        mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
+        return mcmc
+
+    one, two = run(6), run(3)
+    first = two.get_samples()
+    two.post_warmup_state = two.last_state
+    two.run(two.last_state.rng_key)
+    both = np.concatenate([first, two.get_samples()])
+    np.testing.assert_array_equal(both, one.get_samples())
 
 
 # ------------------------------------------------------------------------ the store
