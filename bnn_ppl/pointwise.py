@@ -38,7 +38,7 @@ from bnn_ppl.predictive import flatten_samples, predict
 from bnn_ppl.types import Array, Params
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["log_likelihood", "attach_data"]
+__all__ = ["log_likelihood", "chain_predictions", "attach_data"]
 
 
 @partial(jax.jit, static_argnames=("model", "n"))
@@ -48,6 +48,13 @@ def _rows(model: BNN, flat: Params, xc: Array, yc: Array, n: int) -> Array:
         return per_chunk.reshape(-1)[:n]
 
     return jax.lax.map(one_draw, flat)
+
+
+def _leading_axes(model: BNN, samples: Params, x: Any) -> tuple[int, ...]:
+    """The draws' leading axes: ``(draw,)`` or ``(chain, draw)``."""
+    site, d = next(iter(model.sites(x).items()))
+    shape = np.shape(samples[site])
+    return shape[: len(shape) - len(d.event_shape)]
 
 
 def log_likelihood(
@@ -71,9 +78,7 @@ def log_likelihood(
     n = x.shape[0]
     chunk = n if chunk_size is None else min(validation.check_int("chunk_size", chunk_size), n)
     flat = flatten_samples(model, samples, x)  # checks the sites' shapes and finiteness
-    site, d = next(iter(model.sites(x).items()))
-    shape = np.shape(samples[site])
-    lead = shape[: len(shape) - len(d.event_shape)]
+    lead = _leading_axes(model, samples, x)
     num_chunks = -(-n // chunk)
     pad = num_chunks * chunk - n
     if pad:  # padded rows repeat row 0 (valid targets for every likelihood) and are cut off
@@ -83,6 +88,18 @@ def log_likelihood(
     yc = jnp.asarray(y).reshape(num_chunks, chunk, *y.shape[1:])
     out = np.asarray(_rows(model, flat, xc, yc, n))
     return out.reshape(*lead, n)
+
+
+def chain_predictions(
+    model: BNN, samples: Params, x: Any, *, chunk_size: int | None = None
+) -> dict[str, np.ndarray]:
+    """:func:`bnn_ppl.predict` at ``x`` for draws ``(chain, draw, ...)``, as a Posterior's
+    ``predictions``: ``{"probs": ...}`` or the prediction's fields, each ``(chain, draw, n, ...)``.
+    """
+    out = predict(model, samples, x, chunk_size=chunk_size)  # checks the draws
+    lead = _leading_axes(model, samples, x)
+    named = {"probs": out} if not hasattr(out, "_fields") else out._asdict()
+    return {k: np.asarray(v).reshape(*lead, *v.shape[1:]) for k, v in named.items()}
 
 
 def attach_data(
@@ -123,17 +140,13 @@ def attach_data(
         raise InputTypeError(f"posterior must be a Posterior, got {type(posterior).__name__}.")
     if y_test is not None and x_test is None:
         raise validation.InputValueError("y_test was given without x_test; pass both.")
-    lead = (posterior.num_chains, posterior.num_draws)
     samples = posterior.samples
     _, y = model.check_data(x, y)
     observed = {"y": y}
     loglik = {"y": log_likelihood(model, samples, x, y, chunk_size=chunk_size)}
     predictions: dict[str, np.ndarray] = {}
     if x_test is not None:
-        flat = posterior.flat_samples()
-        out = predict(model, flat, x_test, chunk_size=chunk_size)
-        named = {"probs": out} if not hasattr(out, "_fields") else out._asdict()
-        predictions = {k: np.asarray(v).reshape(*lead, *v.shape[1:]) for k, v in named.items()}
+        predictions = chain_predictions(model, samples, x_test, chunk_size=chunk_size)
         if y_test is not None:
             _, y_test = model.check_data(x_test, y_test)
             observed["y_test"] = y_test

@@ -4,7 +4,9 @@
 * :func:`model_potential` - the same for any NumPyro model with a data plate.
 * :class:`HMC`, :class:`NUTS` - NumPyro's kernels on that potential, data as jit arguments.
 * :func:`hmc`, :func:`nuts` - one call from ``(model, x, y)`` to a finished ``numpyro.infer.MCMC``.
-* :func:`run_chain` - checkpointed, resumable runs with streamed samples and predictions.
+* :func:`fit` - one driver from a model and data to a :class:`bnn_ppl.Posterior`, for every
+  method; MCMC and SG-MCMC runs checkpoint and resume bit-exactly with ``checkpoint_dir`` and
+  log ``progress.jsonl`` there (:mod:`fit_checkpoint`).
 * :func:`run_segments` - checkpoint and resume for any NumPyro ``MCMCKernel`` on NumPyro's
   public API (what ``fit(..., checkpoint_dir=...)`` uses; :mod:`resume`).
 * :class:`SGLD`, :class:`SGHMC`, :class:`SGNHT`, :class:`ATMC` - SG-MCMC kernels for NumPyro's
@@ -23,17 +25,6 @@
 
 from bnn_ppl.inference import cycles, schedules
 from bnn_ppl.inference.atmc import ATMC
-from bnn_ppl.inference.checkpoint import (
-    ChainResult,
-    SegmentInfo,
-    iter_segments,
-    load_bma,
-    load_extra_fields,
-    load_predictions,
-    load_samples,
-    run_chain,
-    run_config,
-)
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
 from bnn_ppl.inference.fitting import FitData, fit
 from bnn_ppl.inference.gradients import (
@@ -58,13 +49,11 @@ from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, check_accur
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
 from bnn_ppl.inference.sgnht import SGNHT
 from bnn_ppl.inference.step_size import GradientScales, gradient_scales, recommended_step_size
-from bnn_ppl.inference.streaming import RunningBMA
 from bnn_ppl.inference.svi import SVIResult, svi_mean_field
 from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
 
 __all__ = [
     "ATMC",
-    "ChainResult",
     "ConvergenceCheck",
     "FitData",
     "FullBatchPotential",
@@ -79,7 +68,6 @@ __all__ = [
     "NUTS",
     "ReferenceNotConvergedWarning",
     "ReferenceRun",
-    "RunningBMA",
     "SGHMC",
     "SGLD",
     "SGMCMCAccuracyWarning",
@@ -87,7 +75,6 @@ __all__ = [
     "SGMCMCState",
     "SGNHT",
     "SVIResult",
-    "SegmentInfo",
     "ShardedData",
     "as_posterior",
     "deep_ensemble",
@@ -102,19 +89,12 @@ __all__ = [
     "gradient_estimator",
     "gradient_scales",
     "hmc",
-    "iter_segments",
     "model_potential",
-    "load_bma",
-    "load_extra_fields",
-    "load_predictions",
-    "load_samples",
     "map_estimate",
     "nuts",
     "recommended_step_size",
     "reference_hmc",
-    "run_chain",
     "run_segments",
-    "run_config",
     "schedules",
     "cycles",
     "svi_mean_field",

@@ -322,7 +322,7 @@ class ATMC(SGMCMCKernel):
         self.momentum_noise, self.mass = float(momentum_noise), float(mass)
         self.noise_share = float(noise_share)
         self.c = None if c is None else float(c)
-        self._init_fn = init
+        self._kernel_init = init
         self._step = step
         warn_minibatch_settings(self, self._noise, thermostat=True)
 

@@ -7,7 +7,8 @@ kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.
 :class:`~bnn_ppl.inference.checkpoint_store.CheckpointStore` keyed by the run's fingerprint
 (:mod:`bnn_ppl.inference.fingerprint`): a rerun with the same arguments resumes after the
 newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
-config, data, seed or network is refused naming the differing field.
+config, data, seed or network is refused naming the differing field. The folder also holds
+``progress.jsonl``, the running metrics after each segment (:mod:`~bnn_ppl.inference.progress_log`).
 
 Example:
     >>> import jax, numpy as np, tempfile
@@ -129,6 +130,7 @@ def fit_checkpointed(
     from bnn_ppl.inference.cycles import keep_cycle_ends
     from bnn_ppl.inference.fingerprint import run_fingerprint
     from bnn_ppl.inference.fitting import sgmcmc_posterior
+    from bnn_ppl.inference.progress_log import ProgressLog
     from bnn_ppl.inference.resume import run_segments
     from bnn_ppl.inference.to_posterior import from_draws
 
@@ -137,8 +139,19 @@ def fit_checkpointed(
     plan, pot, init, run_key, extra = make(model, d, config, key)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     fingerprint = run_fingerprint(config.to_dict(), d.x, d.y, key, pot.potential_fn, one)
+    log = ProgressLog(
+        checkpoint_dir,
+        model,
+        d.x_test,
+        d.y_test,
+        thinning=1 if sg else config.thinning,
+        cycle_length=config.cycle_length if sg else None,
+        chunk_size=config.chunk_size,
+        y_std=d.y_std,
+    )
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
-        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every)
+        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log)
+        log.write()  # (complete already, unless a kill came between a commit and its line)
     # how the run went (not part of the fingerprint): resumed after which segment, if any
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
     if sg:

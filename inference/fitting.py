@@ -63,17 +63,19 @@ __all__ = ["FitData", "fit"]
 
 
 class FitData(NamedTuple):
-    """What :func:`fit` fits to (``x``, ``y``) and, optionally, evaluates at."""
+    """What :func:`fit` fits to (``x``, ``y``) and, optionally, evaluates at (``y_std``: the
+    targets' scale, for test metrics in original units)."""
 
     x: Any
     y: Any
     x_test: Any = None
     y_test: Any = None
+    y_std: float = 1.0
 
 
 def _fit_data(data: Any) -> FitData:
     if isinstance(data, Dataset):
-        return FitData(data.x_train, data.y_train, data.x_test, data.y_test)
+        return FitData(data.x_train, data.y_train, data.x_test, data.y_test, float(data.y_std))
     if isinstance(data, tuple) and len(data) in (2, 3, 4):
         return FitData(*data)
     raise InputTypeError(
@@ -268,7 +270,9 @@ def fit(
             every ``checkpoint_every`` draws per chain, and resume from it if it holds this
             run (bit-exact: the same draws as an uninterrupted run); a folder of a run with
             other settings, data, seed or network is refused naming what differs
-            (:mod:`bnn_ppl.inference.fit_checkpoint`).
+            (:mod:`bnn_ppl.inference.fit_checkpoint`). After each segment the running metrics
+            (with test targets: the BMA's test metrics over the draws so far) get a line in
+            ``progress.jsonl`` there (:mod:`bnn_ppl.inference.progress_log`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
             the draws.
 

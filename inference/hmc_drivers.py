@@ -13,8 +13,8 @@ Two ways in:
    (subclasses, so every NumPyro feature works) that take the data as a *jit argument* of the
    sampling loop, passed through ``mcmc.run(key, *pot.args, ...)`` with
    ``MCMC(..., jit_model_args=True)``. This keeps large data out of the program's constants.
-   :func:`hmc_kernel` builds the HMC kernel with :func:`hmc`'s defaults (for
-   :func:`~bnn_ppl.inference.run_chain`); :func:`hmc` and :func:`nuts` do all of it and return
+   :func:`hmc_kernel` builds the HMC kernel with :func:`hmc`'s defaults (for your own
+   ``MCMC``); :func:`hmc` and :func:`nuts` do all of it and return
    the finished ``MCMC``, after checking every argument before anything compiles and every chain
    after the run (:mod:`bnn_ppl.inference.hmc_checks`).
 
@@ -154,7 +154,7 @@ def hmc_kernel(
     max_num_steps: int = 1024,
 ) -> HMC:
     """The :class:`HMC` kernel :func:`hmc` runs, with the same defaults, for
-    :func:`~bnn_ppl.inference.run_chain` or your own ``MCMC``: one place for the defaults.
+    your own ``MCMC`` (or :func:`~bnn_ppl.inference.run_segments`): one place for the defaults.
 
     Example:
         >>> import jax

@@ -26,8 +26,8 @@ How the density is split (one concept, two traces):
 Why a sibling of :func:`~bnn_ppl.inference.full_batch_potential` and not a rewrite of ``BNN``
 onto it: the ``BNN`` path knows its network and evaluates ``network.apply`` and the
 likelihood directly, with no NumPyro trace in the chunk loop, and its checkpointed runs
-(:func:`~bnn_ppl.inference.run_chain`) describe the network and priors; both share the one
-sharded sum, which is the part worth sharing.
+(:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``) fingerprint the network and priors;
+both share the one sharded sum, which is the part worth sharing.
 
 Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
 named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
@@ -49,8 +49,8 @@ process alike, probes the global sites on the global first row, and builds the g
 and masked arrays: padding and masking are those of one process over the same devices, and
 every process evaluates the same potential (see :mod:`bnn_ppl.inference.distributed`).
 
-Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel);
-:func:`run_chain` (a ``BNN`` path) refuses this potential. Not supported yet:
+Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel). Not
+supported yet:
 ``deterministic`` sites are not in ``postprocess_fn`` (use ``Predictive``).
 
 Example:

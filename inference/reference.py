@@ -29,7 +29,8 @@ predictions Izmailov et al. (2021) published:
 * **Memory.** Every draw and the checked quantity for every draw stay in memory
   (``chains x draws x n x K`` float32 for the probabilities: 576 MB for 4 chains x 10,000 draws
   on digits' 360 test rows); the segments are not written to disk, so a killed run starts again
-  (:func:`~bnn_ppl.inference.run_chain` is the checkpointed path for fixed-length runs).
+  (:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` is the checkpointed path for
+  fixed-length runs).
 * **Honesty.** The result (:class:`ReferenceRun`) carries every check's figures and says why
   it stopped; a run that ran out of budget has ``converged=False`` and raises a
   :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence

@@ -40,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -52,6 +53,9 @@ from bnn_ppl import validation
 from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
 
 __all__ = ["MCMCPlan", "Draws", "run_segments", "state_arrays", "state_from_arrays"]
+
+OnSegment = Callable[[int, dict[str, np.ndarray], bool], None]
+"""``on_segment(segment, arrays, replayed)``: see :func:`run_segments`."""
 
 
 class MCMCPlan(NamedTuple):
@@ -134,7 +138,8 @@ def _segment_arrays(mcmc: MCMC) -> dict[str, np.ndarray]:
 
 
 def _joined(parts: list[dict[str, np.ndarray]]) -> tuple[dict, dict]:
-    joined = {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
+    keys = [k for k in parts[0] if k.startswith(("sample/", "extra/"))]  # not "time/seconds"
+    joined = {k: np.concatenate([p[k] for p in parts], axis=1) for k in keys}
     samples = {k[7:]: v for k, v in joined.items() if k.startswith("sample/")}
     extra = {k[6:]: v for k, v in joined.items() if k.startswith("extra/")}
     return samples, extra
@@ -149,6 +154,7 @@ def _sample(
     store: CheckpointStore,
     record: Any,
     checkpoint_every: int,
+    on_segment: OnSegment,
 ) -> Any:
     """Warm up (unless ``record`` exists), then run and commit segments to the last draw."""
     total, skipped = divmod(plan.num_samples, plan.thinning)
@@ -166,10 +172,13 @@ def _sample(
         # the iterations NumPyro's thinning skips come first, as in one MCMC.run
         mcmc.num_samples = n * plan.thinning + (skipped if record.segment == 0 else 0)
         mcmc.post_warmup_state = state
+        start = time.perf_counter()
         mcmc.run(state.rng_key, *args, extra_fields=plan.extra_fields)
         draws = _segment_arrays(mcmc)
+        draws["time/seconds"] = np.asarray(time.perf_counter() - start)
         done = [*record.draws_per_segment, n]
         record = store.commit(record.segment + 1, state_arrays(mcmc.last_state), draws, done)
+        on_segment(record.segment, draws, False)
         where = f"{store.path}/{record.state_file}"
         state = state_from_arrays(store.load_state(record), template, where)
     return record
@@ -182,10 +191,17 @@ def run_segments(
     init_params: Any,
     store: CheckpointStore,
     checkpoint_every: int,
+    on_segment: OnSegment | None = None,
 ) -> Draws:
     """Run ``plan`` from ``init_params`` with ``rng_key`` (as ``MCMC.run(rng_key, *args,
     init_params=init_params)`` would), committing warmup and every ``checkpoint_every`` draws
     per chain to ``store`` (opened: ``with store:``), or resume from its newest intact commit.
+
+    ``on_segment(segment, arrays, replayed)`` is called once per sampling segment, in order,
+    with the segment's committed arrays (``"sample/<site>"``, ``"extra/<field>"``, ``(chain,
+    draw, ...)``, and ``"time/seconds"``, its wall time): ``replayed=True`` for the segments a
+    resume (or the read-back of a finished run) found committed, ``False`` for each new one
+    after its commit.
 
     Returns the :class:`Draws` of all segments (verified reads of every draws file).
     """
@@ -211,9 +227,17 @@ def run_segments(
             f"{total}; the folder is another run's or damaged."
         )
     finished = record is not None and record.segment > 0 and record.draws_done == total
+    on_segment = on_segment or (lambda *_: None)
+    parts = store.load_draws(record) if record is not None else []
+    for k, part in enumerate(parts, start=1):
+        on_segment(k, part, True)
     if not finished:  # (a finished run is only read back)
-        record = _sample(plan, mcmc, rng_key, args, init_params, store, record, checkpoint_every)
-    samples, extra = _joined(store.load_draws(record))
+        del parts  # (read again, with the new segments, below)
+        record = _sample(
+            plan, mcmc, rng_key, args, init_params, store, record, checkpoint_every, on_segment
+        )
+        parts = store.load_draws(record)
+    samples, extra = _joined(parts)
     for name, value in samples.items():  # never a short run
         if value.shape[:2] != (plan.num_chains, total):
             raise CheckpointError(

@@ -235,7 +235,7 @@ class SGHMC(SGMCMCKernel):
                 "gradient noise variance). Use noise_estimate='auto'.",
                 stacklevel=2,
             )
-        self._init_fn = init
+        self._kernel_init = init
         self._step = step
         warn_minibatch_settings(self, self._noise, thermostat=False)
 

@@ -229,7 +229,7 @@ class SGLD(SGMCMCKernel):
             init_method=init_method,
         )
         self.preconditioning = bool(preconditioning)
-        self._init_fn = init
+        self._kernel_init = init
         self._step = step
         warn_minibatch_settings(self, self._noise, thermostat=False)
 

@@ -13,7 +13,7 @@ with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``).
 Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
 and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
 ``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``; its class sets
-:attr:`SGMCMCKernel._init_fn` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
+:attr:`SGMCMCKernel._kernel_init` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
 first ``num_warmup`` steps of ``MCMC``: burn-in with the same dynamics, where pSGLD adapts its
 preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the friction of SGHMC,
 SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
@@ -97,7 +97,7 @@ Step = Callable[[PRNGKey, Any, GradFn, Array, Array], tuple[Any, Any]]
 class SGMCMCKernel(MCMCKernel):
     """Base of the SG-MCMC kernels: potential, data, schedule and chains; see the module doc.
 
-    Subclasses set :attr:`_init_fn` (``position -> kernel state``) and :attr:`_step` (see
+    Subclasses set :attr:`_kernel_init` (``position -> kernel state``) and :attr:`_step` (see
     :data:`Step`) in ``__init__``, and :attr:`_noise` (whether their gradient estimates carry a
     noise variance) before calling ``super().__init__``.
 
@@ -119,7 +119,7 @@ class SGMCMCKernel(MCMCKernel):
 
     sample_field = "z"
     model = None  # no NumPyro model: the kernel runs on a potential (ArviZ reads this)
-    _init_fn: Callable[[Params], Any]
+    _kernel_init: Callable[[Params], Any]
     _step: Step
     _noise: bool = False
 
@@ -185,7 +185,7 @@ class SGMCMCKernel(MCMCKernel):
         )
         self._num_warmup = 0
         self._vectorized = False
-        self._sample_fn = None
+        self._initial: SGMCMCState | None = None  # the state init returned last
 
     # ---------------------------------------------------------------------- plumbing
     def _estimator(self, model_args: tuple) -> GradientEstimator:
@@ -251,30 +251,36 @@ class SGMCMCKernel(MCMCKernel):
         model_args: tuple,
         model_kwargs: dict,
     ) -> SGMCMCState:
-        if init_params is None and self.potential is None:
-            raise InputValueError("init_params are required with potential_fn.")
         self._num_warmup = validation.check_int("num_warmup", num_warmup, minimum=0)
         self._check_init(self._num_warmup)
+        self._vectorized = not is_prng_key(rng_key)
+        if init_params is None and self.potential is None:
+            # MCMC.run calls init on every run, also when it continues from a
+            # post_warmup_state, and then discards the state (NumPyro's public contract for an
+            # MCMCKernel; its own kernels skip the call through a private attribute)
+            if self._initial is None:
+                raise InputValueError("init_params are required with potential_fn.")
+            return self._initial
         est = self._estimator(model_args)
 
         def one(key: PRNGKey, params: Any) -> SGMCMCState:
             key, init_key, stream_key = jax.random.split(key, 3)
             if params is None:
                 params = self.potential.init_params(init_key, method=self.init_method)
-            kernel_state = self._init_fn(params)
+            kernel_state = self._kernel_init(params)
             stream = est.init(stream_key)
             zero = SGMCMCState(jnp.zeros((), jnp.int32), kernel_state, None, stream, key)
             info_shape = jax.eval_shape(lambda s: self._one_step(s, est).info, zero)
             info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
             return zero._replace(info=info)
 
-        self._vectorized = not is_prng_key(rng_key)
-        self._sample_fn = self.sample
-        if self._vectorized:
-            if init_params is None:
-                return jax.vmap(lambda k: one(k, None))(rng_key)
-            return jax.vmap(one)(rng_key, init_params)
-        return one(rng_key, init_params)
+        if not self._vectorized:
+            self._initial = one(rng_key, init_params)
+        elif init_params is None:
+            self._initial = jax.vmap(lambda k: one(k, None))(rng_key)
+        else:
+            self._initial = jax.vmap(one)(rng_key, init_params)
+        return self._initial
 
     def sample(self, state: SGMCMCState, model_args: tuple, model_kwargs: dict) -> SGMCMCState:
         est = self._estimator(model_args)

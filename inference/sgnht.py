@@ -239,7 +239,7 @@ class SGNHT(SGMCMCKernel):
         )
         self.diffusion, self.mass, self.diagonal = float(diffusion), float(mass), bool(diagonal)
         self.noise_share = float(noise_share)
-        self._init_fn = lambda position: init(position, self.diffusion, self.diagonal)
+        self._kernel_init = lambda position: init(position, self.diffusion, self.diagonal)
         self._step = step
         warn_minibatch_settings(self, self._noise, thermostat=True)
 

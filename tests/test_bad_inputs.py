@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 import bnn_ppl as bp
 from bnn_ppl import InputError
+from bnn_ppl.config import HMCConfig
 from bnn_ppl.inference import (
     ATMC,
     HMC,
@@ -40,11 +41,11 @@ from bnn_ppl.inference import (
     SGLD,
     SGNHT,
     deep_ensemble,
+    fit,
     full_batch_potential,
     hmc,
     map_estimate,
     nuts,
-    run_chain,
     svi_mean_field,
 )
 from bnn_ppl.models import MLP
@@ -756,29 +757,32 @@ def _cases() -> list[Case]:
     add("SGNHT", "diffusion", positives(), lambda v: SGNHT(POT, diffusion=v))
     add("ATMC", "mass", positives(), lambda v: ATMC(POT, mass=v))
 
-    # checkpointed runs: every argument before anything is compiled or written
-    def chain(**kw: Any) -> Any:
-        args = {
-            "num_warmup": 2,
-            "num_samples": 4,
-            "checkpoint_every": 2,
-            "rng_key": KEY,
-            "checkpoint_dir": "/nonexistent/never-created",
-        } | kw
-        return run_chain(HMC(POT, trajectory_length=0.5), **args)
+    # checkpointed fits: every argument before anything is compiled or written
+    def checkpointed(data: Any = (X, Y_REG), **kw: Any) -> Any:
+        args = {"checkpoint_dir": "/nonexistent/never-created", "checkpoint_every": 2} | kw
+        config = HMCConfig(num_warmup=2, num_samples=4)
+        return fit(REG, data, config, args.pop("rng_key", KEY), **args)
 
-    for arg in ("num_samples", "checkpoint_every", "num_chains", "thinning"):
-        add("run_chain", arg, counts(), lambda v, a=arg: chain(**{a: v}))
-    add("run_chain", "num_warmup", counts(minimum=0), lambda v: chain(num_warmup=v))
-    # x_predict=None means "no predictions" (the default), so None is not a bad value here
     add(
-        "run_chain",
-        "x_predict",
-        bad_inputs().filter(lambda v: v is not None),
-        lambda v: chain(x_predict=v),
-        "x_predict",
+        "fit",
+        "checkpoint_every",
+        counts(optional=True),
+        lambda v: checkpointed(checkpoint_every=v),
     )
-    add("run_chain", "rng_key", keys(), lambda v: chain(rng_key=v))
+    add(
+        "fit",
+        "checkpoint_dir",
+        st.one_of(st.none(), st.integers(), st.floats(), st.booleans(), st.just([b"a"])),
+        lambda v: checkpointed(checkpoint_dir=v),
+    )
+    # x_test=None means "no test set" (the default), so None is not a bad value here
+    add(
+        "fit",
+        "x_test",
+        bad_inputs().filter(lambda v: v is not None),
+        lambda v: checkpointed(data=(X, Y_REG, v)),
+    )
+    add("fit", "rng_key", keys(), lambda v: checkpointed(rng_key=v))
 
     # data
     add(

@@ -234,7 +234,7 @@ def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
 
 @pytest.mark.timeout(300)
 def test_hmc_kernel_runs_the_chain_hmc_runs():
-    """run_chain and the CLI build their kernel with hmc_kernel: the same chain as hmc()."""
+    """hmc_kernel builds the kernel hmc() runs (for your own MCMC): the same chain, bit for bit."""
     from bnn_ppl.inference.hmc_drivers import hmc_kernel
 
     x, y = data()

@@ -26,7 +26,7 @@ from numpyro.infer.util import potential_energy
 
 import bnn_ppl as bp
 from bnn_ppl import InputError, runs
-from bnn_ppl.inference import RunningBMA, full_batch_potential
+from bnn_ppl.inference import full_batch_potential
 from bnn_ppl.likelihoods import (
     Bernoulli,
     GaussianPrediction,
@@ -207,8 +207,6 @@ def test_predictions_have_the_documented_types_and_bma_averages_them():
         draws = _draws(model, x)
         out = jax.vmap(model.apply, in_axes=(0, None))(draws, x)
         pred = bp.predict(model, draws, x, chunk_size=5)
-        streamed = RunningBMA()
-        streamed.update(pred)
         avg = bp.bma(pred)
         if kind is np.ndarray:  # Bernoulli: [P(y=0), P(y=1)] per row
             assert pred.shape == (4, N, 2)
@@ -227,8 +225,6 @@ def test_predictions_have_the_documented_types_and_bma_averages_them():
             np.testing.assert_allclose(avg.scale, np.sqrt(var), rtol=1e-5)
         if kind is GaussianPrediction:  # a scale per row, from the network's second output
             np.testing.assert_allclose(pred.scale, jax.nn.softplus(out[..., 1]) + 1e-6, rtol=1e-5)
-        for a, b in zip(jax.tree.leaves(streamed.result()), jax.tree.leaves(avg), strict=True):
-            np.testing.assert_allclose(a, b, rtol=1e-5)
         # the run record scores every type
         y = TARGETS[LIKELIHOODS[name][2]]
         metrics = runs.predictive_metrics(pred, y, task=model.likelihood.task)

@@ -347,23 +347,6 @@ def test_nuts_on_the_potential_and_on_the_model_agree_within_mcse():
     assert pred["y"].shape == (1200, 3)
 
 
-def test_run_chain_refuses_a_model_potential_naming_the_alternative(tmp_path):
-    from bnn_ppl.inference import HMC, model_potential, run_chain
-
-    def model(x, y=None):
-        w = numpyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
-        with numpyro.plate("data", x.shape[0]):
-            numpyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
-
-    x = np.ones((6, 2), np.float32)
-    pot = model_potential(model, data={"x": x, "y": x[:, 0]})
-    with pytest.raises(TypeError, match="numpyro.infer.MCMC"):
-        run_chain(HMC(pot, trajectory_length=0.5), num_warmup=2, num_samples=2,
-                  checkpoint_every=1, checkpoint_dir=str(tmp_path / "c"),
-                  rng_key=jax.random.key(0))  # fmt: skip
-    assert not (tmp_path / "c").exists()
-
-
 def test_a_model_potential_run_checkpoints_and_resumes_bit_for_bit(tmp_path):
     """run_segments (NumPyro's public API) takes any kernel: NUTS on a model_potential run in
     segments, stopped after the first and resumed, equals one MCMC.run draw for draw."""

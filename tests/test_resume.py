@@ -4,6 +4,7 @@ records, refusal of another run, one writer, no private NumPyro attribute."""
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import shutil
@@ -42,8 +43,9 @@ def _model(network=None):
 
 
 # ------------------------------------------------------------------------ public API only
-# the checkpoint modules, and the HMC/NUTS kernels they run (issue 16 item 3)
-PUBLIC_API_MODULES = [*NEW_MODULES, "hmc_kernels.py", "hmc.py"]
+# the checkpoint modules, and the HMC/NUTS and SG-MCMC kernels they run (issue 16 item 3)
+SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"]
+PUBLIC_API_MODULES = [*NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc.py", *SGMCMC_MODULES]
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
 
@@ -85,6 +87,29 @@ def test_public_api_modules_use_no_private_numpyro_attribute():
                 for a in node.names:
                     private = [p for p in a.name.split(".") if p.startswith("_")]
                     assert not (a.name.startswith("numpyro") and private), f"{where}: {a.name}"
+
+
+def test_sgmcmc_kernels_continue_from_post_warmup_state_without_a_private_hook():
+    """MCMC.run calls kernel.init again when it continues from post_warmup_state (the SG-MCMC
+    kernels set none of NumPyro's private attributes): a run continued in two parts equals one
+    run, also with a bare potential_fn (no init_params on the second part)."""
+    import jax.numpy as jnp
+    from numpyro.infer import MCMC
+
+    from bnn_ppl.inference import SGLD
+
+    def run(num_samples):
+        kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z**2), step_size=0.05)
+        mcmc = MCMC(kernel, num_warmup=5, num_samples=num_samples, progress_bar=False)
+        mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
+        return mcmc
+
+    one, two = run(6), run(3)
+    first = two.get_samples()
+    two.post_warmup_state = two.last_state
+    two.run(two.last_state.rng_key)
+    both = np.concatenate([first, two.get_samples()])
+    np.testing.assert_array_equal(both, one.get_samples())
 
 
 # ------------------------------------------------------------------------ the store
@@ -146,7 +171,15 @@ def test_every_single_bit_flip_of_the_newest_record_falls_back_and_loses_nothing
 
 @pytest.mark.parametrize(
     "edit",
-    ["earlier_segment", "drop_a_segment", "resigned_drop", "damaged_draws", "missing_draws"],
+    [
+        "earlier_segment",
+        "drop_a_segment",
+        "resigned_drop",
+        "malformed_entry",
+        "damaged_draws",
+        "truncated_state",
+        "missing_draws",
+    ],
 )
 def test_a_tampered_or_damaged_newest_checkpoint_falls_back(tmp_path, edit):
     _fake_run(tmp_path)
@@ -163,6 +196,13 @@ def test_a_tampered_or_damaged_newest_checkpoint_falls_back(tmp_path, edit):
         rec["draws_per_segment"] = [2, 2]
         rec["checksum"] = record_checksum(rec)
         path.write_text(json.dumps(rec))
+    elif edit == "malformed_entry":  # a dict, not a SHA-256 string, even re-signed
+        rec["files"]["draws_000002.npz"] = {"sha256": rec["files"]["draws_000002.npz"]}
+        rec["checksum"] = record_checksum(rec)
+        path.write_text(json.dumps(rec))
+    elif edit == "truncated_state":
+        state = tmp_path / "state_000003.npz"
+        state.write_bytes(state.read_bytes()[:100])
     elif edit == "damaged_draws":
         data = bytearray((tmp_path / "draws_000003.npz").read_bytes())
         data[-30] ^= 4
@@ -175,6 +215,33 @@ def test_a_tampered_or_damaged_newest_checkpoint_falls_back(tmp_path, edit):
     _assert_nothing_lost(before, tmp_path)
     assert not (tmp_path / "record_000003.json").exists()
     assert any((tmp_path / "aside").rglob("record_000003.json"))
+
+
+def test_a_crafted_object_array_is_never_unpickled(tmp_path):
+    """A re-signed record naming a state file that holds a pickled object: the SHA-256 matches,
+    only the format protects us."""
+    _fake_run(tmp_path)
+    state = tmp_path / "state_000003.npz"
+    np.savez(state, leaf_0=np.array([{"payload": 1}], dtype=object))
+    path = tmp_path / "record_000003.json"
+    rec = json.loads(path.read_text())
+    rec["files"]["state_000003.npz"] = hashlib.sha256(state.read_bytes()).hexdigest()
+    rec["checksum"] = record_checksum(rec)
+    path.write_text(json.dumps(rec))
+    with CheckpointStore(tmp_path, {"digest": "run-a"}) as store:
+        with pytest.raises(CheckpointError, match="Python objects"):
+            store.load_state(store.latest())
+
+
+def test_a_bug_while_reading_is_not_taken_for_damage(tmp_path, monkeypatch):
+    """Only damage moves files aside; a bug (here in hashing) propagates and moves nothing."""
+    _fake_run(tmp_path)
+    before = _snapshot(tmp_path)
+    monkeypatch.setattr("bnn_ppl.io.sha256_file", lambda path: None + 1)
+    with CheckpointStore(tmp_path, {"digest": "run-a"}) as store:
+        with pytest.raises(TypeError, match="unsupported operand"):
+            store.latest()
+    assert _snapshot(tmp_path) == before
 
 
 def test_damage_shared_by_every_record_is_a_clear_error(tmp_path):
@@ -380,3 +447,53 @@ def test_segments_equal_one_run_for_every_sgmcmc_kernel(tmp_path, config):
     seg = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=1)
     for name, value in one.samples.items():
         np.testing.assert_array_equal(seg.samples[name], value, err_msg=name)
+
+
+@pytest.mark.slow  # ~25 s of CPU
+def test_segments_with_chains_and_thinning_equal_one_run(tmp_path):
+    """The iterations NumPyro's thinning skips come first, as in one MCMC.run."""
+    c = cfg.HMCConfig(num_warmup=5, num_samples=7, num_chains=2, thinning=2, trajectory_length=0.3)
+    one = fit(_model(), (X, Y), c, jax.random.key(0))
+    seg = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=1)
+    assert seg.samples["Dense_0.bias"].shape[:2] == (2, 3)
+    assert seg.config["segments"] == 3
+    for name, value in one.samples.items():
+        np.testing.assert_array_equal(seg.samples[name], value, err_msg=name)
+    for name, value in one.sample_stats.items():
+        np.testing.assert_array_equal(seg.sample_stats[name], value, err_msg=name)
+
+
+# ------------------------------------------------------------------------ progress.jsonl
+def _progress(folder):
+    return [json.loads(line) for line in (Path(folder) / "progress.jsonl").read_text().splitlines()]
+
+
+def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
+    """progress.jsonl: one line per segment, equal to running_metrics of the finished
+    Posterior; a run resumed after segment 1 (killed before its line was written) writes the
+    same file but for the resumed segment's wall time; a finished rerun changes nothing."""
+    from bnn_ppl.progress import running_metrics
+
+    c = cfg.HMCConfig(num_warmup=5, num_samples=4, trajectory_length=0.3)
+    data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2}
+    post = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=tmp_path / "a", **every)
+    lines = _progress(tmp_path / "a")
+    assert [(p["segment"], p["draws"]) for p in lines] == [(1, 2), (2, 4)]
+    assert all(p["wall_seconds"] > 0 and p["grad_evals"] > 0 for p in lines)
+    for line, point in zip(lines, running_metrics(post, every=2), strict=True):
+        assert line.keys() == point.keys() | {"segment", "wall_seconds"}
+        for k, v in point.items():
+            assert line[k] == pytest.approx(v, rel=1e-6), k
+    # killed after committing segment 1, before its progress line: segment 2's files go
+    folder = Path(shutil.copytree(tmp_path / "a", tmp_path / "b"))
+    for name in ("record_000002.json", "draws_000002.npz", "state_000002.npz"):
+        os.unlink(folder / name)
+    (folder / "progress.jsonl").write_text("")
+    again = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
+    assert again.config["resumed_after_segment"] == 1
+    resumed = _progress(folder)
+    assert resumed[0] == lines[0]  # rebuilt from the committed segment, wall time included
+    assert {**resumed[1], "wall_seconds": 0} == {**lines[1], "wall_seconds": 0}
+    before = _snapshot(folder)
+    fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
+    assert _snapshot(folder) == before

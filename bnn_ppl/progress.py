@@ -1,0 +1,150 @@
+"""Running metrics: the curves a researcher looks at first, as lines of ``progress.jsonl``.
+
+For a chain method (HMC, NUTS, SG-MCMC) a point after ``t`` draws per chain holds the test
+metrics of the Bayesian model average over the first ``t`` draws of every chain
+(:func:`bnn_ppl.metrics.suite.predictive_metrics`: accuracy, NLL, ECE and Brier score for a
+classifier, RMSE and NLL for regression, each prefixed ``test_``) and the sampler's health over
+those draws: mean acceptance probability, divergences, gradient evaluations per chain (leapfrog
+steps of the kept draws; ``None`` when unknown, e.g. with ``thinning > 1`` or SG-MCMC). For an
+optimiser (SVI, MAP, deep ensembles) a point is the loss at an optimisation step (the mean over
+an ensemble's members, with each member's loss in ``member_losses``).
+
+Everything here is pure: :func:`chain_point` computes one point from arrays, and
+:func:`running_metrics` the whole curve from a finished :class:`~bnn_ppl.Posterior` (its
+``predictions``, ``observed["y_test"]``, ``sample_stats`` and ``trace``), so every run folder can
+write the same file. :func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` writes the chain
+points after each committed segment as it runs (``<checkpoint_dir>/progress.jsonl``, via
+:func:`chain_point`; its lines add ``segment`` and ``wall_seconds``).
+
+Example:
+    >>> import numpy as np
+    >>> from bnn_ppl.posterior import Posterior
+    >>> from bnn_ppl.progress import running_metrics
+    >>> probs = np.full((2, 4, 3, 2), 0.5); probs[..., 1, 0] = 0.9; probs[..., 1, 1] = 0.1
+    >>> post = Posterior("hmc", {"w": np.zeros((2, 4))}, predictions={"probs": probs},
+    ...                  observed={"y_test": np.array([0, 0, 1])})
+    >>> [(p["draws"], round(p["test_accuracy"], 3)) for p in running_metrics(post, every=2)]
+    [(2, 0.667), (4, 0.667)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from bnn_ppl import validation
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.validation import InputTypeError
+
+__all__ = ["chain_point", "running_metrics", "loss_points"]
+
+
+def _test_metrics(
+    predictions: Mapping[str, np.ndarray], y_test: Any, y_std: float
+) -> dict[str, float]:
+    from bnn_ppl.likelihoods import prediction_from_fields
+    from bnn_ppl.metrics.suite import flat_draws, predictive_metrics
+
+    pred = flat_draws(prediction_from_fields(dict(predictions)), chains=True)
+    task = "classification" if "probs" in predictions else "regression"
+    metrics = predictive_metrics(pred, np.asarray(y_test), task=task, y_std=y_std)
+    return {f"test_{k}": v for k, v in metrics.items()}
+
+
+def chain_point(
+    draws: int,
+    predictions: Mapping[str, np.ndarray] | None = None,
+    y_test: Any = None,
+    sample_stats: Mapping[str, np.ndarray] | None = None,
+    *,
+    thinning: int = 1,
+    y_std: float = 1.0,
+) -> dict[str, Any]:
+    """One point of a chain method's curve after ``draws`` draws per chain.
+
+    Args:
+        draws: draws per chain so far.
+        predictions: per-draw predictions at the test inputs so far, as a Posterior holds them
+            (``{"probs": (chain, draw, n, K)}``, ``{"mean", "scale"}``, ...); with ``y_test``
+            they give the ``test_*`` metrics of their BMA.
+        y_test: the test targets.
+        sample_stats: ArviZ-named statistics so far, ``(chain, draw)`` each
+            (``acceptance_rate``, ``diverging``, ``n_steps``).
+        thinning: the run's thinning; gradient evaluations are known only when it is 1.
+        y_std: the targets' scale, to report regression metrics in original units.
+
+    Returns:
+        ``{"draws", "accept_prob", "divergences", "grad_evals", "test_...": ...}``; a quantity
+        that is not known is ``None`` (no ``test_`` keys without test targets).
+    """
+    stats = sample_stats or {}
+    accept = stats.get("acceptance_rate")
+    diverging = stats.get("diverging")
+    steps = stats.get("n_steps")
+    point: dict[str, Any] = {
+        "draws": int(draws),
+        "accept_prob": None if accept is None else float(np.mean(accept)),
+        "divergences": None if diverging is None else int(np.sum(diverging)),
+        "grad_evals": None
+        if steps is None or thinning != 1
+        else float(np.sum(steps, dtype=np.float64) / np.shape(steps)[0]),
+    }
+    if predictions and y_test is not None:
+        point |= _test_metrics(predictions, y_test, y_std)
+    return point
+
+
+def _points(length: int, every: int | None) -> list[int]:
+    """1-based positions: every ``every``-th and the last (default: about 100 points)."""
+    step = max(1, math.ceil(length / 100)) if every is None else every
+    return sorted({*range(step, length + 1, step), length})
+
+
+def loss_points(trace: Mapping[str, np.ndarray], every: int | None = None) -> list[dict]:
+    """The loss curve of an optimiser's ``trace["loss"]`` (``(steps,)`` or
+    ``(members, steps)``): ``{"step", "loss"[, "member_losses"]}`` every ``every`` steps."""
+    loss = np.asarray(trace["loss"], np.float64)
+    loss = loss[None] if loss.ndim == 1 else loss
+    out = []
+    for step in _points(loss.shape[1], every):
+        point: dict[str, Any] = {"step": step, "loss": float(loss[:, step - 1].mean())}
+        if loss.shape[0] > 1:
+            point["member_losses"] = [float(v) for v in loss[:, step - 1]]
+        out.append(point)
+    return out
+
+
+def running_metrics(
+    posterior: Posterior, every: int | None = None, *, y_std: float = 1.0
+) -> list[dict[str, Any]]:
+    """The running metrics of a finished ``posterior``, one dict per point (the lines of
+    ``progress.jsonl``).
+
+    A Posterior with an optimisation ``trace`` (SVI, MAP, ensembles) gives its loss curve
+    (:func:`loss_points`); any other gives :func:`chain_point` after every ``every`` draws per
+    chain (default: about 100 points; the last draw is always a point), with the cumulative
+    BMA's test metrics when it holds ``predictions`` and ``observed["y_test"]``. The last point's
+    metrics are those of all draws.
+    """
+    if not isinstance(posterior, Posterior):
+        raise InputTypeError(f"posterior must be a Posterior, got {type(posterior).__name__}.")
+    if every is not None:
+        every = validation.check_int("every", every)
+    if "loss" in posterior.trace:
+        return loss_points(posterior.trace, every)
+    y_test = posterior.observed.get("y_test")
+    thinning = posterior.config.get("thinning", 1)
+    return [
+        chain_point(
+            t,
+            {k: v[:, :t] for k, v in posterior.predictions.items()},
+            y_test,
+            {k: v[:, :t] for k, v in posterior.sample_stats.items()},
+            thinning=thinning if isinstance(thinning, int) else 1,
+            y_std=y_std,
+        )
+        for t in _points(posterior.num_draws, every)
+    ]
