@@ -49,6 +49,8 @@ __all__ = [
     "atomic_write_path",
     "write_json",
     "read_json",
+    "write_jsonl",
+    "read_jsonl",
     "npz_bytes",
     "save_npz",
     "load_npz",
@@ -186,6 +188,23 @@ def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file written by :func:`write_json`."""
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Any) -> None:
+    """Write ``rows`` (JSON-able dicts) as JSON lines to ``path`` atomically; a file that
+    already holds exactly these lines is left untouched."""
+    data = "".join(json.dumps(row) + "\n" for row in rows).encode("utf-8")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    atomic_write(path, lambda f: f.write(data))
+
+
+def read_jsonl(path: str | os.PathLike) -> list[Any]:
+    """Read the JSON lines :func:`write_jsonl` wrote."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 # ------------------------------------------------------------------------------------- arrays

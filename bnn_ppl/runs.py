@@ -16,6 +16,9 @@ pickle, checked against its SHA-256 when read):
 * ``predictions.npz`` - per-draw test predictions with the same leading axes (the fields of
   :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
   comparing runs needs neither the network nor the data.
+* ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.progress`): the
+  test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
+  an ensemble.
 * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
   without it holds an unfinished run.
@@ -57,7 +60,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl.io import load_npz, read_json, save_npz, write_json
+from bnn_ppl.io import load_npz, read_json, save_npz, write_json, write_jsonl
 from bnn_ppl.likelihoods import (
     Prediction,
     prediction_fields,
@@ -234,7 +237,9 @@ def save_posterior(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a fitted :class:`~bnn_ppl.Posterior` as a run folder's results: ``posterior.nc``,
-    then :func:`save_results` (``samples.npz``, ``predictions.npz``, ``metrics.json``).
+    ``progress.jsonl`` (:func:`bnn_ppl.progress.running_metrics`: the running BMA's test metrics
+    of a chain, the loss curve of an optimiser), then :func:`save_results` (``samples.npz``,
+    ``predictions.npz``, ``metrics.json``).
 
     The folder must be claimed first (:func:`claim`). Markov chains keep their ``(chain,
     draw)`` layout; independent draws (SVI, ensembles, MAP) are written as one ``draw`` axis.
@@ -254,8 +259,11 @@ def save_posterior(
             "the Posterior holds no test predictions and targets; fit it with test data "
             "(a Dataset, or (x, y, x_test, y_test)) or call posterior.with_data(...)."
         )
+    from bnn_ppl.progress import running_metrics
+
     folder = os.fspath(folder)
     posterior.save(os.path.join(folder, POSTERIOR))  # before metrics.json, the commit record
+    write_jsonl(os.path.join(folder, PROGRESS), running_metrics(posterior, y_std=y_std))
     pred = prediction_from_fields(dict(posterior.predictions))
     chains = posterior.is_markov
     return save_results(

@@ -33,7 +33,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -108,13 +107,7 @@ class ProgressLog:
 
     def write(self) -> None:
         """Write the lines so far (atomically), unless the file already holds exactly them."""
-        text = "".join(json.dumps(line) + "\n" for line in self.lines)
-        if os.path.exists(self.path):
-            with open(self.path, encoding="utf-8") as f:
-                if f.read() == text:
-                    return
-        data = text.encode("utf-8")
-        io.atomic_write(self.path, lambda f: f.write(data))
+        io.write_jsonl(self.path, self.lines)
 
 
 def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

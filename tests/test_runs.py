@@ -12,6 +12,8 @@ from bnn_ppl import cli, runs
 from bnn_ppl import config as cfg
 from bnn_ppl.data import Dataset
 from bnn_ppl.inference import fit
+from bnn_ppl.io import read_jsonl
+from bnn_ppl.progress import running_metrics
 from bnn_ppl.metrics.suite import flat_draws
 from bnn_ppl.likelihoods import prediction_from_fields
 
@@ -47,6 +49,13 @@ def test_a_posterior_becomes_a_run_folder_that_evaluate_reads(tmp_path, config, 
     np.testing.assert_array_equal(run.targets, d.y_test)
     assert runs.load_run(folder).config["data"]["test_sha256"] == runs.array_sha256(d.x_test,
                                                                                    d.y_test)
+    # progress.jsonl: the running BMA of a chain ends at the run's metrics; an optimiser's loss
+    progress = read_jsonl(folder / runs.PROGRESS)
+    assert progress == running_metrics(post, y_std=d.y_std)
+    if run.chains:
+        assert progress[-1]["test_rmse"] == pytest.approx(expected["rmse"], rel=1e-6)
+    else:
+        assert progress[-1]["loss"] == pytest.approx(float(post.trace["loss"][:, -1].mean()))
     assert cli.main(["evaluate", str(folder)]) == 0
     assert "rmse" in capsys.readouterr().out
 
