@@ -19,7 +19,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import count_compiles
-from conjugate import closed_form, data, linear_model, theta
+from conjugate import NOISE, closed_form, data, linear_model, theta
 from numpyro.diagnostics import effective_sample_size
 
 import bnn_ppl as bp
@@ -79,6 +79,38 @@ def test_recipe_stops_converged_and_matches_the_closed_form():
     phi = np.concatenate([xt, np.ones((len(xt), 1))], axis=1).astype(np.float64)
     for n, want in enumerate(phi @ mean):  # the predictive mean at each test input
         failures.append(_within_mcse(f"E f(x_test[{n}])", values[..., n], want))
+    assert not [f for f in failures if f], failures
+
+
+def _correlated_data(n=30, seed=1):
+    """Two features with correlation ~0.998: the weights' posterior is a long thin ridge."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n)
+    x = np.stack([a, a + 0.07 * rng.normal(size=n)], axis=1).astype(np.float32)
+    y = (x @ np.array([0.8, -0.5]) + 0.3 + NOISE * rng.normal(size=n)).astype(np.float32)
+    return x, y
+
+
+@pytest.mark.statistical
+def test_dense_mass_matrix_converges_on_a_correlated_posterior_and_matches_the_closed_form():
+    """``mass_matrix="dense"`` adapts the posterior's covariance: on a ridge (weight correlation
+    about -0.99) it stops converged and its mean and covariance match the closed form."""
+    x, y = _correlated_data()
+    mean, cov = closed_form(x, y)
+    assert cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1]) < -0.98
+    xt = _test_inputs()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReferenceNotConvergedWarning)
+        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, num_warmup=300,
+                            segment_draws=200, max_draws=2000, mass_matrix="dense")  # fmt: skip
+    assert run.converged and run.posterior.config["mass_matrix"] == "dense"
+    th = theta(run.posterior.samples)
+    failures = []
+    for i in range(3):
+        failures.append(_within_mcse(f"mean[{i}]", th[..., i], mean[i]))
+        for j in range(i, 3):
+            f = (th[..., i] - mean[i]) * (th[..., j] - mean[j])
+            failures.append(_within_mcse(f"cov[{i},{j}]", f, cov[i, j]))
     assert not [f for f in failures if f], failures
 
 
@@ -151,7 +183,7 @@ def test_quantities_agree_with_function_values():
         ({"max_seconds": -1.0}, "max_seconds"),
         ({"num_chains": 1}, "num_chains"),
         ({"segment_draws": 2}, "segment_draws"),
-        ({"mass_matrix": "dense"}, "mass_matrix"),
+        ({"mass_matrix": "full"}, "mass_matrix"),
         ({"quantity": "logits"}, "quantity"),
         ({"quantity": "probs"}, "not defined for a regression model"),
         ({"init_method": "median"}, "init_method"),
