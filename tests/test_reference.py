@@ -91,19 +91,23 @@ def _correlated_data(n=30, seed=1):
     return x, y
 
 
+@pytest.mark.slow  # ~20 s of CPU (four segment compilations), beyond the default suite's budget
 @pytest.mark.statistical
 def test_dense_mass_matrix_converges_on_a_correlated_posterior_and_matches_the_closed_form():
     """``mass_matrix="dense"`` adapts the posterior's covariance: on a ridge (weight correlation
-    about -0.99) it stops converged and its mean and covariance match the closed form."""
+    about -0.99) it stops converged and its mean and covariance match the closed form. (Measured
+    with these settings: dense converged after 300 draws/chain and 1,800 gradients, 1.5 leapfrog
+    steps per draw; diagonal after 700 and 34,300; identity after 200 and 18,800.)"""
     x, y = _correlated_data()
     mean, cov = closed_form(x, y)
     assert cov[0, 1] / np.sqrt(cov[0, 0] * cov[1, 1]) < -0.98
     xt = _test_inputs()
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReferenceNotConvergedWarning)
-        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, num_warmup=300,
-                            segment_draws=200, max_draws=2000, mass_matrix="dense")  # fmt: skip
+        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, num_warmup=200,
+                            segment_draws=100, max_draws=2000, mass_matrix="dense")  # fmt: skip
     assert run.converged and run.posterior.config["mass_matrix"] == "dense"
+    assert float(run.posterior.sample_stats["n_steps"].mean()) < 4  # the metric took the ridge
     th = theta(run.posterior.samples)
     failures = []
     for i in range(3):
@@ -216,19 +220,30 @@ def test_p_true_needs_labels_and_fit_needs_test_inputs():
 
 @pytest.mark.parametrize("record", sorted(p.name for p in REFERENCES.glob("*.json")))
 def test_stored_references_load_and_their_metrics_reproduce(record):
-    """Every stored reference: converged, its file intact, its metrics recomputed."""
+    """Every stored run: its verdict consistent with its figures, its file intact, its metrics
+    recomputed. A run stored unconverged says so plainly (``converged: false`` and the budget
+    that stopped it) and is listed as such in the README, never as a reference."""
     rec = read_json(REFERENCES / record)
-    assert rec["converged"] is True and rec["stop_reason"] == "converged"
     last = rec["recipe"]["convergence"]
-    assert last["share_rhat_ok"] >= rec["recipe"]["min_share"] and last["converged"] is True
+    share = rec["recipe"]["min_share"]
+    met = last["share_rhat_ok"] >= share and last["share_ess_ok"] >= share
+    assert rec["converged"] is last["converged"] is met
+    assert rec["stop_reason"] == last["stop_reason"]
+    assert (rec["stop_reason"] == "converged") is met
+    if not met:
+        assert rec["stop_reason"] in ("max_draws", "max_seconds")
     arrays = load_npz(REFERENCES / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
     y = arrays["y_test"]
     if "probs" in arrays:
         got = {"nll": bp.metrics.nll(arrays["probs"], y),
                "accuracy": bp.metrics.accuracy(arrays["probs"], y)}  # fmt: skip
     else:
-        got = {"gaussian_nll": bp.metrics.gaussian_nll(arrays["mean"], arrays["scale"], y),
-               "rmse": bp.metrics.rmse(arrays["mean"], y)}  # fmt: skip
+        nll = float(bp.metrics.gaussian_nll(arrays["mean"], arrays["scale"], y))
+        rmse = float(bp.metrics.rmse(arrays["mean"], y))
+        got = {"gaussian_nll": nll, "rmse": rmse}
+        if "y_std" in arrays:  # UCI: also in the target's own units
+            y_std = float(arrays["y_std"])
+            got |= {"rmse_original": rmse * y_std, "test_ll_original": -nll - np.log(y_std)}
     assert set(got) == set(rec["metrics"])
     for k, v in got.items():
         assert float(v) == pytest.approx(rec["metrics"][k], rel=1e-6), k
