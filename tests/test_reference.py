@@ -232,6 +232,11 @@ def test_stored_references_load_and_their_metrics_reproduce(record):
     assert (rec["stop_reason"] == "converged") is met
     if not met:
         assert rec["stop_reason"] in ("max_draws", "max_seconds")
+    stem = record.removesuffix(".json")
+    rows = [r for r in (REFERENCES / "README.md").read_text().splitlines()
+            if r.startswith(f"| `{stem}` |")]  # fmt: skip
+    assert len(rows) == 1, f"examples/references/README.md lists {stem} {len(rows)} times"
+    assert ("**not converged**" in rows[0]) is not met, rows[0]
     arrays = load_npz(REFERENCES / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
     y = arrays["y_test"]
     if "probs" in arrays:
