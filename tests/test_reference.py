@@ -43,6 +43,17 @@ def _within_mcse(name, f, want, z=4.5):
     return None if abs(f.mean() - want) <= z * mcse else f"{name}: {f.mean():.5f} vs {want:.5f}"
 
 
+def _moment_failures(th, mean, cov):
+    """Each mean and covariance entry of the (chains, draws, 3) weights not within MCSE."""
+    failures = []
+    for i in range(3):
+        failures.append(_within_mcse(f"mean[{i}]", th[..., i], mean[i]))
+        for j in range(i, 3):
+            f = (th[..., i] - mean[i]) * (th[..., j] - mean[j])
+            failures.append(_within_mcse(f"cov[{i},{j}]", f, cov[i, j]))
+    return failures
+
+
 def _test_inputs():
     return np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
 
@@ -70,12 +81,7 @@ def test_recipe_stops_converged_and_matches_the_closed_form():
 
     mean, cov = closed_form(x, y)
     th = theta(run.posterior.samples)  # (chains, draws, 3)
-    failures = []
-    for i in range(3):
-        failures.append(_within_mcse(f"mean[{i}]", th[..., i], mean[i]))
-        for j in range(i, 3):
-            f = (th[..., i] - mean[i]) * (th[..., j] - mean[j])
-            failures.append(_within_mcse(f"cov[{i},{j}]", f, cov[i, j]))
+    failures = _moment_failures(th, mean, cov)
     phi = np.concatenate([xt, np.ones((len(xt), 1))], axis=1).astype(np.float64)
     for n, want in enumerate(phi @ mean):  # the predictive mean at each test input
         failures.append(_within_mcse(f"E f(x_test[{n}])", values[..., n], want))
@@ -109,12 +115,7 @@ def test_dense_mass_matrix_converges_on_a_correlated_posterior_and_matches_the_c
     assert run.converged and run.posterior.config["mass_matrix"] == "dense"
     assert float(run.posterior.sample_stats["n_steps"].mean()) < 4  # the metric took the ridge
     th = theta(run.posterior.samples)
-    failures = []
-    for i in range(3):
-        failures.append(_within_mcse(f"mean[{i}]", th[..., i], mean[i]))
-        for j in range(i, 3):
-            f = (th[..., i] - mean[i]) * (th[..., j] - mean[j])
-            failures.append(_within_mcse(f"cov[{i},{j}]", f, cov[i, j]))
+    failures = _moment_failures(th, mean, cov)
     assert not [f for f in failures if f], failures
 
 
