@@ -115,6 +115,7 @@ def main(args: argparse.Namespace) -> None:
     args.dataset = dataset_name(args.dataset)
     if args.prior_scale is None:  # the scales the repo's examples use: digits 0.3, UCI 1.0
         args.prior_scale = 1.0 if args.dataset.startswith("uci/") else 0.3
+    commit = git_commit()  # the code that runs, not whatever HEAD is when the run ends
     data = get_data(args)
     model = build_model(args, data)
     t0 = time.time()
@@ -142,7 +143,7 @@ def main(args: argparse.Namespace) -> None:
     record = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "seed": args.seed,
-        "commit": git_commit(),
+        "commit": commit,
         "versions": {"bnn_ppl": bp.__version__, "jax": jax.__version__,
                      "numpyro": numpyro.__version__, "numpy": np.__version__,
                      "backend": jax.default_backend()},
