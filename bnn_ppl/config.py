@@ -54,7 +54,7 @@ INIT_METHODS = ("prior", "median", "uniform")
 QUANTITIES = ("probs", "p_true", "centred_logits", "mean")
 """The function-space quantities (:data:`bnn_ppl.function_values.QUANTITIES`, kept here
 without importing JAX)."""
-MASS_MATRICES = ("diagonal", "identity")
+MASS_MATRICES = ("diagonal", "dense", "identity")
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> None:
@@ -266,7 +266,9 @@ class ReferenceHMCConfig(Config):
     have rank-normalised split R-hat <= ``max_rhat`` and bulk ESS >= ``min_ess``, or until
     ``max_draws`` draws per chain or ``max_seconds`` (checked between segments) are spent.
     ``mass_matrix`` is ``"diagonal"`` (adapted in warmup; the trajectory is a quarter period
-    in the current metric) or ``"identity"`` (Izmailov et al.'s (π/2)·σ_prior·√T throughout);
+    in the current metric), ``"dense"`` (likewise, a full covariance: for correlated
+    posteriors, such as MLPs on small UCI sets) or ``"identity"`` (Izmailov et al.'s
+    (π/2)·σ_prior·√T throughout);
     ``trajectory_length=None`` is that default."""
 
     method: ClassVar[str] = "reference_hmc"

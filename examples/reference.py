@@ -9,17 +9,19 @@ atomically, into ``--out-dir``:
 
 * ``<name>.npz`` - the reference predictive at every test row: the BMA class probabilities
   ``probs`` ``(n, K)``, or the BMA's moment-matched Gaussian ``mean`` and ``scale`` ``(n,)`` (in
-  the data set's standardised target units), plus the test targets ``y_test``;
+  the data set's standardised target units), plus the test targets ``y_test`` (and ``y_std``,
+  the training targets' standard deviation, for metrics in the target's own units);
 * ``<name>.json`` - the exact command, seed, git commit, package versions, data set and model, the
   recipe's settings, whether it converged and every convergence check, and the test metrics
-  computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE), so
+  computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE, also in
+  the target's units: the UCI protocol's test RMSE and log-likelihood), so
   they can be recomputed from the ``.npz`` alone.
 
 A run that stops at its budget is still written (``"converged": false`` in the record) and says
 so; such a file is not a reference.
 
     python examples/reference.py --dataset digits                     # MLP(50), N(0, 0.3^2)
-    python examples/reference.py --dataset uci/yacht --split 0 --prior-scale 1.0
+    python examples/reference.py --dataset yacht --split 0 --mass-matrix dense  # N(0, 1), UCI
 """
 
 from __future__ import annotations
@@ -42,6 +44,11 @@ from bnn_ppl.inference import ReferenceNotConvergedWarning, reference_hmc
 from bnn_ppl.io import save_npz, write_json
 
 
+def dataset_name(name: str) -> str:
+    """``yacht`` -> ``uci/yacht`` for the UCI sets; other names as given."""
+    return f"uci/{name}" if name in bp.data.uci.FOLDERS else name
+
+
 def get_data(args: argparse.Namespace) -> bp.data.Dataset:
     options = {"split": args.split} if args.dataset.startswith("uci/") else {}
     data = bp.data.load(args.dataset, **options)
@@ -56,7 +63,7 @@ def get_data(args: argparse.Namespace) -> bp.data.Dataset:
 
 def build_model(args: argparse.Namespace, data: bp.data.Dataset) -> bp.BNN:
     """MLP(width): categorical for a classification set; for regression a Gaussian likelihood
-    whose noise has a HalfNormal(1) prior (the UCI protocol of examples/uci_regression.py)."""
+    whose noise has a HalfNormal(1) prior (the model of examples/uci_regression.py)."""
     if data.num_classes:
         out, likelihood = data.num_classes, bp.likelihoods.Categorical()
     else:
@@ -84,8 +91,8 @@ def reference_predictive(model, run, data) -> tuple[dict, dict]:
     if isinstance(pred, bp.likelihoods.GaussianPrediction):
         mean, scale = np.asarray(pred.mean).reshape(-1), np.asarray(pred.scale).reshape(-1)
         arrays = {"mean": mean, "scale": scale, "y_test": data.y_test}
-        metrics = {"gaussian_nll": float(bp.metrics.gaussian_nll(mean, scale, data.y_test)),
-                   "rmse": float(bp.metrics.rmse(mean, data.y_test))}
+        arrays["y_std"] = np.asarray(data.y_std, np.float64)
+        metrics = regression_metrics(arrays)
     else:
         probs = np.asarray(pred)
         arrays = {"probs": probs, "y_test": data.y_test}
@@ -94,7 +101,21 @@ def reference_predictive(model, run, data) -> tuple[dict, dict]:
     return arrays, metrics
 
 
+def regression_metrics(arrays: dict) -> dict:
+    """Gaussian NLL and RMSE of the stored moment-matched predictive, in standardised units and
+    in the target's own (the UCI protocol's test RMSE and log-likelihood)."""
+    mean, scale, y, y_std = (arrays[k] for k in ("mean", "scale", "y_test", "y_std"))
+    nll = float(bp.metrics.gaussian_nll(mean, scale, y))
+    rmse = float(bp.metrics.rmse(mean, y))
+    return {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * float(y_std),
+            "test_ll_original": -nll - float(np.log(y_std))}
+
+
 def main(args: argparse.Namespace) -> None:
+    args.dataset = dataset_name(args.dataset)
+    if args.prior_scale is None:  # the scales the repo's examples use: digits 0.3, UCI 1.0
+        args.prior_scale = 1.0 if args.dataset.startswith("uci/") else 0.3
+    commit = git_commit()  # the code that runs, not whatever HEAD is when the run ends
     data = get_data(args)
     model = build_model(args, data)
     t0 = time.time()
@@ -104,7 +125,8 @@ def main(args: argparse.Namespace) -> None:
                             rng_key=jax.random.key(args.seed), num_chains=args.num_chains,
                             num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                             max_draws=args.max_draws, max_seconds=args.max_seconds,
-                            mass_matrix=args.mass_matrix)  # fmt: skip
+                            mass_matrix=args.mass_matrix,
+                            max_num_steps=args.max_num_steps)  # fmt: skip
     for w in caught:
         kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
             w.category.__name__)
@@ -121,7 +143,7 @@ def main(args: argparse.Namespace) -> None:
     record = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "seed": args.seed,
-        "commit": git_commit(),
+        "commit": commit,
         "versions": {"bnn_ppl": bp.__version__, "jax": jax.__version__,
                      "numpyro": numpyro.__version__, "numpy": np.__version__,
                      "backend": jax.default_backend()},
@@ -146,16 +168,21 @@ def main(args: argparse.Namespace) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--dataset", default="digits", help="digits, or uci/<name> with --split")
+    p.add_argument("--dataset", default="digits",
+                   help="digits, or a UCI set (yacht, boston, ... or uci/<name>) with --split")
     p.add_argument("--split", type=int, default=0)
     p.add_argument("--width", type=int, default=50)
-    p.add_argument("--prior-scale", type=float, default=0.3)
+    p.add_argument("--prior-scale", type=float, default=None,
+                   help="Normal prior scale (default: 0.3 for digits, 1.0 for UCI)")
     p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--num-warmup", type=int, default=1000)
     p.add_argument("--segment-draws", type=int, default=500)
     p.add_argument("--max-draws", type=int, default=20_000, help="per chain")
     p.add_argument("--max-seconds", type=float, default=None)
-    p.add_argument("--mass-matrix", choices=("diagonal", "identity"), default="diagonal")
+    p.add_argument("--mass-matrix", choices=("diagonal", "dense", "identity"), default="diagonal")
+    p.add_argument("--max-num-steps", type=int, default=1024,
+                   help="most leapfrog steps per iteration (caps the cost of warmup's first, "
+                   "identity-metric windows on a posterior much narrower than its prior)")
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)

@@ -13,7 +13,10 @@ predictions Izmailov et al. (2021) published:
   of the prior with an identity mass matrix. ``mass_matrix="diagonal"`` (the default) also
   adapts a diagonal mass matrix and keeps the trajectory a quarter period *in that metric*
   (π/2 once it holds the posterior's variances); ``"identity"`` is Izmailov et al. exactly.
-  ``benchmarks/reference_mass_matrix.py`` measured both (README, "Reference posteriors").
+  ``"dense"`` adapts the full covariance (NumPyro's ``dense_mass=True``): a correlated posterior
+  (an MLP on a small UCI set) needs it, where the diagonal metric leaves the step size at its
+  floor and chains stuck. ``benchmarks/reference_mass_matrix.py`` and the stored UCI references
+  measured them (README, "Reference posteriors").
 * **Stopping rule.** After warmup the chains are sampled in segments of ``segment_draws``
   draws (NumPyro's ``MCMC`` continued from its ``last_state``: nothing is re-adapted). After
   every segment the checked quantity (:mod:`bnn_ppl.function_values`: by default every
@@ -241,8 +244,9 @@ def reference_hmc(
         **settings: any of its fields, overriding ``config``: ``num_chains`` (4),
             ``num_warmup`` (500), ``segment_draws`` (200), ``max_draws`` (10000 per chain),
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
-            (400), ``quantity``, ``mass_matrix`` ("diagonal"), ``trajectory_length``,
-            ``step_size``, ``target_accept_prob``, ``max_num_steps``, ``chunk_size``.
+            (400), ``quantity``, ``mass_matrix`` ("diagonal", "dense" or "identity"),
+            ``trajectory_length``, ``step_size``, ``target_accept_prob``, ``max_num_steps``,
+            ``chunk_size``.
 
     Returns:
         A :class:`ReferenceRun`; ``converged`` is ``True`` only if the last check met the
@@ -280,7 +284,8 @@ def reference_hmc(
         model, x, y, rng_key=key, num_warmup=c.num_warmup,
         num_samples=min(c.segment_draws, c.max_draws), num_chains=c.num_chains,
         trajectory_length=c.trajectory_length, step_size=c.step_size,
-        adapt_mass_matrix=c.mass_matrix == "diagonal", target_accept_prob=c.target_accept_prob,
+        adapt_mass_matrix=c.mass_matrix != "identity", dense_mass=c.mass_matrix == "dense",
+        target_accept_prob=c.target_accept_prob,
         max_num_steps=c.max_num_steps, chunk_size=c.chunk_size, init_method="prior",
     )  # fmt: skip
     pot = mcmc.sampler.potential

@@ -46,6 +46,7 @@ from bnn_ppl.inference import (
     hmc,
     map_estimate,
     nuts,
+    reference_hmc,
     svi_mean_field,
 )
 from bnn_ppl.models import MLP
@@ -733,6 +734,58 @@ def _cases() -> list[Case]:
     )
     add("NUTS", "step_size", positives(), lambda v: NUTS(POT, step_size=v))
 
+    add(
+        "hmc",
+        "dense_mass",
+        st.one_of(st.integers(), st.none(), st.text(max_size=2), st.just(1.5)),
+        lambda v: run(hmc, dense_mass=v),
+    )
+
+    # reference runs: every setting of ReferenceHMCConfig, before anything is compiled
+    def reference(**kw: Any) -> Any:
+        settings = {"num_warmup": 5, "segment_draws": 5, "max_draws": 5, "x_test": X[:4]} | kw
+        return reference_hmc(REG, (X, Y_REG), **settings)
+
+    for arg, minimum in (("max_draws", 4), ("segment_draws", 4), ("num_chains", 2)):
+        add("reference_hmc", arg, counts(minimum), lambda v, a=arg: reference(**{a: v}))
+    add(
+        "reference_hmc",
+        "max_seconds",
+        positives().filter(lambda v: v is not None),  # None: no time limit
+        lambda v: reference(max_seconds=v),
+    )
+    add(
+        "reference_hmc",
+        "max_rhat",
+        st.one_of(NONFINITE, st.floats(max_value=1.0, allow_nan=False), NOT_NUMBERS),
+        lambda v: reference(max_rhat=v),
+    )
+    add(
+        "reference_hmc",
+        "min_share",
+        st.one_of(
+            NONFINITE,
+            st.floats(max_value=0.0, allow_nan=False),
+            st.floats(min_value=1.0, exclude_min=True, allow_nan=False),
+            NOT_NUMBERS,
+        ),
+        lambda v: reference(min_share=v),
+    )
+    add("reference_hmc", "min_ess", positives(), lambda v: reference(min_ess=v))
+    add(
+        "reference_hmc",
+        "mass_matrix",
+        choices(bp.config.MASS_MATRICES),
+        lambda v: reference(mass_matrix=v),
+    )
+    add("reference_hmc", "x_test", bad_inputs(), lambda v: reference(x_test=v))
+    add(
+        "ReferenceHMCConfig",
+        "max_draws",
+        counts(4),
+        lambda v: bp.config.ReferenceHMCConfig(max_draws=v),
+    )
+
     # SG-MCMC kernels
     for name, cls in (("SGLD", SGLD), ("SGHMC", SGHMC), ("SGNHT", SGNHT), ("ATMC", ATMC)):
         add(
@@ -936,6 +989,7 @@ def test_the_matrix_covers_every_public_entry_point() -> None:
         "bma",
         "from_string",
         "data.load",
+        "reference_hmc",
     ):
         assert name in entries, name
     assert len(CASES) >= 60
