@@ -39,6 +39,7 @@ from bnn_ppl.cli.settings import (
     CLIError,
     RunOptions,
     RunSettings,
+    flag,
     run_settings,
 )
 
@@ -113,11 +114,32 @@ def _refuse_old_spellings(args: Sequence[str]) -> None:
             raise CLIError(f"{name} is gone: {RENAMED[name].format(value=value)}.")
 
 
+def _options(method: str) -> set[str]:
+    shared = ChainRunOptions if method in CHAIN_METHODS else RunOptions
+    names = [f.name for c in (shared, configs.CONFIGS[method]) for f in dataclasses.fields(c)]
+    return {flag(n) for n in names} | {flag("no_" + n) for n in names}
+
+
+def _refuse_options_of_other_methods(method: str, args: Sequence[str]) -> None:
+    own = _options(method)
+    for arg in args:
+        name = arg.partition("=")[0]
+        if name.startswith("--") and name not in own:
+            others = [m for m in METHODS if name in _options(m)]
+            if others:
+                raise CLIError(
+                    f"{name} does not apply to bnn-ppl run {method}; it applies to "
+                    f"{'/'.join(others)} (see bnn-ppl run {method} --help)."
+                )
+
+
 def parse_run(args: Sequence[str]) -> RunSettings:
     """``bnn-ppl run METHOD [OPTIONS]`` (``args`` after ``run``) -> the checked settings."""
     _refuse_old_spellings(args)
     method, rest = args[0], list(args[1:])
-    ns = tyro.cli(command_type(method), prog=f"{PROG} run {method}", args=rest, config=_STYLE)
+    command = command_type(method)
+    _refuse_options_of_other_methods(method, rest)
+    ns = tyro.cli(command, prog=f"{PROG} run {method}", args=rest, config=_STYLE)
     fields = dataclasses.asdict(getattr(ns, method))
     given = any(a == "--batch-size" or a.startswith("--batch-size=") for a in rest)
     return run_settings(method, ns.run, fields, batch_size_given=given)
