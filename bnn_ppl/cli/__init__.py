@@ -68,10 +68,10 @@ from bnn_ppl.cli.run import Fit
 from bnn_ppl.cli.settings import (
     CHAIN_METHODS,
     CLI_DEFAULTS,
-    METHOD_HELP,
     CNN_MODELS,
     MAX_COUNT,
     MAX_TREE_DEPTH,
+    METHOD_HELP,
     METHODS,
     MODEL_OPTIONS,
     MODELS,
@@ -128,17 +128,21 @@ commands:
 
 {PROG} COMMAND --help shows a command's options; {PROG} run METHOD --help a method's."""
 
-RUN_HELP = f"""usage: {PROG} run METHOD [OPTIONS] --out DIR
+RUN_HELP = (
+    f"""usage: {PROG} run METHOD [OPTIONS] --out DIR
 
 Fit a BNN on a data set with one inference method; write config.json, posterior.nc,
 samples.npz, predictions.npz and metrics.json into --out.
 
 methods:
-""" + "\n".join(f"  {m:<9} {h}" for m, h in METHOD_HELP.items()) + f"""
+"""
+    + "\n".join(f"  {m:<9} {h}" for m, h in METHOD_HELP.items())
+    + f"""
 
 {PROG} run METHOD --help shows the method's options and the shared ones (data, model, prior,
 --out, --seed, ...), with their defaults. Example:
   {PROG} run nuts --num-warmup 100 --num-samples 100 --out runs/nuts"""
+)
 
 
 def _dispatch(args: list[str]) -> int:

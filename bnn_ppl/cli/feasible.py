@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+
 import bnn_ppl as bp
 from bnn_ppl import config as configs
 from bnn_ppl.cli.settings import RunSettings
