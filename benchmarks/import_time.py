@@ -19,8 +19,8 @@ Ratios are of medians; ``(- python)`` subtracts the interpreter's own start-up.
 ``--baseline DIR`` adds ``import bnn_ppl``, ``bnn-ppl --help`` and ``bnn-ppl run --help`` of
 another version of the package, interleaved with the others (a fair before/after on a busy
 machine): ``DIR`` holds its ``bnn_ppl/`` folder (``git archive <commit> bnn_ppl | tar -x -C
-DIR``) and goes first on ``PYTHONPATH``. Only the core package is taken from ``DIR``; ``bnn_ppl.models`` and
-``bnn_ppl.inference`` would still come from this checkout.
+DIR``) and goes first on ``PYTHONPATH``. Only the core package is taken from ``DIR``;
+``bnn_ppl.models`` and ``bnn_ppl.inference`` would still come from this checkout.
 
 Usage::
 
