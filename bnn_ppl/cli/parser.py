@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -77,15 +79,24 @@ class CompareOptions:
     quiet: bool = False  # only the table
 
 
-def _unchecked(cls: type) -> type:
-    """``cls`` with its checks deferred to :func:`~bnn_ppl.cli.run_settings` (tyro would print
-    a config's own ValueError in a box of its own, without naming the option)."""
-    body = {
+def _for_tyro(cls: type) -> type:
+    """``cls`` as tyro should read it: its checks deferred to
+    :func:`~bnn_ppl.cli.run_settings` (tyro would print a config's own ValueError in a box of
+    its own, without naming the option), and ``X | None`` spelt ``Optional[X]`` (tyro checks
+    the defaults of ``types.UnionType`` fields through typeguard, whose import alone doubles the
+    time of ``--help``; see benchmarks/import_time.py)."""
+    hints = typing.get_type_hints(cls)
+    body: dict[str, Any] = {
         "__post_init__": lambda self: None,
         "__doc__": cls.__doc__,
         "__module__": cls.__module__,  # where tyro reads the fields' comments (the help)
         "__qualname__": cls.__qualname__,
+        "__annotations__": {},
     }
+    for f in dataclasses.fields(cls):
+        if isinstance(hints[f.name], types.UnionType):
+            body["__annotations__"][f.name] = typing.Union[hints[f.name].__args__]  # noqa: UP007
+            body[f.name] = f.default
     return dataclass(frozen=True)(type(cls.__name__, (cls,), body))
 
 
@@ -95,8 +106,8 @@ def command_type(method: str) -> type:
     the method's config under its name, with ``bnn-ppl run``'s defaults."""
     if method not in METHODS:
         raise CLIError(f"bnn-ppl run takes a method, one of {', '.join(METHODS)}; got {method!r}.")
-    config = _unchecked(configs.CONFIGS[method])
-    shared = ChainRunOptions if method in CHAIN_METHODS else RunOptions
+    config = _for_tyro(configs.CONFIGS[method])
+    shared = _for_tyro(ChainRunOptions if method in CHAIN_METHODS else RunOptions)
     fields: list[Any] = [
         ("run", shared),
         (method, config, dataclasses.field(default=config(**CLI_DEFAULTS[method]))),
