@@ -55,6 +55,19 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n < 2**40 else f"{n / 2**40:,.1f} TiB"
 
 
+def check_temperature(temperature: float, n: int) -> None:
+    """Refuse a ``--temperature`` so cold that float32 cannot hold the tempered gradients of
+    ``n`` training rows (:data:`MAX_LIKELIHOOD_SCALE`), naming the option (before the model is
+    built, whose own check names the library's argument)."""
+    if n / temperature > MAX_LIKELIHOOD_SCALE:
+        raise InputValueError(
+            f"--temperature {temperature:g} is too cold for float32 with {n} training "
+            f"rows: 1/T scales their summed log-likelihood by n/T = {n / temperature:.3g} "
+            f"(at most {MAX_LIKELIHOOD_SCALE:.0e} is allowed), and its gradients squared "
+            f"overflow float32; pass --temperature >= {n / MAX_LIKELIHOOD_SCALE:.3g}."
+        )
+
+
 def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_params: int) -> None:
     """Refuse, before the run folder is claimed, a run that cannot work on this data and machine.
 
@@ -76,13 +89,7 @@ def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_par
             f"--batch-size {batch} is larger than the {n} training rows of "
             f"{s.options.dataset}; pass at most {n} (or omit it)."
         )
-    if n / temperature > MAX_LIKELIHOOD_SCALE:
-        raise InputValueError(
-            f"--temperature {temperature:g} is too cold for float32 with {n} training "
-            f"rows: 1/T scales their summed log-likelihood by n/T = {n / temperature:.3g} "
-            f"(at most {MAX_LIKELIHOOD_SCALE:.0e} is allowed), and its gradients squared "
-            f"overflow float32; pass --temperature >= {n / MAX_LIKELIHOOD_SCALE:.3g}."
-        )
+    check_temperature(temperature, n)
     if hasattr(c, "num_chains"):
         draws, counts = c.num_chains * c.num_samples, "--num-chains x --num-samples"
     elif isinstance(c, configs.SVIConfig):

@@ -35,7 +35,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.cli.build import _data_identity, _inputs_for, build_model, load_data
 from bnn_ppl.cli.console import printer
-from bnn_ppl.cli.feasible import check_feasible
+from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
     CHAIN_METHODS,
     NOISE_DEFAULT,
@@ -205,6 +205,7 @@ def _cmd_run(s: RunSettings) -> int:
         # the default minibatch, at most the training rows: recorded
         config = dataclasses.replace(config, batch_size=min(config.batch_size, len(data.x_train)))
     s = dataclasses.replace(s, options=o, config=config)
+    check_temperature(o.temperature, len(data.x_train))
     model = build_model(o, data)
     num_params = model.num_params(data.x_train[:1])
     check_feasible(s, data, model, num_params)  # everything is checked before the claim
