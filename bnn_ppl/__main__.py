@@ -1,7 +1,7 @@
 """``python -m bnn_ppl``: the ``bnn-ppl`` command line (:mod:`bnn_ppl.cli`).
 
 Example:
-    $ python -m bnn_ppl run --method svi --out runs/svi
+    $ python -m bnn_ppl run svi --out runs/svi
 """
 
 import sys

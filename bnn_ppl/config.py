@@ -79,8 +79,8 @@ class Config:
 
     method: ClassVar[str] = ""
 
-    chunk_size: int | None = None
-    init_method: str = "prior"
+    chunk_size: int | None = None  # rows per network call (None: the library's)
+    init_method: str = "prior"  # start: prior, median or uniform
 
     def __post_init__(self) -> None:
         _optional_count("chunk_size", self.chunk_size)
@@ -93,13 +93,13 @@ class Config:
 
 @dataclass(frozen=True)
 class _MCMCConfig(Config):
-    num_warmup: int = 200
-    num_samples: int = 200
-    num_chains: int = 1
-    thinning: int = 1
-    step_size: float = 0.01
-    adapt_mass_matrix: bool = True
-    target_accept_prob: float = 0.8
+    num_warmup: int = 200  # warmup iterations per chain
+    num_samples: int = 200  # draws per chain
+    num_chains: int = 1  # chains, vectorised
+    thinning: int = 1  # keep every k-th draw
+    step_size: float = 0.01  # initial step size
+    adapt_mass_matrix: bool = True  # adapt a diagonal mass matrix
+    target_accept_prob: float = 0.8  # step-size adaptation target
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -125,9 +125,9 @@ class HMCConfig(_MCMCConfig):
 
     method: ClassVar[str] = "hmc"
 
-    trajectory_length: float | None = None
-    adapt_step_size: bool = True
-    max_num_steps: int = 1024
+    trajectory_length: float | None = None  # None: (pi/2) x prior sd
+    adapt_step_size: bool = True  # adapt the step size in warmup
+    max_num_steps: int = 1024  # most leapfrog steps per iteration
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -142,7 +142,7 @@ class NUTSConfig(_MCMCConfig):
 
     method: ClassVar[str] = "nuts"
 
-    max_tree_depth: int = 10
+    max_tree_depth: int = 10  # trees of at most 2^D - 1 steps
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -155,9 +155,9 @@ class MAPConfig(Config):
 
     method: ClassVar[str] = "map"
 
-    num_steps: int = 2000
-    learning_rate: float = 0.01
-    batch_size: int | None = None
+    num_steps: int = 2000  # Adam steps
+    learning_rate: float = 0.01  # Adam learning rate
+    batch_size: int | None = None  # minibatch rows (None: all)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -173,7 +173,7 @@ class EnsembleConfig(MAPConfig):
 
     method: ClassVar[str] = "ensemble"
 
-    num_members: int = 5
+    num_members: int = 5  # ensemble members
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,11 +189,11 @@ class SVIConfig(MAPConfig):
 
     method: ClassVar[str] = "svi"
 
-    num_steps: int = 5000
-    map_steps: int = 0
-    init_scale: float = 0.01
-    num_particles: int = 1
-    num_samples: int = 100
+    num_steps: int = 5000  # SVI steps
+    map_steps: int = 0  # MAP steps first (0: start at a prior draw)
+    init_scale: float = 0.01  # initial guide scale
+    num_particles: int = 1  # ELBO particles
+    num_samples: int = 100  # draws from the fitted guide
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -211,13 +211,13 @@ class _SGMCMCConfig(Config):
     ``step_size=None`` is :func:`~bnn_ppl.inference.recommended_step_size` for the curvature
     and minibatch noise measured at a MAP estimate of ``map_steps`` Adam steps."""
 
-    num_warmup: int = 2
-    num_samples: int = 20
-    num_chains: int = 1
-    cycle_length: int = 1000
-    batch_size: int | None = 128
-    step_size: float | None = None
-    map_steps: int = 200
+    num_warmup: int = 2  # burn-in cycles
+    num_samples: int = 20  # sampled cycles, one draw each
+    num_chains: int = 1  # chains, vectorised
+    cycle_length: int = 1000  # steps per step-size cycle
+    batch_size: int | None = 128  # minibatch rows (None: all)
+    step_size: float | None = None  # None: recommended at a MAP
+    map_steps: int = 200  # MAP steps for that step size
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -1016,27 +1016,27 @@ def _positive_texts() -> st.SearchStrategy:
 
 CLI_TINY = ["--model", "mlp", "--width", "4", "--dataset", "iris"]
 CLI_FLAGS: dict[str, tuple[st.SearchStrategy, list[str]]] = {
-    "--num-samples": (_count_texts(), ["--method", "hmc"]),
-    "--num-warmup": (_count_texts(minimum=0), ["--method", "hmc"]),
-    "--num-chains": (_count_texts(), ["--method", "hmc"]),
-    "--max-tree-depth": (_count_texts(), ["--method", "nuts"]),
-    "--step-size": (_positive_texts(), ["--method", "hmc"]),
-    "--trajectory-length": (_positive_texts(), ["--method", "hmc"]),
-    "--temperature": (_positive_texts(), ["--method", "svi"]),
-    "--learning-rate": (_positive_texts(), ["--method", "svi"]),
-    "--steps": (_count_texts(), ["--method", "svi"]),
-    "--batch-size": (_count_texts(), ["--method", "svi"]),
-    "--members": (_count_texts(), ["--method", "ensemble"]),
-    "--width": (_count_texts(), ["--method", "svi"]),
-    "--chunk-size": (_count_texts(), ["--method", "svi"]),
-    "--max-train": (_count_texts(), ["--method", "svi"]),
-    "--seed": (st.sampled_from(["-1", "2.5", "abc", str(2**32)]), ["--method", "svi"]),
-    "--prior": (bad_prior_strings(), ["--method", "svi"]),
+    "--num-samples": (_count_texts(), ["hmc"]),
+    "--num-warmup": (_count_texts(minimum=0), ["hmc"]),
+    "--num-chains": (_count_texts(), ["hmc"]),
+    "--max-tree-depth": (_count_texts(), ["nuts"]),
+    "--step-size": (_positive_texts(), ["hmc"]),
+    "--trajectory-length": (_positive_texts(), ["hmc"]),
+    "--temperature": (_positive_texts(), ["svi"]),
+    "--learning-rate": (_positive_texts(), ["svi"]),
+    "--num-steps": (_count_texts(), ["svi"]),
+    "--batch-size": (_count_texts(), ["svi"]),
+    "--num-members": (_count_texts(), ["ensemble"]),
+    "--width": (_count_texts(), ["svi"]),
+    "--chunk-size": (_count_texts(), ["svi"]),
+    "--max-train": (_count_texts(), ["svi"]),
+    "--seed": (st.sampled_from(["-1", "2.5", "abc", str(2**32)]), ["svi"]),
+    "--prior": (bad_prior_strings(), ["svi"]),
     "--dataset": (
         st.text(min_size=1, max_size=8).filter(
             lambda t: t not in bp.data.available() and not t.startswith("-")
         ),
-        ["--method", "svi"],
+        ["svi"],
     ),
 }
 
@@ -1056,7 +1056,7 @@ def test_cli_run_refuses_a_bad_option_before_claiming_the_folder(
     values, extra = CLI_FLAGS[flag]
     value = data.draw(values, label=flag)
     out = tmp_path_factory.mktemp("run") / "never-written"
-    args = ["run", *CLI_TINY, *extra, f"{flag}={value}", "--out", str(out)]
+    args = ["run", *extra, *CLI_TINY, f"{flag}={value}", "--out", str(out)]
     err = io.StringIO()
     with count_compiles() as compiles:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -8,8 +8,8 @@ anything is written or compiled.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 from conftest import count_compiles
 
-from bnn_ppl import cli, runs
+from bnn_ppl import cli, config, runs
 from bnn_ppl.io import load_npz, read_json
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", "200"]
-HMC = [*TINY, "--method", "hmc", "--num-warmup", "20", "--num-samples", "20"]
+HMC = ["hmc", *TINY, "--num-warmup", "20", "--num-samples", "20"]
 HMC_CHECKPOINTED = [*HMC, "--num-chains", "2", "--checkpoint-every", "20"]
 
 
@@ -61,7 +61,7 @@ def hmc_run(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def ensemble_run(folder: Path) -> Path:
     out = folder / "ensemble"
-    ok("run", *TINY, "--method", "ensemble", "--members", "3", "--steps", "50",
+    ok("run", "ensemble", *TINY, "--num-members", "3", "--num-steps", "50",
        "--out", str(out), "--quiet")  # fmt: skip
     return out
 
@@ -69,7 +69,7 @@ def ensemble_run(folder: Path) -> Path:
 @pytest.fixture(scope="module")
 def svi_run(folder: Path) -> Path:
     out = folder / "svi"
-    ok("run", *TINY, "--method", "svi", "--steps", "50", "--map-steps", "20",
+    ok("run", "svi", *TINY, "--num-steps", "50", "--map-steps", "20",
        "--num-samples", "10", "--out", str(out), "--quiet")  # fmt: skip
     return out
 
@@ -78,8 +78,8 @@ def svi_run(folder: Path) -> Path:
 def diabetes_run(folder: Path) -> Path:
     """A regression run (another data set)."""
     out = folder / "diabetes"
-    ok("run", "--model", "mlp", "--width", "8", "--dataset", "diabetes", "--method", "ensemble",
-       "--members", "2", "--steps", "50", "--out", str(out), "--quiet")  # fmt: skip
+    ok("run", "ensemble", "--model", "mlp", "--width", "8", "--dataset", "diabetes",
+       "--num-members", "2", "--num-steps", "50", "--out", str(out), "--quiet")  # fmt: skip
     return out
 
 
@@ -152,7 +152,8 @@ def test_the_run_folder_holds_an_arviz_posterior(run: str, request: pytest.Fixtu
         np.testing.assert_array_equal(a if chains else a.reshape(-1, *a.shape[2:]), samples[site])
     for name, a in post.predictions.items():
         np.testing.assert_array_equal(a if chains else a.reshape(-1, *a.shape[2:]), preds[name])
-    expected = cli.method_config(read_json(out / runs.CONFIG)["arguments"]).to_dict()
+    settings = cli.RunSettings.from_arguments(read_json(out / runs.CONFIG)["arguments"])
+    expected = settings.config.to_dict()
     assert {k: post.config.get(k) for k in expected} == expected  # plus what the method chose
     tree = post.to_inference_data()
     assert az.summary(tree, kind="stats").shape[0] > 0
@@ -160,14 +161,15 @@ def test_the_run_folder_holds_an_arviz_posterior(run: str, request: pytest.Fixtu
 
 
 def test_the_cli_runs_what_fit_runs(svi_run: Path) -> None:
-    """bnn-ppl run = bnn_ppl.fit with method_config(settings): the same draws, bit for bit."""
+    """bnn-ppl run = bnn_ppl.fit with the run's config: the same draws, bit for bit."""
     import jax
 
     from bnn_ppl.inference import fit
 
-    s = read_json(svi_run / runs.CONFIG)["arguments"]
-    data = cli._inputs_for(s["model"], cli.load_data(s["dataset"], max_train=s["max_train"]))
-    post = fit(cli.build_model(s, data), data, cli.method_config(s), jax.random.key(s["seed"]))
+    s = cli.RunSettings.from_arguments(read_json(svi_run / runs.CONFIG)["arguments"])
+    o = s.options
+    data = cli._inputs_for(o.model, cli.load_data(o.dataset, max_train=o.max_train))
+    post = fit(cli.build_model(o, data), data, s.config, jax.random.key(o.seed))
     stored = load_npz(svi_run / runs.SAMPLES)
     for site, a in post.flat_samples().items():
         np.testing.assert_array_equal(a, stored[site])
@@ -186,8 +188,8 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
 def test_sgmcmc_with_one_chain_skips_rhat_and_says_why(folder: Path) -> None:
     out_dir = folder / "sgmcmc"
     rc, out, err = bnn_ppl(
-        "run", *TINY, "--method", "sgmcmc", "--sampler", "sghmc", "--num-chains", "1",
-        "--cycle-length", "10", "--burnin-cycles", "1", "--num-samples", "3", "--batch-size",
+        "run", "sghmc", *TINY, "--num-chains", "1",
+        "--cycle-length", "10", "--num-warmup", "1", "--num-samples", "3", "--batch-size",
         "50", "--out", str(out_dir), "--quiet",
     )  # fmt: skip
     assert rc == 0, err
@@ -224,36 +226,39 @@ def test_regression_run_reports_original_units(diabetes_run: Path) -> None:
 
 
 # ----------------------------------------------------------------------------------- --help
-def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return dict(action.choices)
+def _fields(cls: type) -> set[str]:
+    return {"--" + f.name.replace("_", "-") for f in dataclasses.fields(cls)}
 
 
-def test_help_lists_every_option() -> None:
-    parser = cli.build_parser()
-    subs = _subparsers(parser)
-    assert set(subs) == {"run", "evaluate", "compare"}
-    top = parser.format_help()
-    assert all(name in top for name in subs)
-    for name, sub in subs.items():
-        text = sub.format_help()
-        for action in sub._actions:
-            for flag in action.option_strings:
-                assert flag in text, f"bnn-ppl {name} --help lacks {flag}"
-            if not action.option_strings:
-                assert action.metavar or action.dest in text
-            assert action.help, f"bnn-ppl {name}: {action.option_strings} has no help"
-
-
-def test_help_states_the_defaults_that_apply() -> None:
-    helps = {a.dest: a.help for a in _subparsers(cli.build_parser())["run"]._actions if a.help}
-    for table in (cli.METHOD_OPTIONS, cli.MODEL_OPTIONS):
-        for name, defaults in table.items():
-            for default in defaults.values():
-                if default is not None:
-                    assert str(default) in helps[name], (name, default)
+def test_top_level_and_run_help_list_the_commands_and_methods() -> None:
+    rc, out, _ = bnn_ppl("--help")
+    assert rc == 0 and all(c in out for c in ("run", "evaluate", "compare"))
     rc, out, _ = bnn_ppl("run", "--help")
-    assert rc == 0 and "--checkpoint-every" in out
+    assert rc == 0 and all(f"  {m} " in out for m in cli.METHODS)
+    rc, _, err = bnn_ppl()  # no command: the usage on stderr, a usage error
+    assert rc == 2 and "usage: bnn-ppl" in err
+
+
+@pytest.mark.parametrize("method", cli.METHODS)
+def test_run_method_help_shows_its_options_and_no_other_methods(
+    method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every field of the method's config and of the shared options is an option with its
+    help and the default that applies; the options of other methods are absent."""
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option
+    rc, out, _ = bnn_ppl("run", method, "--help")
+    assert rc == 0
+    shared = cli.ChainRunOptions if method in cli.CHAIN_METHODS else cli.RunOptions
+    own = _fields(config.CONFIGS[method]) | _fields(shared)
+    for flag in own:
+        assert flag in out, f"bnn-ppl run {method} --help lacks {flag}"
+    others = set().union(*(_fields(c) for c in config.CONFIGS.values())) | {"--checkpoint-every"}
+    for flag in others - own:
+        assert f"{flag} " not in out, f"bnn-ppl run {method} --help shows {flag}"
+    for name, value in cli.CLI_DEFAULTS[method].items():
+        assert f"(default: {value})" in out, (name, value)
+    if method == "hmc":  # the help of the config's fields is the comment beside each
+        assert "warmup iterations per chain (default: 200)" in out
 
 
 def test_console_script_help() -> None:
@@ -261,12 +266,28 @@ def test_console_script_help() -> None:
     assert script.exists(), "bnn-ppl is not installed: pip install -e . --no-deps"
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run(
-        [str(script), "run", "--help"], capture_output=True, text=True, timeout=120, env=env
-    )
+        [str(script), "run", "ensemble", "--help"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    for flag in ("--model", "--dataset", "--method", "--prior", "--temperature", "--out",
-                 "--quiet", "--checkpoint-every", "--members", "--steps"):  # fmt: skip
+    for flag in ("--model", "--dataset", "--prior", "--temperature", "--out", "--quiet",
+                 "--num-members", "--num-steps", "--batch-size"):  # fmt: skip
         assert flag in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (["--method", "nuts"], "bnn-ppl run nuts [OPTIONS]"),
+        (["--method=sgmcmc", "--sampler", "atmc"], "the method is a subcommand"),
+        (["ensemble", "--members", "3"], "use --num-members"),
+        (["svi", "--steps", "3"], "use --num-steps"),
+        (["atmc", "--burnin-cycles", "3"], "use --num-warmup (burn-in cycles)"),
+    ],
+)
+def test_the_earlier_spelling_is_refused_with_the_new_one(old: list[str], new: str) -> None:
+    rc, _, err = bnn_ppl("run", *old, "--out", "never-written")
+    assert rc == 2 and new in err and "is gone" in err and "Traceback" not in err
 
 
 # ------------------------------------------------------------------------------- bad inputs
@@ -277,13 +298,18 @@ BAD_RUNS = {
     "temperature 0": (["--temperature", "0"], "--temperature must be a finite number > 0"),
     "negative temperature": (["--temperature", "-1"], "--temperature must be a finite number > 0"),
     "unknown dataset": (["--dataset", "digitz"], "unknown dataset 'digitz'"),
-    "unknown model": (["--model", "mlpx"], "argument --model: invalid choice: 'mlpx'"),
-    "unknown method": (["--method", "vi"], "argument --method: invalid choice: 'vi'"),
-    "not a number": (["--num-samples", "many"], "argument --num-samples: invalid int value"),
-    "zero samples": (["--num-samples", "0"], "--num-samples must be an integer >= 1, got 0"),
+    "unknown model": (["--model", "mlpx"], "invalid choice 'mlpx' for argument '--model'"),
+    "unknown method": (["vi"], "bnn-ppl run takes a method, one of hmc, nuts, svi, map"),
+    "not a number": (["--num-samples", "many"], "Error parsing --num-samples: invalid literal"),
+    "zero samples": (["--num-samples", "0"], "--num-samples must be an int >= 1, got 0"),
     "option of another method": (
-        ["--method", "svi", "--num-chains", "2"],
-        "--num-chains does not apply to --method svi; it applies to --method hmc/nuts/sgmcmc",
+        ["svi", "--num-chains", "2"],
+        "--num-chains does not apply to bnn-ppl run svi; it applies to "
+        "hmc/nuts/sgld/sghmc/sgnht/atmc",
+    ),
+    "checkpoints of a method without chains": (
+        ["ensemble", "--checkpoint-every", "2"],
+        "--checkpoint-every does not apply to bnn-ppl run ensemble",
     ),
     "option of another network": (
         ["--model", "lenet5", "--width", "4"],
@@ -300,7 +326,7 @@ BAD_RUNS = {
     "denormal prior scale": (["--prior", "normal:1e-50"], "cannot be represented in float32"),
     "denormal temperature": (["--temperature", "1e-45"], "cannot be represented in float32"),
     "temperature too cold for float32": (
-        ["--method", "svi", "--temperature", "1e-30"],
+        ["svi", "--temperature", "1e-30"],
         "--temperature 1e-30 is too cold for float32 with 1437 training rows",
     ),
     "huge num-samples": (
@@ -309,31 +335,31 @@ BAD_RUNS = {
         "predictions each need about",
     ),
     "huge num-chains": (["--num-chains", str(10**9)], "more than this machine's"),
-    "huge svi draws": (["--method", "svi", "--num-samples", str(10**9)], "lower --num-samples"),
-    "huge ensemble": (["--method", "ensemble", "--members", str(10**9)], "lower --members"),
+    "huge svi draws": (["svi", "--num-samples", str(10**9)], "lower --num-samples"),
+    "huge ensemble": (["ensemble", "--num-members", str(10**9)], "lower --num-members"),
     "count beyond int32": (["--num-warmup", str(2**31)], "is above 2147483647, the largest"),
     "iterations beyond int32": (
-        ["--method", "sgmcmc", "--cycle-length", str(2**20), "--num-samples", str(2**11)],
-        "(--burnin-cycles + --num-samples) x --cycle-length = 2149580800 iterations",
+        ["atmc", "--cycle-length", str(2**20), "--num-samples", str(2**11)],
+        "(--num-warmup + --num-samples) x --cycle-length = 2149580800 iterations",
     ),
     "nuts tree beyond int32": (
-        ["--method", "nuts", "--max-tree-depth", "1000000"],
+        ["nuts", "--max-tree-depth", "1000000"],
         "--max-tree-depth 1000000 is above 30",
     ),  # was a JaxRuntimeError traceback after 48 s
     "hmc trajectory that never ends": (
         ["--prior", "normal:1e6"],
-        "--method hmc would take 157,079,633 leapfrog steps per iteration",
+        "hmc would take 157,079,633 leapfrog steps per iteration",
     ),
     "svi batch larger than the data": (
-        ["--method", "svi", "--batch-size", "5000"],
+        ["svi", "--batch-size", "5000"],
         "--batch-size 5000 is larger than the 1437 training rows of digits",
     ),
     "ensemble batch larger than the data": (
-        ["--method", "ensemble", "--batch-size", "1438"],
+        ["ensemble", "--batch-size", "1438"],
         "--batch-size 1438 is larger than the 1437 training rows",
     ),
     "sgmcmc batch larger than the data": (
-        ["--method", "sgmcmc", "--max-train", "100", "--batch-size", "128"],
+        ["atmc", "--max-train", "100", "--batch-size", "128"],
         "--batch-size 128 is larger than the 100 training rows",
     ),
 }
@@ -342,9 +368,10 @@ BAD_RUNS = {
 @pytest.mark.parametrize("case", list(BAD_RUNS))
 def test_bad_run_options_are_refused_with_a_message(case: str, tmp_path: Path) -> None:
     extra, message = BAD_RUNS[case]
+    method, extra = (extra[0], extra[1:]) if extra[0] in (*cli.METHODS, "vi") else ("hmc", extra)
     out = tmp_path / "run"
     with count_compiles() as compiles:
-        rc, stdout, stderr = bnn_ppl("run", "--method", "hmc", *extra, "--out", str(out))
+        rc, stdout, stderr = bnn_ppl("run", method, *extra, "--out", str(out))
     assert rc == 2
     assert message in stderr, stderr
     assert "Traceback" not in stderr + stdout
@@ -355,10 +382,10 @@ def test_bad_run_options_are_refused_with_a_message(case: str, tmp_path: Path) -
 # SIGKILL through the command line: the resumed run's draws equal an uninterrupted run's
 KILLED = {
     "hmc": [*HMC[:-4], "--num-warmup", "10", "--num-samples", "6", "--num-chains", "2"],
-    "nuts": [*TINY, "--method", "nuts", "--num-warmup", "10", "--num-samples", "6",
+    "nuts": ["nuts", *TINY, "--num-warmup", "10", "--num-samples", "6",
              "--num-chains", "1", "--max-tree-depth", "3"],
-    "atmc": [*TINY, "--method", "sgmcmc", "--sampler", "atmc", "--num-chains", "2",
-             "--cycle-length", "4", "--burnin-cycles", "1", "--num-samples", "6",
+    "atmc": ["atmc", *TINY, "--num-chains", "2",
+             "--cycle-length", "4", "--num-warmup", "1", "--num-samples", "6",
              "--batch-size", "50", "--step-size", "1e-3"],
 }  # fmt: skip
 
@@ -410,7 +437,7 @@ def test_a_kill_during_the_first_config_write_leaves_a_usable_folder(tmp_path: P
     out = tmp_path / "run"
     out.mkdir()
     (out / ".config.json.0123456789abcdef.tmp").write_text("{")  # a kill mid-write leaves this
-    ok("run", *TINY, "--method", "ensemble", "--members", "2", "--steps", "20",
+    ok("run", "ensemble", *TINY, "--num-members", "2", "--num-steps", "20",
        "--out", str(out), "--quiet")  # fmt: skip
     assert not list(out.glob("*.tmp")) and (out / runs.METRICS).exists()
 
@@ -479,7 +506,7 @@ def test_a_damaged_config_is_named(tmp_path: Path) -> None:
 
 def test_a_refused_option_leaves_the_folder_free_for_the_corrected_command(tmp_path: Path) -> None:
     out = tmp_path / "ensemble"
-    ensemble = [*TINY, "--method", "ensemble", "--members", "3", "--steps", "50"]
+    ensemble = ["ensemble", *TINY, "--num-members", "3", "--num-steps", "50"]
     rc, _, err = bnn_ppl("run", *ensemble, "--batch-size", "500", "--out", str(out))
     assert rc == 2 and "larger than the 200 training rows" in err and not out.exists()
     ok("run", *ensemble, "--out", str(out), "--quiet")  # as the ensemble_run fixture
@@ -488,8 +515,8 @@ def test_a_refused_option_leaves_the_folder_free_for_the_corrected_command(tmp_p
 
 def test_sgmcmc_default_batch_is_all_rows_of_a_small_set_and_recorded(tmp_path: Path) -> None:
     out = tmp_path / "sgmcmc"
-    ok("run", *TINY[:-1], "60", "--method", "sgmcmc", "--num-chains", "1", "--cycle-length",
-       "2", "--burnin-cycles", "0", "--num-samples", "1", "--out", str(out), "--quiet")  # fmt: skip
+    ok("run", "atmc", *TINY[:-1], "60", "--num-chains", "1", "--cycle-length",
+       "2", "--num-warmup", "0", "--num-samples", "1", "--out", str(out), "--quiet")  # fmt: skip
     assert read_json(out / runs.CONFIG)["arguments"]["batch_size"] == 60  # not 128, clamped
     assert read_json(out / runs.METRICS)["summary"]["batch_size"] == 60
 
@@ -497,10 +524,10 @@ def test_sgmcmc_default_batch_is_all_rows_of_a_small_set_and_recorded(tmp_path: 
 # extreme prior scales the float32 range holds: a correct result, or a clean error naming the
 # divergence (never NumPyro's "invalid scale parameter" traceback, never NaN metrics)
 DIVERGING = {
-    "svi, prior 1e-30": (["--method", "svi", "--prior", "normal:1e-30"], "svi diverged: the "),
-    "svi, prior 1e-37": (["--method", "svi", "--prior", "normal:1e-37"], "svi diverged: the "),
+    "svi, prior 1e-30": (["svi", "--prior", "normal:1e-30"], "svi diverged: the "),
+    "svi, prior 1e-37": (["svi", "--prior", "normal:1e-37"], "svi diverged: the "),
     "ensemble, prior 1e-37": (
-        ["--method", "ensemble", "--members", "2", "--prior", "normal:1e-37"],
+        ["ensemble", "--num-members", "2", "--prior", "normal:1e-37"],
         "ensemble diverged: the loss became nan",
     ),
 }
@@ -509,8 +536,9 @@ DIVERGING = {
 @pytest.mark.parametrize("case", list(DIVERGING))
 def test_a_diverging_fit_is_a_clean_error(case: str, tmp_path: Path) -> None:
     extra, message = DIVERGING[case]
-    steps = ["--steps", "20"] + (["--map-steps", "5"] if "svi" in case else [])
-    rc, out, err = bnn_ppl("run", *TINY, *steps, *extra, "--out", str(tmp_path / "run"))
+    steps = ["--num-steps", "20"] + (["--map-steps", "5"] if "svi" in case else [])
+    method, *extra = extra
+    rc, out, err = bnn_ppl("run", method, *TINY, *steps, *extra, "--out", str(tmp_path / "run"))
     assert rc == 2, out + err
     assert message in err and "less extreme --prior" in err and "Traceback" not in err
     assert not (tmp_path / "run" / runs.METRICS).exists()
@@ -519,7 +547,7 @@ def test_a_diverging_fit_is_a_clean_error(case: str, tmp_path: Path) -> None:
 def test_a_tiny_prior_scale_gives_the_prior_predictive(tmp_path: Path) -> None:
     """Prior sd 1e-30 pins every weight at ~0: uniform predictions, not an error."""
     out = tmp_path / "ensemble"
-    ok("run", *TINY, "--method", "ensemble", "--members", "2", "--steps", "20", "--prior",
+    ok("run", "ensemble", *TINY, "--num-members", "2", "--num-steps", "20", "--prior",
        "normal:1e-30", "--out", str(out), "--quiet")  # fmt: skip
     probs = load_npz(out / runs.PREDICTIONS)["probs"]
     np.testing.assert_allclose(probs, 0.1, rtol=1e-5)
@@ -540,11 +568,11 @@ def test_an_injected_bug_keeps_its_traceback(
 ) -> None:
     monkeypatch.setattr(cli.run, "load_data", bug)  # where `bnn-ppl run` looks it up
     with pytest.raises((TypeError, ValueError)) as info:
-        bnn_ppl("run", *TINY, "--method", "svi", "--out", str(tmp_path / "run"))
+        bnn_ppl("run", "svi", *TINY, "--out", str(tmp_path / "run"))
     assert not isinstance(info.value, cli.InputError)  # not passed off as the user's mistake
     # while the library's own validation stays a one-line error with exit status 2
     monkeypatch.undo()
-    rc, _, err = bnn_ppl("run", "--dataset", "digitz", "--out", str(tmp_path / "run"))
+    rc, _, err = bnn_ppl("run", "hmc", "--dataset", "digitz", "--out", str(tmp_path / "run"))
     assert rc == 2 and err.startswith("bnn-ppl: error: unknown dataset 'digitz'")
 
 
@@ -574,16 +602,16 @@ def _python_m(*args: str, bug: bool = False) -> subprocess.CompletedProcess[str]
 
 
 def test_python_m_bnn_ppl_runs_the_cli_and_quiet_prints_nothing(tmp_path: Path) -> None:
-    args = [*TINY, "--method", "ensemble", "--members", "2", "--steps", "5"]
+    args = ["ensemble", *TINY, "--num-members", "2", "--num-steps", "5"]
     proc = _python_m("run", *args, "--out", str(tmp_path / "ens"), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and proc.stderr == ""  # --quiet: nothing at all on success
     assert (tmp_path / "ens" / runs.METRICS).exists()
-    proc = _python_m("run", "--temperature", "0", "--out", str(tmp_path / "x"))
+    proc = _python_m("run", "hmc", "--temperature", "0", "--out", str(tmp_path / "x"))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("bnn-ppl: error: --temperature must be a finite number > 0")
     assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
-    proc = _python_m("run", "--method", "svi", "--out", str(tmp_path / "x"), bug=True)
+    proc = _python_m("run", "svi", "--out", str(tmp_path / "x"), bug=True)
     assert proc.returncode == 1 and "bnn-ppl: error" not in proc.stderr
     assert "Traceback" in proc.stderr and "TypeError: unsupported operand" in proc.stderr
 

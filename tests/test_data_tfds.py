@@ -263,7 +263,7 @@ def test_a_damaged_preparation_is_a_clear_error(how, prepared_mnist, tmp_path, n
 def test_the_command_line_reports_a_damaged_preparation(prepared_mnist, tmp_path, capsys):
     root = Path(shutil.copytree(prepared_mnist, tmp_path / "tfds"))
     _truncate(root / "mnist" / "3.0.1")
-    rc = cli.main(["run", "--dataset", "mnist", "--data-dir", str(root), "--method", "svi",
+    rc = cli.main(["run", "svi", "--dataset", "mnist", "--data-dir", str(root),
                    "--out", str(tmp_path / "run")])  # fmt: skip
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("bnn-ppl: error: tfds data set 'mnist' under")
@@ -346,7 +346,7 @@ def test_missing_tensorflow_datasets_says_which_extra_to_install(monkeypatch, tm
     with pytest.raises(ImportError, match=r'pip install "bnn_ppl\[tfds\]"'):
         bp.data.load("mnist")
     # the command line says so in one line, not with a traceback
-    rc = cli.main(["run", "--dataset", "mnist", "--method", "svi", "--out", str(tmp_path / "r")])
+    rc = cli.main(["run", "svi", "--dataset", "mnist", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("bnn-ppl: error: this data set is read with tensorflow-")
     assert 'pip install "bnn_ppl[tfds]"' in err and not (tmp_path / "r").exists()

@@ -59,7 +59,8 @@ def _imported_by(command: list[str]) -> set[str]:
         "import bnn_ppl",
         "import bnn_ppl as bp; bp.config; bp.validation; bp.data; bp.InputError",
         "from bnn_ppl import config, data, validation, InputError",
-        "import bnn_ppl.cli; bnn_ppl.cli.build_parser()",
+        "import bnn_ppl.cli; bnn_ppl.cli.main(['--help'])",
+        "import bnn_ppl.cli.parser; bnn_ppl.cli.parser.command_type('hmc')",
     ],
 )
 def test_light_imports_load_nothing_heavy(code):
@@ -93,18 +94,29 @@ def test_arviz_imported_between_bnn_ppl_and_first_use_does_not_break_numpyro():
     assert out.strip().endswith("ok")
 
 
-@pytest.mark.parametrize("how", ["script", "module"])
-def test_help_loads_nothing_heavy(how):
+@pytest.mark.parametrize(
+    ("how", "args"),
+    [
+        ("script", ["--help"]),
+        ("module", ["--help"]),
+        ("script", ["run", "--help"]),
+        ("script", ["run", "hmc", "--help"]),
+        ("module", ["evaluate", "--help"]),
+    ],
+)
+def test_help_loads_nothing_heavy(how, args):
     if how == "script":
         script = shutil.which("bnn-ppl") or str(Path(sys.executable).with_name("bnn-ppl"))
         if not Path(script).exists():
             pytest.skip("the bnn-ppl script is not installed (pip install -e .)")
-        command = [script, "--help"]
+        command = [script, *args]
     else:
-        command = [sys.executable, "-m", "bnn_ppl", "--help"]
+        command = [sys.executable, "-m", "bnn_ppl", *args]
     names = _imported_by(command)
     heavy = sorted({n.split(".")[0] for n in names} & set(HEAVY))
     assert heavy == [], f"{' '.join(command)} imported {heavy}"
+    # the option parser (tyro) only once a subcommand's options are parsed
+    assert ("tyro" in names) == (len(args) > 2 or args[0] == "evaluate"), sorted(names)
 
 
 def test_every_public_name_resolves():

@@ -12,13 +12,12 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.settings import CNN_MODELS, NOISE_DEFAULT, _parse_noise
+from bnn_ppl.cli.settings import CNN_MODELS, NOISE_DEFAULT, RunOptions, parse_noise
 from bnn_ppl.validation import InputValueError
 
 
@@ -79,36 +78,34 @@ def _inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
     return data
 
 
-def build_model(settings: Mapping[str, Any], data: bp.data.Dataset) -> bp.BNN:
-    """The BNN of ``settings`` for ``data`` (whose inputs :func:`_inputs_for` has prepared)."""
+def build_model(options: RunOptions, data: bp.data.Dataset) -> bp.BNN:
+    """The BNN of ``options`` (their network defaults resolved by
+    :func:`~bnn_ppl.cli.run_settings`) for ``data`` (whose inputs :func:`_inputs_for` has
+    prepared)."""
     from bnn_ppl import models
 
     classification = data.task == "classification"
     out = data.num_classes if classification else 1
-    name = settings["model"]
+    name, width, depth = options.model, options.width, options.depth
     if name == "mlp":
-        network: Any = models.MLP(hidden=(settings["width"],) * settings["depth"], out=out)
+        network: Any = models.MLP(hidden=(width,) * depth, out=out)
     elif name == "lenet5":
         network = models.LeNet5(out=out)
     elif name == "resnet20frn":
-        network = models.ResNet20FRN(
-            out=out, width=settings["width"], blocks_per_stage=settings["depth"]
-        )
+        network = models.ResNet20FRN(out=out, width=width, blocks_per_stage=depth)
     elif name == "resnetpp":
-        network = models.ResNetPP(
-            out=out, width=settings["width"], blocks_per_stage=settings["depth"]
-        )
+        network = models.ResNetPP(out=out, width=width, blocks_per_stage=depth)
     else:
         vocab = int(max(data.x_train.max(), data.x_test.max())) + 1
         network = models.CNNLSTM(out=out, vocab_size=vocab)
     if classification:
-        if settings["noise"] is not None:
+        if options.noise is not None:
             raise InputValueError(
                 f"--noise applies to regression; {data.name} is a classification set."
             )
         likelihood: Any = bp.likelihoods.Categorical()
     else:
-        noise = _parse_noise(NOISE_DEFAULT if settings["noise"] is None else settings["noise"])
+        noise = parse_noise(NOISE_DEFAULT if options.noise is None else options.noise)
         if isinstance(noise, tuple):
             import numpyro.distributions as dist
 
@@ -116,21 +113,21 @@ def build_model(settings: Mapping[str, Any], data: bp.data.Dataset) -> bp.BNN:
         likelihood = bp.likelihoods.Gaussian(scale=noise)
     model = bp.BNN(
         network,
-        prior=bp.priors.from_string(settings["prior"]),
+        prior=bp.priors.from_string(options.prior),
         likelihood=likelihood,
-        temperature=settings["temperature"],
-        temper=settings["temper"],
+        temperature=options.temperature,
+        temper=options.temper,
     )
     model.check_data(data.x_train, data.y_train)
     return model
 
 
-def _data_identity(settings: Mapping[str, Any], data: bp.data.Dataset) -> dict[str, Any]:
+def _data_identity(options: RunOptions, data: bp.data.Dataset) -> dict[str, Any]:
     from bnn_ppl import runs
 
     return {
-        "name": settings["dataset"],
-        "split": settings["split"],
+        "name": options.dataset,
+        "split": options.split,
         "task": data.task,
         "num_classes": int(data.num_classes),
         "num_train": int(len(data.x_train)),

@@ -19,7 +19,6 @@ Example:
 
 from __future__ import annotations
 
-import argparse
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from bnn_ppl.validation import InputError, InputValueError
 
 if TYPE_CHECKING:
     from bnn_ppl import runs
+    from bnn_ppl.cli.parser import CompareOptions, EvaluateOptions
 
 # bnn_ppl.runs and bnn_ppl.plots (which load JAX and matplotlib) are imported inside the commands.
 
@@ -113,7 +113,7 @@ def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
     return rows
 
 
-def _cmd_evaluate(ns: argparse.Namespace) -> int:
+def _cmd_evaluate(ns: EvaluateOptions) -> int:
     from bnn_ppl import plots, runs
 
     say = printer(ns.quiet)
@@ -196,7 +196,7 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_compare(ns: argparse.Namespace) -> int:
+def _cmd_compare(ns: CompareOptions) -> int:
     from bnn_ppl import runs
 
     say = printer(ns.quiet)

@@ -4,11 +4,9 @@ tempered likelihood, and the length of hmc trajectories.
 
 Example:
     >>> from bnn_ppl import cli
-    >>> s = cli.run_settings({"method": "svi", "model": "mlp", "dataset": "digits",
-    ...                       "prior": "normal:0.3", "temperature": 1.0,
-    ...                       "temper": "likelihood", "seed": 0, "batch_size": 500})
+    >>> s = cli.run_settings("svi", cli.RunOptions(out="runs/svi"), {"batch_size": 500})
     >>> data = cli.load_data("digits", max_train=100)
-    >>> model = cli.build_model(s, data)
+    >>> model = cli.build_model(s.options, data)
     >>> cli.check_feasible(s, data, model, model.num_params(data.x_train[:1]))
     Traceback (most recent call last):
     ...
@@ -20,11 +18,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Mapping
-from typing import Any
 
 import bnn_ppl as bp
-from bnn_ppl.cli.settings import CHAIN_METHODS
+from bnn_ppl import config as configs
+from bnn_ppl.cli.settings import RunSettings
 from bnn_ppl.validation import InputValueError
 
 MAX_LEAPFROG_STEPS = 100_000
@@ -58,9 +55,20 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:,.1f} GiB" if n < 2**40 else f"{n / 2**40:,.1f} TiB"
 
 
-def check_feasible(
-    s: Mapping[str, Any], data: bp.data.Dataset, model: bp.BNN, num_params: int
-) -> None:
+def check_temperature(temperature: float, n: int) -> None:
+    """Refuse a ``--temperature`` so cold that float32 cannot hold the tempered gradients of
+    ``n`` training rows (:data:`MAX_LIKELIHOOD_SCALE`), naming the option (before the model is
+    built, whose own check names the library's argument)."""
+    if n / temperature > MAX_LIKELIHOOD_SCALE:
+        raise InputValueError(
+            f"--temperature {temperature:g} is too cold for float32 with {n} training "
+            f"rows: 1/T scales their summed log-likelihood by n/T = {n / temperature:.3g} "
+            f"(at most {MAX_LIKELIHOOD_SCALE:.0e} is allowed), and its gradients squared "
+            f"overflow float32; pass --temperature >= {n / MAX_LIKELIHOOD_SCALE:.3g}."
+        )
+
+
+def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_params: int) -> None:
     """Refuse, before the run folder is claimed, a run that cannot work on this data and machine.
 
     * ``--batch-size`` above the training rows (nothing is clamped silently);
@@ -74,26 +82,22 @@ def check_feasible(
     Raises:
         InputValueError: naming the option(s), the estimate and the fix.
     """
-    n = len(data.x_train)
-    if s.get("batch_size") is not None and s["batch_size"] > n:
+    n, c, temperature = len(data.x_train), s.config, s.options.temperature
+    batch = getattr(c, "batch_size", None)
+    if batch is not None and batch > n:
         raise InputValueError(
-            f"--batch-size {s['batch_size']} is larger than the {n} training rows of "
-            f"{s['dataset']}; pass at most {n} (or omit it)."
+            f"--batch-size {batch} is larger than the {n} training rows of "
+            f"{s.options.dataset}; pass at most {n} (or omit it)."
         )
-    if n / s["temperature"] > MAX_LIKELIHOOD_SCALE:
-        raise InputValueError(
-            f"--temperature {s['temperature']:g} is too cold for float32 with {n} training "
-            f"rows: 1/T scales their summed log-likelihood by n/T = {n / s['temperature']:.3g} "
-            f"(at most {MAX_LIKELIHOOD_SCALE:.0e} is allowed), and its gradients squared "
-            f"overflow float32; pass --temperature >= {n / MAX_LIKELIHOOD_SCALE:.3g}."
-        )
-    method = s["method"]
-    if method in CHAIN_METHODS:
-        draws, counts = s["num_chains"] * s["num_samples"], "--num-chains x --num-samples"
-    elif method == "svi":
-        draws, counts = s["num_samples"], "--num-samples"
+    check_temperature(temperature, n)
+    if hasattr(c, "num_chains"):
+        draws, counts = c.num_chains * c.num_samples, "--num-chains x --num-samples"
+    elif isinstance(c, configs.SVIConfig):
+        draws, counts = c.num_samples, "--num-samples"
+    elif isinstance(c, configs.EnsembleConfig):
+        draws, counts = c.num_members, "--num-members"
     else:
-        draws, counts = s["members"], "--members"
+        draws, counts = 1, "the draws"
     outputs = data.num_classes if data.task == "classification" else 2
     per_draw = num_params + len(data.x_test) * outputs
     need = MEMORY_COPIES * 4 * draws * per_draw
@@ -106,20 +110,20 @@ def check_feasible(
             f"saved), more than this machine's {_gib(have)} of memory; lower {counts}, or use "
             "a smaller network."
         )
-    if method == "hmc":
+    if isinstance(c, configs.HMCConfig):
         from bnn_ppl.inference import default_trajectory_length
 
-        length = s["trajectory_length"]
+        length = c.trajectory_length
         default = length is None
         if default:
             length = default_trajectory_length(model, data.x_train[:1])
-        steps = math.ceil(length / s["step_size"])
+        steps = math.ceil(length / c.step_size)
         if steps > MAX_LEAPFROG_STEPS:
             origin = "the default (pi/2) x prior sd" if default else "--trajectory-length"
             raise InputValueError(
-                f"--method hmc would take {steps:,} leapfrog steps per iteration (trajectory "
-                f"length {length:.3g}, {origin}, over --step-size {s['step_size']:g}), more "
+                f"hmc would take {steps:,} leapfrog steps per iteration (trajectory "
+                f"length {length:.3g}, {origin}, over --step-size {c.step_size:g}), more "
                 f"than the {MAX_LEAPFROG_STEPS:,} allowed: the run would not finish. Pass a "
-                "shorter --trajectory-length or a larger --step-size, or use --method nuts "
+                "shorter --trajectory-length or a larger --step-size, or use `bnn-ppl run nuts` "
                 "(its tree depth bounds the steps)."
             )

@@ -1,223 +1,166 @@
-"""The ``bnn-ppl`` option parser: ``run``, ``evaluate`` and ``compare`` with every option, its
-help and the defaults that apply (the defaults of method and network options are resolved later,
-by :func:`~bnn_ppl.cli.run_settings`, so that an option given to the wrong method is refused).
+"""The ``bnn-ppl`` option parser: tyro reads the typed dataclasses, so the options are the fields.
+
+``bnn-ppl run METHOD`` parses the method's :mod:`bnn_ppl.config` dataclass (every field is an
+option: ``--num-warmup``, ``--num-members``, ...) and the shared :class:`~bnn_ppl.cli.RunOptions`
+(:class:`~bnn_ppl.cli.ChainRunOptions` with ``--checkpoint-every`` for the Markov-chain
+methods), so that ``bnn-ppl run hmc --help`` shows HMC's options and no other method's.
+``evaluate`` and ``compare`` parse :class:`EvaluateOptions` and :class:`CompareOptions`.
+
+tyro is imported only here, and this module only once a subcommand is parsed: ``bnn-ppl --help``
+and ``bnn-ppl run --help`` are printed without it (:mod:`bnn_ppl.cli`). The configs' own checks
+run after parsing (:func:`~bnn_ppl.cli.run_settings`), so that a bad value is reported as
+``bnn-ppl: error: --num-samples must be ...`` like every other input error.
 
 Example:
-    >>> from bnn_ppl.cli import build_parser
-    >>> ns = build_parser().parse_args(["run", "--method", "svi", "--out", "runs/svi"])
-    >>> ns.method, ns.steps, ns.prior, ns.out
-    ('svi', None, 'normal:0.3', 'runs/svi')
+    >>> from bnn_ppl.cli.parser import parse_run
+    >>> s = parse_run(["svi", "--num-steps", "50", "--out", "runs/svi"])
+    >>> s.method, s.config.num_steps, s.config.map_steps, s.options.prior, s.options.out
+    ('svi', 50, 1000, 'normal:0.3', 'runs/svi')
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import bnn_ppl as bp
-from bnn_ppl.cli.evaluate import _cmd_compare, _cmd_evaluate
-from bnn_ppl.cli.run import _cmd_run
-from bnn_ppl.cli.settings import METHODS, MODELS, NOISE_DEFAULT, PROG, SAMPLERS, TEMPER_MODES
+import tyro
 
+from bnn_ppl import config as configs
+from bnn_ppl.cli.settings import (
+    CHAIN_METHODS,
+    CLI_DEFAULTS,
+    METHOD_HELP,
+    METHODS,
+    PROG,
+    ChainRunOptions,
+    CLIError,
+    RunOptions,
+    RunSettings,
+    flag,
+    run_settings,
+)
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    m = p.add_argument_group("model")
-    m.add_argument("--model", choices=MODELS, default="mlp", help="network (default: mlp)")
-    m.add_argument(
-        "--width",
-        metavar="N",
-        type=int,
-        help="mlp: hidden units per layer (50); resnet20frn/resnetpp: base width (16/32)",
-    )
-    m.add_argument(
-        "--depth",
-        metavar="N",
-        type=int,
-        help="mlp: hidden layers, 0 for a linear model (1); resnet20frn/resnetpp: blocks per "
-        "stage (3/9)",
-    )
-    m.add_argument(
-        "--prior",
-        metavar="SPEC",
-        default="normal:0.3",
-        help="prior on every parameter, 'family:args[,fan_in]', e.g. normal:0.3, laplace:0.1, "
-        "student_t:3,0.1, normal:1,fan_in (default: normal:0.3)",
-    )
-    m.add_argument(
-        "--temperature",
-        metavar="T",
-        type=float,
-        default=1.0,
-        help="T > 0; T < 1 is a cold posterior (1)",
-    )
-    m.add_argument(
-        "--temper",
-        choices=TEMPER_MODES,
-        default="likelihood",
-        help="temper the likelihood only, or the whole posterior (likelihood)",
-    )
-    m.add_argument(
-        "--noise",
-        metavar="SD",
-        help="regression: fixed noise sd of the standardised targets, or halfnormal:S to infer "
-        f"it under a HalfNormal(S) prior ({NOISE_DEFAULT})",
-    )
+RENAMED = {
+    "--method": "the method is a subcommand: bnn-ppl run {value} [OPTIONS]",
+    "--sampler": "the sampler is the method: bnn-ppl run {value} [OPTIONS]",
+    "--members": "use --num-members",
+    "--steps": "use --num-steps",
+    "--burnin-cycles": "use --num-warmup (burn-in cycles)",
+}
+"""Options of the earlier ``bnn-ppl run --method M`` and what replaced them."""
 
-    d = p.add_argument_group("data")
-    d.add_argument(
-        "--dataset",
-        metavar="NAME",
-        default="digits",
-        help=f"one of {', '.join(bp.data.available())} (default: digits)",
-    )
-    d.add_argument("--data-dir", metavar="DIR", help="where uci/* and tfds data sets are read from")
-    d.add_argument("--split", metavar="K", type=int, help="uci/*: which standard split")
-    d.add_argument("--max-train", metavar="K", type=int, help="use only the first k training rows")
-
-    i = p.add_argument_group("inference")
-    i.add_argument("--method", choices=METHODS, default="hmc", help="inference method (hmc)")
-    i.add_argument("--sampler", choices=SAMPLERS, help="sgmcmc: the sampler (atmc)")
-    i.add_argument(
-        "--num-warmup", metavar="N", type=int, help="hmc/nuts: warmup iterations per chain (200)"
-    )
-    i.add_argument(
-        "--num-samples",
-        metavar="N",
-        type=int,
-        help="hmc/nuts: draws per chain (200); sgmcmc: sampled cycles, one draw each (20); "
-        "svi: draws from the fitted guide (100)",
-    )
-    i.add_argument(
-        "--num-chains", metavar="N", type=int, help="hmc/nuts/sgmcmc: chains, vectorised (2)"
-    )
-    i.add_argument(
-        "--step-size",
-        metavar="H",
-        type=float,
-        help="hmc/nuts: initial step size, adapted in warmup (0.01); sgmcmc: step size at "
-        "cycle starts (default: the sampler's recommended step size, measured at a MAP "
-        "estimate; see bnn_ppl.inference.recommended_step_size)",
-    )
-    i.add_argument(
-        "--trajectory-length",
-        metavar="L",
-        type=float,
-        help="hmc: trajectory length (default: (pi/2) prior sd, Izmailov et al.)",
-    )
-    i.add_argument("--max-tree-depth", metavar="D", type=int, help="nuts: maximum tree depth (10)")
-    i.add_argument(
-        "--checkpoint-every",
-        metavar="K",
-        type=int,
-        help="hmc/nuts: checkpoint every k draws per chain (sgmcmc: every k cycles) into "
-        "<out>/checkpoints; a killed run resumes, bit for bit, when re-run with the same "
-        "options (warmup is redone if it was killed during warmup; default: no checkpoints)",
-    )
-    i.add_argument(
-        "--batch-size",
-        metavar="B",
-        type=int,
-        help="sgmcmc: minibatch rows (128, or all rows if fewer); svi/ensemble: minibatch rows "
-        "(default: full batch); at most the training rows",
-    )
-    i.add_argument(
-        "--cycle-length",
-        metavar="N",
-        type=int,
-        help="sgmcmc: steps per cyclical step-size cycle (500)",
-    )
-    i.add_argument(
-        "--burnin-cycles", metavar="N", type=int, help="sgmcmc: cycles discarded first (2)"
-    )
-    i.add_argument(
-        "--steps",
-        metavar="N",
-        type=int,
-        help="svi: SVI steps (3000); ensemble: steps per member (1000)",
-    )
-    i.add_argument(
-        "--map-steps",
-        metavar="N",
-        type=int,
-        help="svi: MAP steps that initialise the guide's means, 0 for a prior draw (1000)",
-    )
-    i.add_argument(
-        "--learning-rate", metavar="LR", type=float, help="svi/ensemble: Adam learning rate (0.01)"
-    )
-    i.add_argument("--members", metavar="M", type=int, help="ensemble: number of members (5)")
-    i.add_argument(
-        "--chunk-size",
-        metavar="ROWS",
-        type=int,
-        help="rows per network call (default: the library's)",
-    )
-    i.add_argument(
-        "--seed", metavar="S", type=int, default=0, help="random seed (0); the data split is fixed"
-    )
-
-    o = p.add_argument_group("output")
-    o.add_argument(
-        "--out",
-        metavar="DIR",
-        required=True,
-        help="run folder: config.json, posterior.nc (ArviZ), samples.npz, predictions.npz, "
-        "metrics.json",
-    )
-    o.add_argument(
-        "--quiet",
-        action="store_true",
-        help="print nothing on success: no progress bars, status lines or summary (errors still "
-        "go to stderr)",
-    )
+_STYLE = (tyro.conf.OmitArgPrefixes,)  # the options are the bare field names
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``bnn-ppl`` parser with its ``run``, ``evaluate`` and ``compare`` subcommands."""
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Bayesian neural networks from the command line: fit (run), evaluate a run, "
-        "compare runs.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+@dataclass(frozen=True)
+class EvaluateOptions:
+    """Print a run's test metrics (of the BMA, and per chain), weight- and function-space R-hat
+    (with >= 2 chains), and write reliability.png, rhat.png and evaluation.json."""
 
-    run = sub.add_parser(
-        "run",
-        usage="%(prog)s --out DIR [--model M] [--dataset NAME] [--method M] [--prior SPEC] ...",
-        help="fit a BNN with one method and write a run folder",
-        description="Fit a BNN on a data set with one inference method; write config.json, "
-        "samples.npz, predictions.npz and metrics.json into --out. Options that belong to "
-        "another method or network are refused. Defaults in parentheses.",
-    )
-    _add_run_options(run)
-    run.set_defaults(handler=_cmd_run)
+    run: tyro.conf.Positional[str]  # a run folder (the --out of bnn-ppl run)
+    num_bins: int = 15  # reliability diagram bins
+    out: str | None = None  # folder for evaluation.json and the plots (None: the run folder)
+    quiet: bool = False  # only the tables
 
-    ev = sub.add_parser(
-        "evaluate",
-        help="metrics, R-hat diagnostics and plots of a run",
-        description="Print a run's test metrics (of the BMA, and per chain), weight- and "
-        "function-space R-hat (with >= 2 chains), and write reliability.png, rhat.png and "
-        "evaluation.json.",
-    )
-    ev.add_argument("run", help="a run folder (the --out of bnn-ppl run)")
-    ev.add_argument(
-        "--num-bins", metavar="N", type=int, default=15, help="reliability diagram bins (15)"
-    )
-    ev.add_argument(
-        "--out", metavar="DIR", help="folder for evaluation.json and the plots (the run folder)"
-    )
-    ev.add_argument("--quiet", action="store_true", help="only the tables")
-    ev.set_defaults(handler=_cmd_evaluate)
 
-    cmp = sub.add_parser(
-        "compare",
-        help="agreement and total variation between runs' BMAs",
-        description="Compare the Bayesian model averages of runs on the same test set: each "
-        "run's accuracy and NLL (RMSE and NLL for regression), and its top-1 agreement and "
-        "total variation with the first run (RMSE between BMA means for regression).",
-    )
-    cmp.add_argument(
-        "runs", nargs="+", metavar="RUN", help="run folders; the first is the reference"
-    )
-    cmp.add_argument("--out", metavar="FILE", help="write the table as JSON to this file")
-    cmp.add_argument("--quiet", action="store_true", help="only the table")
-    cmp.set_defaults(handler=_cmd_compare)
-    return parser
+@dataclass(frozen=True)
+class CompareOptions:
+    """Compare the Bayesian model averages of runs on the same test set: each run's accuracy and
+    NLL (RMSE and NLL for regression), and its top-1 agreement and total variation with the
+    first run (RMSE between BMA means for regression)."""
+
+    runs: tyro.conf.Positional[tuple[str, ...]]  # run folders; the first is the reference
+    out: str | None = None  # write the table as JSON to this file
+    quiet: bool = False  # only the table
+
+
+def _for_tyro(cls: type) -> type:
+    """``cls`` as tyro should read it: its checks deferred to
+    :func:`~bnn_ppl.cli.run_settings` (tyro would print a config's own ValueError in a box of
+    its own, without naming the option), and ``X | None`` spelt ``Optional[X]`` (tyro checks
+    the defaults of ``types.UnionType`` fields through typeguard, whose import alone doubles the
+    time of ``--help``; see benchmarks/import_time.py)."""
+    hints = typing.get_type_hints(cls)
+    body: dict[str, Any] = {
+        "__post_init__": lambda self: None,
+        "__doc__": cls.__doc__,
+        "__module__": cls.__module__,  # where tyro reads the fields' comments (the help)
+        "__qualname__": cls.__qualname__,
+        "__annotations__": {},
+    }
+    for f in dataclasses.fields(cls):
+        if isinstance(hints[f.name], types.UnionType):
+            body["__annotations__"][f.name] = typing.Union[hints[f.name].__args__]  # noqa: UP007
+            body[f.name] = f.default
+    return dataclass(frozen=True)(type(cls.__name__, (cls,), body))
+
+
+@functools.cache
+def command_type(method: str) -> type:
+    """The dataclass tyro parses for ``bnn-ppl run METHOD``: ``run`` (the shared options) and
+    the method's config under its name, with ``bnn-ppl run``'s defaults."""
+    if method not in METHODS:
+        raise CLIError(f"bnn-ppl run takes a method, one of {', '.join(METHODS)}; got {method!r}.")
+    config = _for_tyro(configs.CONFIGS[method])
+    shared = _for_tyro(ChainRunOptions if method in CHAIN_METHODS else RunOptions)
+    fields: list[Any] = [
+        ("run", shared),
+        (method, config, dataclasses.field(default=config(**CLI_DEFAULTS[method]))),
+    ]
+    command = dataclasses.make_dataclass(f"{method}_command", fields, frozen=True)
+    command.__doc__ = f"bnn-ppl run {method}: {METHOD_HELP[method]}; write the run folder --out."
+    return command
+
+
+def _refuse_old_spellings(args: Sequence[str]) -> None:
+    for i, arg in enumerate(args):
+        name, _, value = arg.partition("=")
+        if name in RENAMED:
+            value = value or (args[i + 1] if i + 1 < len(args) else "METHOD")
+            raise CLIError(f"{name} is gone: {RENAMED[name].format(value=value)}.")
+
+
+def _options(method: str) -> set[str]:
+    shared = ChainRunOptions if method in CHAIN_METHODS else RunOptions
+    names = [f.name for c in (shared, configs.CONFIGS[method]) for f in dataclasses.fields(c)]
+    return {flag(n) for n in names} | {flag("no_" + n) for n in names}
+
+
+def _refuse_options_of_other_methods(method: str, args: Sequence[str]) -> None:
+    own = _options(method)
+    for arg in args:
+        name = arg.partition("=")[0]
+        if name.startswith("--") and name not in own:
+            others = [m for m in METHODS if name in _options(m)]
+            if others:
+                raise CLIError(
+                    f"{name} does not apply to bnn-ppl run {method}; it applies to "
+                    f"{'/'.join(others)} (see bnn-ppl run {method} --help)."
+                )
+
+
+def parse_run(args: Sequence[str]) -> RunSettings:
+    """``bnn-ppl run METHOD [OPTIONS]`` (``args`` after ``run``) -> the checked settings."""
+    _refuse_old_spellings(args)
+    method, rest = args[0], list(args[1:])
+    command = command_type(method)
+    _refuse_options_of_other_methods(method, rest)
+    ns = tyro.cli(command, prog=f"{PROG} run {method}", args=rest, config=_STYLE)
+    fields = dataclasses.asdict(getattr(ns, method))
+    given = any(a == "--batch-size" or a.startswith("--batch-size=") for a in rest)
+    return run_settings(method, ns.run, fields, batch_size_given=given)
+
+
+def parse_evaluate(args: Sequence[str]) -> EvaluateOptions:
+    """``bnn-ppl evaluate RUN [OPTIONS]``."""
+    return tyro.cli(EvaluateOptions, prog=f"{PROG} evaluate", args=list(args), config=_STYLE)
+
+
+def parse_compare(args: Sequence[str]) -> CompareOptions:
+    """``bnn-ppl compare RUN RUN... [OPTIONS]``."""
+    return tyro.cli(CompareOptions, prog=f"{PROG} compare", args=list(args), config=_STYLE)

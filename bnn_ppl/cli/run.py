@@ -1,30 +1,29 @@
-"""``bnn-ppl run``: fit a BNN with one method and write the run folder.
+"""``bnn-ppl run METHOD``: fit a BNN with one method and write the run folder.
 
-The options are checked (:func:`~bnn_ppl.cli.run_settings`), the data and model built
-(:mod:`bnn_ppl.cli.build`) and checked against the machine
-(:func:`~bnn_ppl.cli.check_feasible`) before the run folder is claimed; then
-:func:`bnn_ppl.fit` runs the method's config (:func:`method_config`) and the folder described in
+The options are parsed and checked (:mod:`bnn_ppl.cli.parser`,
+:func:`~bnn_ppl.cli.run_settings`), the data and model built (:mod:`bnn_ppl.cli.build`) and
+checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run folder is
+claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
 :mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
-``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, sgmcmc) the
+``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
 run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly.
 
 ::
 
-    bnn-ppl run --model mlp --dataset digits --method hmc --prior normal:0.3 --out runs/hmc
+    bnn-ppl run hmc --model mlp --dataset digits --prior normal:0.3 --out runs/hmc
 
 Example:
     >>> from bnn_ppl import cli
-    >>> s = cli.run_settings({"method": "ensemble", "model": "mlp", "dataset": "digits",
-    ...                       "prior": "normal:0.3", "temperature": 1.0,
-    ...                       "temper": "likelihood", "seed": 0, "members": 3})
-    >>> cli.method_config(s).num_members
-    3
+    >>> s = cli.run_settings("ensemble", cli.RunOptions(out="runs/ens"), {"num_members": 3})
+    >>> s.config
+    EnsembleConfig(chunk_size=None, init_method='prior', num_steps=1000, learning_rate=0.01, \
+batch_size=None, num_members=3)
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
+import dataclasses
 import os
 import sys
 import time
@@ -36,8 +35,15 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.cli.build import _data_identity, _inputs_for, build_model, load_data
 from bnn_ppl.cli.console import printer
-from bnn_ppl.cli.feasible import check_feasible
-from bnn_ppl.cli.settings import CHAIN_METHODS, NOISE_DEFAULT, PROG, run_settings
+from bnn_ppl.cli.feasible import check_feasible, check_temperature
+from bnn_ppl.cli.settings import (
+    CHAIN_METHODS,
+    NOISE_DEFAULT,
+    PROG,
+    SGMCMC_METHODS,
+    RunOptions,
+    RunSettings,
+)
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.validation import InputValueError
 
@@ -72,17 +78,17 @@ class Fit(NamedTuple):
         return pred if self.chains else flat_draws(pred, True)
 
 
-def _diverged(s: Mapping[str, Any], what: str, value: Any, index: Any) -> InputValueError:
+def _diverged(s: RunSettings, what: str, value: Any, index: Any) -> InputValueError:
     return InputValueError(
-        f"{s['method']} diverged: {what} became {value} (at index {list(index)}); no "
+        f"{s.method} diverged: {what} became {value} (at index {list(index)}); no "
         f"results were saved. Lower --learning-rate, or use a less extreme --prior "
-        f"({s['prior']}) or --temperature ({s['temperature']:g}): float32 cannot hold the "
-        "tempered density or its gradients."
+        f"({s.options.prior}) or --temperature ({s.options.temperature:g}): float32 cannot "
+        "hold the tempered density or its gradients."
     )
 
 
 @contextlib.contextmanager
-def _flags_for_divergence(s: Mapping[str, Any]) -> Iterator[None]:
+def _flags_for_divergence(s: RunSettings) -> Iterator[None]:
     """The library's DivergedError, restated with the options that usually cause it."""
     try:
         yield
@@ -107,57 +113,8 @@ def _chain_summary(post: Any) -> list[dict[str, float]]:
     return rows
 
 
-def method_config(s: Mapping[str, Any]) -> Any:
-    """The :mod:`bnn_ppl.config` dataclass of a run's settings: ``bnn-ppl run`` runs exactly
-    what :func:`bnn_ppl.fit` runs with it (the recipes, such as MAP-initialised SVI and the
-    SG-MCMC cycle schedule with a recommended step size, live there once).
-
-    Example:
-        >>> from bnn_ppl import cli
-        >>> s = cli.run_settings({"method": "svi", "model": "mlp", "dataset": "digits",
-        ...                       "prior": "normal:0.3", "temperature": 1.0,
-        ...                       "temper": "likelihood", "seed": 0, "steps": 50})
-        >>> cli.method_config(s)
-        SVIConfig(chunk_size=None, init_method='prior', num_steps=50, learning_rate=0.01, \
-batch_size=None, map_steps=1000, init_scale=0.01, num_particles=1, num_samples=100)
-    """
-    from bnn_ppl import config
-
-    m, chunk = s["method"], {"chunk_size": s["chunk_size"]}
-    if m in ("hmc", "nuts"):
-        common = {
-            "num_warmup": s["num_warmup"],
-            "num_samples": s["num_samples"],
-            "num_chains": s["num_chains"],
-            "step_size": s["step_size"],
-            **chunk,
-        }
-        if m == "hmc":
-            return config.HMCConfig(trajectory_length=s["trajectory_length"], **common)
-        return config.NUTSConfig(max_tree_depth=s["max_tree_depth"], **common)
-    if m == "sgmcmc":
-        return config.CONFIGS[s["sampler"]](
-            num_warmup=s["burnin_cycles"],
-            num_samples=s["num_samples"],
-            num_chains=s["num_chains"],
-            cycle_length=s["cycle_length"],
-            batch_size=s["batch_size"],
-            step_size=s["step_size"],
-            **chunk,
-        )
-    optimiser = {"num_steps": s["steps"], "learning_rate": s["learning_rate"], **chunk}
-    if m == "svi":
-        return config.SVIConfig(
-            map_steps=s["map_steps"],
-            batch_size=s["batch_size"],
-            num_samples=s["num_samples"],
-            **optimiser,
-        )
-    return config.EnsembleConfig(num_members=s["members"], batch_size=s["batch_size"], **optimiser)
-
-
-def _fit(model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str) -> Fit:
-    """Any method through :func:`bnn_ppl.fit`; with ``--checkpoint-every`` (hmc, nuts, sgmcmc)
+def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
+    """Any method through :func:`bnn_ppl.fit`; with ``--checkpoint-every`` (hmc, nuts, SG-MCMC)
     the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
     import jax
 
@@ -165,24 +122,25 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str) -
     from bnn_ppl.inference import fit
 
     checkpoints = {}
-    if s.get("checkpoint_every") is not None:  # resumes from <out>/checkpoints if it can
+    if s.checkpoint_every is not None:  # resumes from <out>/checkpoints if it can
         checkpoints = {
-            "checkpoint_dir": os.path.join(out, runs.CHECKPOINTS),
-            "checkpoint_every": s["checkpoint_every"],
+            "checkpoint_dir": os.path.join(s.options.out, runs.CHECKPOINTS),
+            "checkpoint_every": s.checkpoint_every,
         }
-    post = fit(model, data, method_config(s), jax.random.key(s["seed"]), **checkpoints)
+    post = fit(model, data, s.config, jax.random.key(s.options.seed), **checkpoints)
     resumed = post.config.get("resumed_after_segment")
     summary: dict[str, Any] = {}
-    if s["method"] in ("hmc", "nuts"):
+    c = s.config
+    if s.method in ("hmc", "nuts"):
         summary = {"chains": _chain_summary(post), "resumed_after_segment": resumed}
-    elif s["method"] == "sgmcmc":
+    elif s.method in SGMCMC_METHODS:
         summary = {
-            "sampler": s["sampler"],
-            "batch_size": s["batch_size"],
-            "step_size": post.config.get("step_size_used", s["step_size"]),
+            "sampler": s.method,
+            "batch_size": c.batch_size,  # type: ignore[attr-defined]
+            "step_size": post.config.get("step_size_used", c.step_size),  # type: ignore[attr-defined]
             "resumed_after_segment": resumed,
         }
-    elif s["method"] == "svi":
+    elif s.method == "svi":
         losses = np.asarray(post.trace["loss"])
         window = max(1, len(losses) // 10)
         summary = {"final_neg_elbo": float(np.mean(losses[-window:]))}
@@ -191,44 +149,40 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: Mapping[str, Any], out: str) -
     else:
         final = np.asarray(post.trace["final_loss"])
         summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
-    return Fit(post, s["method"] in CHAIN_METHODS, summary)
+    return Fit(post, s.method in CHAIN_METHODS, summary)
 
 
-def _describe_model(s: Mapping[str, Any]) -> str:
-    if s["model"] == "mlp":
-        hidden = f"{s['depth']} x {s['width']} hidden units" if s["depth"] else "linear"
+def _describe_model(o: RunOptions) -> str:
+    if o.model == "mlp":
+        hidden = f"{o.depth} x {o.width} hidden units" if o.depth else "linear"
         return f"mlp ({hidden})"
-    if "width" in s:
-        return f"{s['model']} (width {s['width']}, {s['depth']} blocks per stage)"
-    return s["model"]
+    if o.width is not None:
+        return f"{o.model} (width {o.width}, {o.depth} blocks per stage)"
+    return o.model
 
 
-def _plan(s: Mapping[str, Any]) -> str:
+def _plan(s: RunSettings) -> str:
     """What the method is about to do (the loops without a progress bar say so)."""
-    method = s["method"]
-    if method in ("hmc", "nuts"):
-        where = (
-            f", checkpoints every {s['checkpoint_every']} draws" if s["checkpoint_every"] else ""
-        )
+    c: Any = s.config
+    every = f", checkpoints every {s.checkpoint_every}" if s.checkpoint_every else ""
+    if s.method in ("hmc", "nuts"):
         return (
-            f"{method}: {s['num_chains']} chain(s) x ({s['num_warmup']} warmup + "
-            f"{s['num_samples']} samples){where}"
+            f"{s.method}: {c.num_chains} chain(s) x ({c.num_warmup} warmup + "
+            f"{c.num_samples} samples){every and every + ' draws'}"
         )
-    if method == "sgmcmc":
+    if s.method in SGMCMC_METHODS:
         return (
-            f"sgmcmc ({s['sampler']}): {s['num_chains']} chain(s) x ({s['burnin_cycles']} burn-in "
-            f"+ {s['num_samples']} cycles) of {s['cycle_length']} steps, batch {s['batch_size']}"
-            + (
-                f", checkpoints every {s['checkpoint_every']} cycles"
-                if s["checkpoint_every"]
-                else ""
-            )
+            f"{s.method}: {c.num_chains} chain(s) x ({c.num_warmup} burn-in + {c.num_samples} "
+            f"cycles) of {c.cycle_length} steps, batch {c.batch_size}"
+            f"{every and every + ' cycles'}"
         )
-    if method == "svi":
-        first = f"MAP {s['map_steps']} steps (one compiled loop), then " if s["map_steps"] else ""
-        return f"svi: {first}{s['steps']} SVI steps, {s['num_samples']} draws from the guide"
+    if s.method == "svi":
+        first = f"MAP {c.map_steps} steps (one compiled loop), then " if c.map_steps else ""
+        return f"svi: {first}{c.num_steps} SVI steps, {c.num_samples} draws from the guide"
+    if s.method == "map":
+        return f"map: {c.num_steps} steps in one compiled loop (no progress bar)"
     return (
-        f"ensemble: {s['members']} members x {s['steps']} steps, trained together in one "
+        f"ensemble: {c.num_members} members x {c.num_steps} steps, trained together in one "
         "compiled loop (no progress bar)"
     )
 
@@ -237,46 +191,50 @@ def _metric_line(m: Mapping[str, float]) -> str:
     return "  ".join(f"{k} {v:.4f}" for k, v in m.items())
 
 
-def _cmd_run(ns: argparse.Namespace) -> int:
+def _cmd_run(s: RunSettings) -> int:
     from bnn_ppl import runs
 
-    s = run_settings(vars(ns))
-    say = printer(ns.quiet)
-    data = load_data(s["dataset"], split=s["split"], data_dir=ns.data_dir, max_train=s["max_train"])
-    data = _inputs_for(s["model"], data)
-    if data.task == "regression" and s["noise"] is None:
-        s["noise"] = NOISE_DEFAULT  # recorded, so that a resumed run must use the same
-    if s["method"] == "sgmcmc" and ns.batch_size is None:
-        s["batch_size"] = min(s["batch_size"], len(data.x_train))  # the default: recorded
-    model = build_model(s, data)
+    o = s.options
+    say = printer(o.quiet)
+    data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
+    data = _inputs_for(o.model, data)
+    if data.task == "regression" and o.noise is None:
+        o = dataclasses.replace(o, noise=NOISE_DEFAULT)  # recorded: a resume must use the same
+    config: Any = s.config
+    if s.method in SGMCMC_METHODS and not s.batch_size_given and config.batch_size is not None:
+        # the default minibatch, at most the training rows: recorded
+        config = dataclasses.replace(config, batch_size=min(config.batch_size, len(data.x_train)))
+    s = dataclasses.replace(s, options=o, config=config)
+    check_temperature(o.temperature, len(data.x_train))
+    model = build_model(o, data)
     num_params = model.num_params(data.x_train[:1])
     check_feasible(s, data, model, num_params)  # everything is checked before the claim
-    config = runs.make_config(
-        s,
-        data=_data_identity(s, data),
+    record = runs.make_config(
+        s.arguments(),
+        data=_data_identity(o, data),
         model={"num_params": num_params},
-        environment={"out": ns.out, "data_dir": ns.data_dir},
+        environment={"out": o.out, "data_dir": o.data_dir},
     )
-    reused = runs.claim(ns.out, config)
+    reused = runs.claim(o.out, record)
     say(
-        f"{s['dataset']} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
-        f"{_describe_model(s)}, {num_params} parameters; prior {s['prior']}, "
-        f"T={s['temperature']:g} ({s['temper']})" + ("; reusing the run folder" if reused else "")
+        f"{o.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
+        f"{_describe_model(o)}, {num_params} parameters; prior {o.prior}, "
+        f"T={o.temperature:g} ({o.temper})" + ("; reusing the run folder" if reused else "")
     )
     say(_plan(s))
     start = time.perf_counter()
     try:
         with _flags_for_divergence(s):
-            fit = _fit(model, data, s, ns.out)
+            fit = _fit(model, data, s)
     except KeyboardInterrupt:
-        again = "resume from the last checkpoint" if s.get("checkpoint_every") else "start over"
+        again = "resume from the last checkpoint" if s.checkpoint_every else "start over"
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)
         return 130
     wall = time.perf_counter() - start
     # posterior.nc before metrics.json: a run folder with metrics.json is complete
-    fit.posterior.save(os.path.join(ns.out, runs.POSTERIOR))
+    fit.posterior.save(os.path.join(o.out, runs.POSTERIOR))
     record = runs.save_results(
-        ns.out,
+        o.out,
         samples=fit.samples,
         predictions=fit.predictions,
         targets=data.y_test,
@@ -284,8 +242,8 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         task=data.task,
         y_std=float(data.y_std) if data.task == "regression" else 1.0,
         extra={
-            "method": s["method"],
-            "dataset": s["dataset"],
+            "method": s.method,
+            "dataset": o.dataset,
             "wall_time_s": wall,
             "summary": fit.summary,
         },
@@ -295,7 +253,7 @@ def _cmd_run(ns: argparse.Namespace) -> int:
         if fit.chains
         else f"{record['num_draws']} draws"
     )
-    say(f"{s['method']}: {shape} in {wall:.1f} s")
+    say(f"{s.method}: {shape} in {wall:.1f} s")
     for row in fit.summary.get("chains", []):
         say(
             f"  chain {row['chain']}: accept prob {row['accept_prob']:.3f}, "
@@ -307,5 +265,5 @@ def _cmd_run(ns: argparse.Namespace) -> int:
     units = " (original units)" if data.task == "regression" else ""
     say(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
     files = (runs.CONFIG, runs.POSTERIOR, runs.SAMPLES, runs.PREDICTIONS, runs.METRICS)
-    say(f"wrote {ns.out}/ ({', '.join(files)})")
+    say(f"wrote {o.out}/ ({', '.join(files)})")
     return 0

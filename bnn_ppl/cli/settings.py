@@ -1,58 +1,70 @@
-"""``bnn-ppl run``'s settings: which options apply to which method and network, their defaults,
-and :func:`run_settings`, the checks that need no data (ranges, int32 counters, the prior).
+"""``bnn-ppl run``'s typed settings: the options every method shares (:class:`RunOptions`), the
+method's :mod:`bnn_ppl.config` dataclass, and :func:`run_settings`, the checks that need no data
+(ranges, int32 counters, the prior), which resolves the network's defaults.
 
-A run's settings are a plain dict, option name -> value, with the defaults of the chosen method
-and network filled in: what ``config.json`` records and what a resumed run must repeat. An option
-that belongs to another method or network is refused, naming the ones it applies to.
+A run's settings are a :class:`RunSettings`: the shared options and the method's config. What
+``config.json`` records and a resumed run must repeat is :meth:`RunSettings.arguments`, one flat
+JSON record from which :meth:`RunSettings.from_arguments` rebuilds them. This module imports
+neither tyro nor JAX: the option parser (:mod:`bnn_ppl.cli.parser`) is built from these classes
+only when a subcommand is parsed.
 
 Example:
-    >>> from bnn_ppl.cli import run_settings
-    >>> s = run_settings({"method": "nuts", "model": "mlp", "dataset": "digits",
-    ...                   "prior": "normal:0.3", "temperature": 1.0, "temper": "likelihood",
-    ...                   "seed": 0})
-    >>> s["num_chains"], s["max_tree_depth"], s["width"], s["depth"]
+    >>> from bnn_ppl.cli import RunOptions, run_settings
+    >>> s = run_settings("nuts", RunOptions(out="runs/nuts"), {"num_chains": 2})
+    >>> s.config.num_chains, s.config.max_tree_depth, s.options.width, s.options.depth
     (2, 10, 50, 1)
-    >>> run_settings({**s, "members": 5})
+    >>> run_settings("nuts", RunOptions(out="runs/nuts", model="lenet5", width=4), {})
     Traceback (most recent call last):
     ...
-    bnn_ppl.validation.InputValueError: --members does not apply to --method nuts; ...
+    bnn_ppl.validation.InputValueError: --width does not apply to --model lenet5; ...
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import bnn_ppl as bp
+from bnn_ppl import config as configs
 from bnn_ppl import validation
 from bnn_ppl.validation import InputError, InputValueError
 
 PROG = "bnn-ppl"
 MODELS = ("mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm")
-METHODS = ("hmc", "nuts", "svi", "ensemble", "sgmcmc")
-SAMPLERS = ("atmc", "sgnht", "sghmc", "sgld")
+SGMCMC_METHODS = ("sgld", "sghmc", "sgnht", "atmc")
+METHODS = ("hmc", "nuts", "svi", "map", "ensemble", *SGMCMC_METHODS)
+"""The subcommands of ``bnn-ppl run``: one per config class of :mod:`bnn_ppl.config`."""
 TEMPER_MODES = ("likelihood", "posterior")
-CHAIN_METHODS = ("hmc", "nuts", "sgmcmc")
-"""Methods whose draws are Markov chains (stored with a chain axis)."""
+CHAIN_METHODS = ("hmc", "nuts", *SGMCMC_METHODS)
+"""Methods whose draws are Markov chains (stored with a chain axis; ``--checkpoint-every``)."""
 
-METHOD_OPTIONS: dict[str, dict[str, Any]] = {
-    "num_warmup": {"hmc": 200, "nuts": 200},
-    "num_samples": {"hmc": 200, "nuts": 200, "sgmcmc": 20, "svi": 100},
-    "num_chains": {"hmc": 2, "nuts": 2, "sgmcmc": 2},
-    "step_size": {"hmc": 0.01, "nuts": 0.01, "sgmcmc": None},
-    "trajectory_length": {"hmc": None},
-    "max_tree_depth": {"nuts": 10},
-    "checkpoint_every": {"hmc": None, "nuts": None, "sgmcmc": None},
-    "sampler": {"sgmcmc": "atmc"},
-    "batch_size": {"sgmcmc": 128, "svi": None, "ensemble": None},
-    "cycle_length": {"sgmcmc": 500},
-    "burnin_cycles": {"sgmcmc": 2},
-    "steps": {"svi": 3000, "ensemble": 1000},
-    "map_steps": {"svi": 1000},
-    "learning_rate": {"svi": 0.01, "ensemble": 0.01},
-    "members": {"ensemble": 5},
+CLI_DEFAULTS: dict[str, dict[str, Any]] = {
+    "hmc": {"num_chains": 2},
+    "nuts": {"num_chains": 2},
+    "svi": {"num_steps": 3000, "map_steps": 1000},
+    "map": {},
+    "ensemble": {"num_steps": 1000},
+    **{m: {"num_chains": 2, "cycle_length": 500} for m in SGMCMC_METHODS},
 }
-"""Option -> the methods it applies to, with each method's default (``None``: see the help)."""
+"""Where ``bnn-ppl run`` starts from other defaults than the config classes: two chains (so that
+``evaluate`` can compute R-hat), MAP-initialised SVI, shorter SG-MCMC cycles. ``--help`` shows
+the defaults that apply."""
+
+METHOD_HELP: dict[str, str] = {
+    "hmc": "full-batch HMC, step size and mass matrix adapted in warmup",
+    "nuts": "the No-U-Turn sampler",
+    "svi": "mean-field Gaussian SVI, started from a MAP estimate",
+    "map": "a MAP estimate by Adam (one draw)",
+    "ensemble": "a deep ensemble of MAP solutions",
+    "sgld": "stochastic-gradient Langevin dynamics, cyclical step size",
+    "sghmc": "stochastic-gradient HMC, cyclical step size",
+    "sgnht": "the stochastic-gradient Nose-Hoover thermostat, cyclical step size",
+    "atmc": "adaptive thermostat Monte Carlo, cyclical step size",
+}
+"""One line per method: ``bnn-ppl run --help`` and each method's ``--help``."""
 
 MODEL_OPTIONS: dict[str, dict[str, int]] = {
     "width": {"mlp": 50, "resnet20frn": 16, "resnetpp": 32},
@@ -62,43 +74,188 @@ MODEL_OPTIONS: dict[str, dict[str, int]] = {
 
 NOISE_DEFAULT = "0.5"
 CNN_MODELS = ("lenet5", "resnet20frn", "resnetpp")
-
-# options that are numbers: name -> minimum (">0" for a positive float)
-_POSITIVE = ("temperature", "step_size", "trajectory_length", "learning_rate")
-_AT_LEAST: dict[str, int] = {
-    "num_warmup": 0,
-    "num_samples": 1,
-    "num_chains": 1,
-    "max_tree_depth": 1,
-    "checkpoint_every": 1,
-    "batch_size": 1,
-    "cycle_length": 1,
-    "burnin_cycles": 0,
-    "steps": 1,
-    "map_steps": 0,
-    "members": 1,
-    "width": 1,
-    "chunk_size": 1,
-    "max_train": 1,
-    "split": 0,
-}
-
-
 MAX_COUNT = 2**31 - 1
 """Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
 MAX_TREE_DEPTH = 30
 """nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
+_AT_LEAST = {"width": 1, "max_train": 1, "split": 0, "checkpoint_every": 1}
 
 
 class CLIError(InputValueError):
     """A bad command line that the library itself would not catch (printed without traceback)."""
 
 
-def _flag(name: str) -> str:
+def flag(name: str) -> str:
+    """``"num_samples"`` -> ``"--num-samples"``: the option of a field."""
     return "--" + name.replace("_", "-")
 
 
-def _parse_noise(text: str) -> float | tuple[str, float]:
+@dataclass(frozen=True)
+class RunOptions:
+    """Options every method shares: the data, the model and the run folder."""
+
+    out: str  # run folder: config.json, posterior.nc (ArviZ), samples.npz, predictions.npz, ...
+    dataset: str = "digits"  # a name of bnn_ppl.data.available()
+    data_dir: str | None = None  # where uci/* and tfds data sets are read from
+    split: int | None = None  # uci/*: which standard split
+    max_train: int | None = None  # use only the first k training rows
+    model: Literal["mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm"] = "mlp"  # network
+    width: int | None = None  # mlp: hidden units (50); resnet20frn/resnetpp: base width (16/32)
+    depth: int | None = None  # mlp: hidden layers, 0: linear (1); resnets: blocks/stage (3/9)
+    prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
+    temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
+    temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
+    noise: str | None = None  # regression: noise sd (0.5), or halfnormal:S to infer it
+    seed: int = 0  # random seed; the data split is fixed
+    quiet: bool = False  # print nothing on success (errors still go to stderr)
+
+
+@dataclass(frozen=True)
+class ChainRunOptions(RunOptions):
+    """The shared options, and checkpoints for the methods whose draws are Markov chains."""
+
+    checkpoint_every: int | None = None  # commit every k draws (SG-MCMC: cycles); rerun resumes
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A checked run: the shared ``options`` and the method's ``config``. ``batch_size_given``
+    is False when an SG-MCMC run took the default minibatch (then at most the training rows)."""
+
+    options: RunOptions
+    config: configs.Config
+    batch_size_given: bool = True
+
+    @property
+    def method(self) -> str:
+        return self.config.method
+
+    @property
+    def checkpoint_every(self) -> int | None:
+        return getattr(self.options, "checkpoint_every", None)
+
+    def arguments(self) -> dict[str, Any]:
+        """What ``config.json`` records (and a resumed run must repeat): the options but the
+        paths and ``quiet``, and the config's fields."""
+        shared = dataclasses.asdict(self.options)
+        for name in ("out", "data_dir", "quiet"):
+            shared.pop(name)
+        return {**shared, **self.config.to_dict()}
+
+    @classmethod
+    def from_arguments(cls, record: Mapping[str, Any], **paths: Any) -> RunSettings:
+        """The settings :meth:`arguments` recorded (``paths``: ``out``, ``data_dir``)."""
+        record = dict(record)
+        chain = record["method"] in CHAIN_METHODS
+        kind = ChainRunOptions if chain else RunOptions
+        names = {f.name for f in dataclasses.fields(kind)}
+        shared = {k: record.pop(k) for k in list(record) if k in names and k != "method"}
+        options = kind(**{"out": "", **paths, **shared})
+        return cls(options, configs.from_dict(record))
+
+
+def _checked_config(method: str, fields: Mapping[str, Any]) -> configs.Config:
+    """The method's config; its own check, restated with the option's name (``--num-samples``)."""
+    try:
+        return configs.CONFIGS[method](**fields)
+    except InputError as e:
+        text = str(e)
+        name = re.match(r"\w+", text)
+        if name and name.group() in fields:
+            text = flag(name.group()) + text[name.end() :]
+        raise type(e)(text) from None
+
+
+def run_settings(
+    method: str, options: RunOptions, fields: Mapping[str, Any], *, batch_size_given: bool = True
+) -> RunSettings:
+    """Check ``bnn-ppl run``'s options; resolve the defaults of the chosen network.
+
+    Args:
+        method: one of :data:`METHODS`.
+        options: the shared options.
+        fields: the method's config fields (the :data:`CLI_DEFAULTS` are applied first).
+        batch_size_given: see :class:`RunSettings`.
+
+    Raises:
+        ValueError: a number out of range (naming the option), an option that does not apply
+            to the network, an unknown prior family or malformed prior arguments.
+    """
+    validation.check_choice("the method", method, METHODS)
+    config = _checked_config(method, {**CLI_DEFAULTS[method], **fields})
+    model = options.model
+    validation.check_choice("--model", model, MODELS)
+    validation.check_choice("--temper", options.temper, TEMPER_MODES)
+    resolved: dict[str, Any] = {}
+    for name, defaults in MODEL_OPTIONS.items():
+        value = getattr(options, name)
+        if model in defaults:
+            resolved[name] = defaults[model] if value is None else value
+        elif value is not None:
+            raise InputValueError(
+                f"{flag(name)} does not apply to --model {model}; it applies to --model "
+                f"{'/'.join(defaults)}."
+            )
+    options = dataclasses.replace(
+        options,
+        temperature=validation.check_positive("--temperature", options.temperature),
+        **resolved,
+    )
+    counts = {n: getattr(options, n, None) for n in _AT_LEAST}
+    counts.update({k: v for k, v in dataclasses.asdict(config).items() if type(v) is int})
+    for name, value in counts.items():
+        if value is not None and name in _AT_LEAST and value < _AT_LEAST[name]:
+            low = _AT_LEAST[name]
+            raise InputValueError(f"{flag(name)} must be an integer >= {low}, got {value}.")
+        if value is not None and value > MAX_COUNT:
+            raise InputValueError(
+                f"{flag(name)} {value} is above {MAX_COUNT}, the largest count the samplers' "
+                "int32 iteration counters hold."
+            )
+    _check_iterations(config)
+    depth = options.depth
+    if depth is not None and depth < (0 if model == "mlp" else 1):
+        raise InputValueError(
+            f"--depth must be an integer >= {0 if model == 'mlp' else 1} for --model {model}, "
+            f"got {depth}."
+        )
+    seed = options.seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        # jax.random.key maps larger seeds onto the same key (no error): refuse them
+        raise InputValueError(f"--seed must be an integer in [0, 2**32), got {options.seed!r}.")
+    if options.noise is not None:
+        parse_noise(options.noise)
+    try:
+        bp.priors.from_string(options.prior)
+    except InputError as e:
+        raise InputValueError(f"--prior {options.prior!r}: {e}") from None
+    return RunSettings(options, config, batch_size_given)
+
+
+def _check_iterations(c: configs.Config) -> None:
+    """Refuse iteration totals beyond the int32 counters of the samplers' loops, and NUTS
+    trees whose leapfrog steps they cannot count."""
+    if isinstance(c, configs.NUTSConfig) and c.max_tree_depth > MAX_TREE_DEPTH:
+        raise InputValueError(
+            f"--max-tree-depth {c.max_tree_depth} is above {MAX_TREE_DEPTH}: a tree of depth D "
+            "takes up to 2^D - 1 leapfrog steps, which NumPyro counts in int32 (the default, "
+            "10, allows 1,023)."
+        )
+    if isinstance(c, (configs.HMCConfig, configs.NUTSConfig)):
+        total, what = c.num_warmup + c.num_samples, "--num-warmup + --num-samples"
+    elif c.method in SGMCMC_METHODS:
+        total = (c.num_warmup + c.num_samples) * c.cycle_length  # type: ignore[attr-defined]
+        what = "(--num-warmup + --num-samples) x --cycle-length"
+    else:
+        return
+    if total > MAX_COUNT:
+        raise InputValueError(
+            f"{what} = {total} iterations is above {MAX_COUNT}, the most the samplers' int32 "
+            "iteration counters hold."
+        )
+
+
+def parse_noise(text: str) -> float | tuple[str, float]:
     """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", 1.0)``."""
     family, sep, arg = str(text).partition(":")
     number = arg if sep else family
@@ -113,102 +270,3 @@ def _parse_noise(text: str) -> float | tuple[str, float]:
         )
     scale = validation.check_positive("--noise", value)
     return ("halfnormal", scale) if sep else scale
-
-
-def run_settings(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Check ``bnn-ppl run``'s options and resolve the defaults of the chosen method and network.
-
-    Args:
-        options: option name (``num_samples``, ...) -> value as parsed (``None``: not given).
-
-    Returns:
-        The run's settings: every option that applies to the method and network, with its
-        value or default (what ``config.json`` records and a resumed run must repeat).
-
-    Raises:
-        ValueError: a number out of range (naming the option), an option that does not apply
-            to the method or network, an unknown prior family or malformed prior arguments.
-    """
-    method, model = options["method"], options["model"]
-    validation.check_choice("--method", method, METHODS)
-    validation.check_choice("--model", model, MODELS)
-    s: dict[str, Any] = {
-        "model": model,
-        "dataset": options["dataset"],
-        "split": options.get("split"),
-        "max_train": options.get("max_train"),
-        "prior": options["prior"],
-        "temperature": options["temperature"],
-        "temper": options["temper"],
-        "noise": options.get("noise"),
-        "method": method,
-        "seed": options["seed"],
-        "chunk_size": options.get("chunk_size"),
-    }
-    for table, chosen, what in (
-        (MODEL_OPTIONS, model, "--model"),
-        (METHOD_OPTIONS, method, "--method"),
-    ):
-        for name, defaults in table.items():
-            value = options.get(name)
-            if chosen in defaults:
-                s[name] = defaults[chosen] if value is None else value
-            elif value is not None:
-                raise InputValueError(
-                    f"{_flag(name)} does not apply to {what} {chosen}; it applies to "
-                    f"{what} {'/'.join(defaults)}."
-                )
-    validation.check_choice("--temper", s["temper"], TEMPER_MODES)
-    for name in _POSITIVE:
-        if s.get(name) is not None:
-            s[name] = validation.check_positive(_flag(name), s[name])
-    for name, low in _AT_LEAST.items():
-        value = s.get(name)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < low
-        ):
-            raise InputValueError(f"{_flag(name)} must be an integer >= {low}, got {value!r}.")
-        if value is not None and value > MAX_COUNT:
-            raise InputValueError(
-                f"{_flag(name)} {value} is above {MAX_COUNT}, the largest count the samplers' "
-                "int32 iteration counters hold."
-            )
-    _check_iterations(s)
-    if s.get("max_tree_depth") is not None and s["max_tree_depth"] > MAX_TREE_DEPTH:
-        raise InputValueError(
-            f"--max-tree-depth {s['max_tree_depth']} is above {MAX_TREE_DEPTH}: a tree of depth "
-            "D takes up to 2^D - 1 leapfrog steps, which NumPyro counts in int32 (the default, "
-            "10, allows 1,023)."
-        )
-    if s.get("depth") is not None and s["depth"] < (0 if model == "mlp" else 1):
-        raise InputValueError(
-            f"--depth must be an integer >= {0 if model == 'mlp' else 1} for --model {model}, "
-            f"got {s['depth']}."
-        )
-    if isinstance(s["seed"], bool) or not isinstance(s["seed"], int) or not 0 <= s["seed"] < 2**32:
-        # jax.random.key maps larger seeds onto the same key (no error): refuse them
-        raise InputValueError(f"--seed must be an integer in [0, 2**32), got {s['seed']!r}.")
-    if s["noise"] is not None:
-        _parse_noise(s["noise"])
-    try:
-        bp.priors.from_string(s["prior"])
-    except InputError as e:
-        raise InputValueError(f"--prior {s['prior']!r}: {e}") from None
-    return s
-
-
-def _check_iterations(s: Mapping[str, Any]) -> None:
-    """Refuse iteration totals beyond the int32 counters of the samplers' loops."""
-    method = s["method"]
-    if method in ("hmc", "nuts"):
-        total, what = s["num_warmup"] + s["num_samples"], "--num-warmup + --num-samples"
-    elif method == "sgmcmc":
-        total = (s["burnin_cycles"] + s["num_samples"]) * s["cycle_length"]
-        what = "(--burnin-cycles + --num-samples) x --cycle-length"
-    else:
-        return
-    if total > MAX_COUNT:
-        raise InputValueError(
-            f"{what} = {total} iterations is above {MAX_COUNT}, the most the samplers' int32 "
-            "iteration counters hold."
-        )
