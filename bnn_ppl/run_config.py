@@ -97,7 +97,9 @@ def array_sha256(*arrays: Any) -> str:
     return h.hexdigest()
 
 
-def data_identity(data: Any, *, name: str | None = None, split: int | None = None) -> dict[str, Any]:
+def data_identity(
+    data: Any, *, name: str | None = None, split: int | None = None
+) -> dict[str, Any]:
     """The ``data`` section of a run's config: the data set's name, split, task, sizes and the
     SHA-256 fingerprints (:func:`array_sha256`) of its training and test arrays.
 

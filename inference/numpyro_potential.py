@@ -96,8 +96,8 @@ from bnn_ppl.inference.model_structure import (
     site_lp,
     structure,
 )
-from bnn_ppl.inference.process_layout import check_process_local
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
+from bnn_ppl.inference.process_layout import check_process_local
 from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
 from bnn_ppl.model import TEMPER_MODES
 from bnn_ppl.types import Array, Params, PRNGKey

@@ -120,18 +120,3 @@ def build_model(options: RunOptions, data: bp.data.Dataset) -> bp.BNN:
     )
     model.check_data(data.x_train, data.y_train)
     return model
-
-
-def _data_identity(options: RunOptions, data: bp.data.Dataset) -> dict[str, Any]:
-    from bnn_ppl import runs
-
-    return {
-        "name": options.dataset,
-        "split": options.split,
-        "task": data.task,
-        "num_classes": int(data.num_classes),
-        "num_train": int(len(data.x_train)),
-        "num_test": int(len(data.x_test)),
-        "train_sha256": runs.array_sha256(data.x_train, data.y_train),
-        "test_sha256": runs.array_sha256(data.x_test, data.y_test),
-    }

@@ -28,12 +28,12 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.build import _data_identity, _inputs_for, build_model, load_data
+from bnn_ppl.cli.build import _inputs_for, build_model, load_data
 from bnn_ppl.cli.console import printer
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
@@ -47,35 +47,18 @@ from bnn_ppl.cli.settings import (
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.validation import InputValueError
 
-if TYPE_CHECKING:
-    from bnn_ppl.likelihoods import Prediction
-
 # JAX and bnn_ppl.runs (which loads JAX) are imported inside the functions that use them, so that
 # importing this module (``bnn-ppl --help``) stays fast.
 
 
 class Fit(NamedTuple):
-    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (written as
-    ``posterior.nc``), whether its draws are Markov chains, and a JSON-able summary. The draws
-    and test predictions of ``samples.npz``/``predictions.npz`` are derived from the Posterior:
-    leading ``(chain, draw)`` axes when ``chains``, else one ``(draw,)`` axis."""
+    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (the run folder's files
+    are written from it by :func:`bnn_ppl.runs.save_posterior`), whether its draws are Markov
+    chains, and a JSON-able summary."""
 
     posterior: Any
     chains: bool
     summary: dict[str, Any]
-
-    @property
-    def samples(self) -> dict[str, np.ndarray]:
-        post = self.posterior
-        return dict(post.samples) if self.chains else post.flat_samples()
-
-    @property
-    def predictions(self) -> Prediction:
-        from bnn_ppl.likelihoods import prediction_from_fields
-        from bnn_ppl.runs import flat_draws
-
-        pred = prediction_from_fields(dict(self.posterior.predictions))
-        return pred if self.chains else flat_draws(pred, True)
 
 
 def _diverged(s: RunSettings, what: str, value: Any, index: Any) -> InputValueError:
@@ -211,7 +194,7 @@ def _cmd_run(s: RunSettings) -> int:
     check_feasible(s, data, model, num_params)  # everything is checked before the claim
     record = runs.make_config(
         s.arguments(),
-        data=_data_identity(o, data),
+        data=runs.data_identity(data, name=o.dataset, split=o.split),
         model={"num_params": num_params},
         environment={"out": o.out, "data_dir": o.data_dir},
     )
@@ -231,22 +214,11 @@ def _cmd_run(s: RunSettings) -> int:
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)
         return 130
     wall = time.perf_counter() - start
-    # posterior.nc before metrics.json: a run folder with metrics.json is complete
-    fit.posterior.save(os.path.join(o.out, runs.POSTERIOR))
-    record = runs.save_results(
+    record = runs.save_posterior(
         o.out,
-        samples=fit.samples,
-        predictions=fit.predictions,
-        targets=data.y_test,
-        chains=fit.chains,
-        task=data.task,
+        fit.posterior,
         y_std=float(data.y_std) if data.task == "regression" else 1.0,
-        extra={
-            "method": s.method,
-            "dataset": o.dataset,
-            "wall_time_s": wall,
-            "summary": fit.summary,
-        },
+        extra={"dataset": o.dataset, "wall_time_s": wall, "summary": fit.summary},
     )
     shape = (
         f"{record['num_chains']} chain(s) x {record['num_draws'] // record['num_chains']} draws"
@@ -264,6 +236,7 @@ def _cmd_run(s: RunSettings) -> int:
         say(f"  resumed after checkpoint segment {fit.summary['resumed_after_segment']}")
     units = " (original units)" if data.task == "regression" else ""
     say(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
-    files = (runs.CONFIG, runs.POSTERIOR, runs.SAMPLES, runs.PREDICTIONS, runs.METRICS)
+    files = (runs.CONFIG, runs.POSTERIOR, runs.PROGRESS, runs.SAMPLES, runs.PREDICTIONS,
+             runs.METRICS)  # fmt: skip
     say(f"wrote {o.out}/ ({', '.join(files)})")
     return 0
