@@ -3,14 +3,13 @@
 Izmailov et al. (2021, "What's the effect of priors?"): results are fairly robust across the
 Normal prior's scale and across prior families, so isotropic Gaussian priors work well. This
 example fits the same one-hidden-layer BNN on digits by full-batch HMC
-(:func:`bnn_ppl.inference.hmc`) under every prior of ``--families`` at every scale of
+(:func:`bnn_ppl.inference.fit`) under every prior of ``--families`` at every scale of
 ``--scales``: ``normal:s``, ``laplace:s``, ``student_t:DF,s`` (``--df`` degrees of freedom) and
-``logistic:s`` (:func:`bnn_ppl.priors.from_string`), ``s`` being the family's scale parameter
-(not its standard deviation). Every prior gets the same HMC budget: the trajectory length
+``logistic:s`` (:func:`bnn_ppl.priors.from_string`; ``s`` is the family's scale parameter, not
+its standard deviation). Every prior gets the same HMC budget: the trajectory length
 ``--trajectory-length`` (default ``(π/2)·0.3``, Izmailov et al.'s length for a Normal(0.3)
-prior) with the step size adapted in warmup; ``--full`` uses Izmailov et al.'s per-prior length
-``(π/2)·σ_prior`` instead, 3x to 6x longer (and as much slower) for the scale-1 priors. It prints
-the test accuracy and NLL of each BMA, one row per (family, scale), then two summaries:
+prior) with the step size adapted in warmup; ``--full`` uses the library's default per prior
+instead. It prints the test accuracy and NLL of each BMA, one row per (family, scale), then
 
 * the family effect (the spread max − min of BMA accuracy and NLL over families, averaged over
   scales) against the scale effect (the spread over scales, averaged over families);
@@ -18,19 +17,12 @@ the test accuracy and NLL of each BMA, one row per (family, scale), then two sum
 
 The claim counts as supported when the family effect on accuracy is at most
 ``--acc-tolerance`` (absolute) and the Normal prior's best NLL is within ``--tolerance``
-(relative) of the best overall. The figure ``priors.png`` (in ``--out-dir``, default
-``runs/priors``) plots accuracy and NLL against the scale, one line per family;
-``metrics.json`` holds the numbers.
+(relative) of the best overall. Every prior is a run folder ``--out/<family>/<scale>`` that
+``bnn-ppl evaluate`` reads; ``--out`` also gets ``priors.png`` (accuracy and NLL against the
+scale, one line per family) and ``summary.json``.
 
-Run it with the defaults (a few minutes on 2 CPU cores)::
-
-    python examples/priors.py
+    python examples/priors.py             # a few minutes on 2 CPU cores
     python examples/priors.py --full      # 4x the draws, 2 chains, wider net
-
-or a quick smoke run::
-
-    python examples/priors.py --width 8 --num-warmup 10 --num-samples 10 --max-train 200 \\
-        --families normal laplace --scales 0.1 0.3 --out-dir /tmp/priors
 """
 
 from __future__ import annotations
@@ -38,26 +30,18 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
 
 import jax
 import numpy as np
 from matplotlib.figure import Figure
 
 import bnn_ppl as bp
+from bnn_ppl.config import HMCConfig
+from bnn_ppl.inference.fit_run import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.plots import save_figure
 
 FAMILIES = ("normal", "laplace", "student_t", "logistic")
-
-
-def get_data(args: argparse.Namespace) -> bp.data.Dataset:
-    """Digits (a fixed split, standardised); the first ``args.max_train`` training rows."""
-    data = bp.data.load("digits")
-    if args.max_train is not None:
-        data = data._replace(x_train=data.x_train[: args.max_train],
-                             y_train=data.y_train[: args.max_train])  # fmt: skip
-    return data
 
 
 def prior_spec(family: str, scale: float, df: float) -> str:
@@ -70,31 +54,6 @@ def build_model(args: argparse.Namespace, num_classes: int, spec: str) -> bp.BNN
     return bp.BNN(bp.models.MLP(hidden=(args.width,), out=num_classes),
                   prior=bp.priors.from_string(spec),
                   likelihood=bp.likelihoods.Categorical())  # fmt: skip
-
-
-def run_hmc(model: bp.BNN, data: bp.data.Dataset, args: argparse.Namespace,
-            rng_key: jax.Array) -> tuple[np.ndarray, dict[str, float]]:
-    """Full-batch HMC; returns per-sample test probabilities ``(S, n, K)`` and diagnostics."""
-    start = time.perf_counter()
-    mcmc = bp.inference.hmc(model, data.x_train, data.y_train, rng_key=rng_key,
-                            num_warmup=args.num_warmup, num_samples=args.num_samples,
-                            num_chains=args.num_chains,
-                            trajectory_length=args.trajectory_length)  # fmt: skip
-    probs = np.asarray(bp.predict(model, mcmc.get_samples(), data.x_test))
-    extra = mcmc.get_extra_fields()
-    return probs, {
-        "accept_prob": float(np.mean(extra["accept_prob"])),
-        "num_divergences": int(np.sum(extra["diverging"])),
-        "num_steps": float(np.mean(extra["num_steps"])),
-        "wall_time_s": time.perf_counter() - start,
-    }
-
-
-def evaluate(probs: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Accuracy and NLL of the BMA."""
-    avg = bp.bma(probs)
-    return {"accuracy": float(bp.metrics.accuracy(avg, labels)),
-            "nll": float(bp.metrics.nll(avg, labels))}  # fmt: skip
 
 
 def summarise(
@@ -122,18 +81,6 @@ def summarise(
     return out
 
 
-def format_table(results: dict[str, dict[float, dict]], diagnostics: dict) -> str:
-    lines = [f"{'prior':<22}{'accuracy':>10}{'NLL':>10}{'accept':>9}{'leapfrog':>10}"
-             f"{'time s':>9}"]  # fmt: skip
-    for family, by_scale in results.items():
-        for scale, r in sorted(by_scale.items()):
-            d = diagnostics[family][scale]
-            lines.append(f"{d['spec']:<22}{r['accuracy']:>10.4f}{r['nll']:>10.4f}"
-                         f"{d['accept_prob']:>9.3f}{d['num_steps']:>10.1f}"
-                         f"{d['wall_time_s']:>9.1f}")  # fmt: skip
-    return "\n".join(lines)
-
-
 def plot(results: dict[str, dict[float, dict]], title: str) -> Figure:
     """Accuracy and NLL of the BMA against the prior scale, one line per family."""
     fig = Figure(figsize=(9, 3.6), layout="constrained")
@@ -143,9 +90,7 @@ def plot(results: dict[str, dict[float, dict]], title: str) -> Figure:
         for ax, metric in zip(axes, ("accuracy", "nll"), strict=True):
             ax.plot(scales, [by_scale[s][metric] for s in scales], marker="o", label=family)
     for ax, label in zip(axes, ("BMA test accuracy", "BMA test NLL"), strict=True):
-        ax.set_xscale("log")
-        ax.set_xlabel("prior scale")
-        ax.set_ylabel(label)
+        ax.set(xscale="log", xlabel="prior scale", ylabel=label)
         ax.grid(alpha=0.3)
     axes[0].legend()
     fig.suptitle(title)
@@ -153,26 +98,31 @@ def plot(results: dict[str, dict[float, dict]], title: str) -> Figure:
 
 
 def main(args: argparse.Namespace) -> None:
-    data = get_data(args)
+    data = bp.data.load("digits").head(args.max_train)
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows; "
           f"MLP(hidden=({args.width},)); HMC {args.num_chains} chain(s) x "
           f"{args.num_warmup} warmup + {args.num_samples} samples per prior", flush=True)
+    config = HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
+                       num_chains=args.num_chains, trajectory_length=args.trajectory_length)
     results: dict[str, dict[float, dict]] = {}
-    diagnostics: dict[str, dict[float, dict]] = {}
-    key = jax.random.key(args.seed)
+    table = [f"{'prior':<22}{'accuracy':>10}{'NLL':>10}{'accept':>9}{'leapfrog':>10}{'time s':>9}"]
     for family in args.families:
         for scale in args.scales:
             spec = prior_spec(family, scale, args.df)
-            model = build_model(args, data.num_classes, spec)
-            probs, diag = run_hmc(model, data, args, key)  # same key: only the prior changes
-            results.setdefault(family, {})[scale] = evaluate(probs, data.y_test)
-            diagnostics.setdefault(family, {})[scale] = {"spec": spec, **diag}
-            print(f"  {spec}: {diag['wall_time_s']:.1f} s", flush=True)
+            folder = os.path.join(args.out, family, f"{scale:g}")
+            _, record = fit_run(folder, build_model(args, data.num_classes, spec), data, config,
+                                jax.random.key(args.seed),  # the same key: only the prior changes
+                                options={"prior": spec, "width": args.width})  # fmt: skip
+            r = {k: record["metrics"][k] for k in ("accuracy", "nll")}
+            results.setdefault(family, {})[scale] = r
+            chains, wall = record["summary"]["chains"], record["wall_time_s"]
+            table.append(f"{spec:<22}{r['accuracy']:>10.4f}{r['nll']:>10.4f}"
+                         f"{np.mean([c['accept_prob'] for c in chains]):>9.3f}"
+                         f"{np.mean([c['num_steps'] for c in chains]):>10.1f}{wall:>9.1f}")
+            print(f"  {spec}: {wall:.1f} s", flush=True)
 
     summary = summarise(results, args.tolerance, args.acc_tolerance)
-    print()
-    print(format_table(results, diagnostics))
-    print()
+    print("\n" + "\n".join(table) + "\n")
     print(f"family effect (max - min over families, mean over scales): accuracy "
           f"{summary['family_effect_accuracy']:.4f}, NLL {summary['family_effect_nll']:.4f}")
     print(f"scale effect  (max - min over scales, mean over families): accuracy "
@@ -185,18 +135,13 @@ def main(args: argparse.Namespace) -> None:
           f"and Gaussian priors work well (Normal's best NLL within {args.tolerance:.0%} of the "
           f"best: {'yes' if summary['normal_close'] else 'no'}): {verdict} here")
 
-    fig = plot(results, f"digits, MLP({args.width}), HMC BMA per prior")
-    png = os.path.join(args.out_dir, "priors.png")
-    save_figure(fig, png)
-    print(f"wrote {png}")
-    path = os.path.join(args.out_dir, "metrics.json")
+    png, path = os.path.join(args.out, "priors.png"), os.path.join(args.out, "summary.json")
+    save_figure(plot(results, f"digits, MLP({args.width}), HMC BMA per prior"), png)
     write_json(path, {
-        "args": vars(args),
+        "args": vars(args), "summary": summary,
         "results": {f: {f"{s:g}": r for s, r in v.items()} for f, v in results.items()},
-        "diagnostics": {f: {f"{s:g}": d for s, d in v.items()} for f, v in diagnostics.items()},
-        "summary": summary,
     })  # fmt: skip
-    print(f"wrote {path}")
+    print(f"wrote {png}, {path} and one run folder per prior under {args.out}/")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -221,7 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the longer setting: width 100, 2 chains x 400 warmup + 400 samples, "
                         "Izmailov et al.'s trajectory length per prior")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", default="runs/priors")
+    p.add_argument("--out", default="runs/priors")
     args = p.parse_args(argv)
     if args.full:
         args.width, args.num_chains, args.num_warmup, args.num_samples = 100, 2, 400, 400

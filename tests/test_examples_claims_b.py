@@ -13,7 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_examples import EXAMPLES, _check_ok, _run
+from test_examples import EXAMPLES, _check_ok, _run, check_run_folders
+
+from bnn_ppl import runs
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -27,7 +29,7 @@ _TINY_FITS = [
 TINY_FLAGS: dict[str, list[str]] = {
     "priors.py": [
         "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
-        "--families", "normal", "laplace", "--scales", "0.1", "0.3", "--out-dir", "{out}",
+        "--families", "normal", "laplace", "--scales", "0.1", "0.3", "--out", "{out}",
     ],
     "agreement.py": [
         *_TINY_FITS, "--cycle-length", "20", "--burnin-cycles", "1", "--cycles", "2",
@@ -56,23 +58,27 @@ def _claim_line(stdout: str) -> str:
     return lines[0]
 
 
-def _check_files(out_dir: Path, png: str, stdout: str) -> dict:
+def _check_files(out_dir: Path, png: str, stdout: str, summary: str = "metrics.json") -> dict:
     assert (out_dir / png).read_bytes()[:8] == PNG_MAGIC
     assert str(out_dir / png) in stdout
-    return json.loads((out_dir / "metrics.json").read_text())
+    return json.loads((out_dir / summary).read_text())
 
 
 def _check_priors(stdout: str, out_dir: Path, variant: str) -> None:
     """One row per (family, scale) with accuracy and NLL in range; PNG and JSON written."""
     _claim_line(stdout)
-    payload = _check_files(out_dir, "priors.png", stdout)
+    payload = _check_files(out_dir, "priors.png", stdout, "summary.json")
     assert {f: set(r) for f, r in payload["results"].items()} == {
         "normal": {"0.1", "0.3"},
         "laplace": {"0.1", "0.3"},
     }
-    for by_scale in payload["results"].values():
-        for r in by_scale.values():
+    assert check_run_folders(out_dir) == ["laplace/0.1", "laplace/0.3", "normal/0.1", "normal/0.3"]
+    for family, by_scale in payload["results"].items():
+        for scale, r in by_scale.items():
             assert 0.1 < r["accuracy"] <= 1.0 and r["nll"] > 0.0
+            # the summary holds what the run folder holds
+            saved = runs.load_run(out_dir / family / scale).record["metrics"]
+            assert r == {k: saved[k] for k in ("accuracy", "nll")}
     rows = [line.split() for line in stdout.splitlines()]
     assert sum(1 for r in rows if r and r[0] in ("normal:0.1", "laplace:0.3")) == 2
 
