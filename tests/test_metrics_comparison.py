@@ -18,7 +18,7 @@ from bnn_ppl.metrics.comparison import (
     noise_floor,
     single_draw_metrics,
 )
-from bnn_ppl.metrics.efficiency import sampler_efficiency
+from bnn_ppl.metrics.efficiency import sampler_efficiency, sampler_table
 
 RNG = np.random.default_rng(0)
 LABELS = RNG.integers(0, 3, size=20)
@@ -116,3 +116,18 @@ def test_sampler_efficiency_against_its_definition():
     with pytest.raises(ValueError, match="at least 2 draws"):
         sampler_efficiency(probs[:, :1], draws, LABELS, 1.0)
 
+
+
+def test_sampler_table_puts_the_noise_floor_in_the_reference_row():
+    probs = {"HMC": RNG.dirichlet(np.ones(3), size=(2, 5, 20)),
+             "SGLD": RNG.dirichlet(np.ones(3), size=(1, 5, 20))}  # fmt: skip
+    draws = {m: {"w": RNG.normal(size=(*p.shape[:2], 3))} for m, p in probs.items()}
+    table = sampler_table(probs, draws, LABELS, {"HMC": 10.0, "SGLD": 5.0}, reference="HMC")
+    floor = noise_floor(probs["HMC"], LABELS, task="classification")
+    assert table["HMC"]["tv"] == floor["tv"] and table["HMC"]["agreement"] == floor["agreement"]
+    flat = {m: p.reshape(-1, 20, 3) for m, p in probs.items()}
+    assert table["SGLD"]["tv"] == closeness(flat["SGLD"], flat["HMC"])["tv"]
+    assert table["SGLD"]["ess_per_kgrad"] == 1000 * table["SGLD"]["ess"] / 5.0
+    assert {"single_accuracy", "accuracy", "weight_var_ratio"} <= set(table["SGLD"])
+    one = sampler_table({"SGLD": probs["SGLD"]}, draws, LABELS, {"SGLD": 5.0}, reference="SGLD")
+    assert math.isnan(one["SGLD"]["tv"]) and math.isnan(one["SGLD"]["weight_var_ratio"])

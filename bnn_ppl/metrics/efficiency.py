@@ -13,6 +13,9 @@ chain spreads, against a reference sampler (full-batch HMC):
   reference's. For the reference itself the ratio is its first chain's against its other
   chains', the noise floor of the ratio (NaN with one chain).
 
+:func:`sampler_table` puts these beside the closeness to the reference
+(:mod:`bnn_ppl.metrics.comparison`) for every sampler: the shape of the ATMC paper's Table 1.
+
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.metrics.efficiency import sampler_efficiency
@@ -37,7 +40,7 @@ import numpy as np
 
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["chain_variances", "sampler_efficiency"]
+__all__ = ["chain_variances", "sampler_efficiency", "sampler_table"]
 
 
 def chain_variances(probs: Any, samples: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -96,3 +99,47 @@ def sampler_efficiency(
     else:
         m["weight_var_ratio"] = m["function_var_ratio"] = math.nan
     return m
+
+
+def sampler_table(
+    probs: Mapping[str, Any],
+    samples: Mapping[str, Mapping[str, Any]],
+    labels: Any,
+    gradients: Mapping[str, float],
+    *,
+    reference: str,
+) -> dict[str, dict[str, float]]:
+    """Per sampler: the test metrics of its BMA and of single draws
+    (:func:`~bnn_ppl.metrics.comparison.single_draw_metrics`), agreement and TV of its BMA with
+    the reference's (the reference's own row: its first chain against its other chains, the
+    :func:`~bnn_ppl.metrics.comparison.noise_floor`; NaN with one chain) and
+    :func:`sampler_efficiency` relative to the reference.
+
+    Args:
+        probs: sampler -> test probabilities ``(chain, draw, n, K)``.
+        samples: sampler -> site -> draws ``(chain, draw, ...)``.
+        labels: test labels ``(n,)``.
+        gradients: sampler -> its work in full-batch gradients.
+        reference: the reference sampler (a key of ``probs``).
+    """
+    from bnn_ppl.metrics.comparison import (
+        compare_to_reference,
+        noise_floor,
+        single_draw_metrics,
+    )
+
+    flat = {m: np.asarray(p).reshape(-1, *np.shape(p)[2:]) for m, p in probs.items()}
+    task = "classification"
+    results = compare_to_reference(flat, labels, task=task, reference=reference)
+    for m, p in flat.items():
+        results[m] |= single_draw_metrics(p, labels, task=task)
+    floor = {"agreement": math.nan, "tv": math.nan}
+    if len(probs[reference]) > 1:
+        floor = noise_floor(probs[reference], labels, task=task)
+    results[reference] |= {k: floor[k] for k in ("agreement", "tv")}
+    ref = sampler_efficiency(probs[reference], samples[reference], labels, gradients[reference])
+    for m in probs:
+        results[m] |= ref if m == reference else sampler_efficiency(
+            probs[m], samples[m], labels, gradients[m], ref
+        )
+    return results
