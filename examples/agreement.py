@@ -8,7 +8,7 @@ own run folder under ``--out`` (default ``runs/agreement``) that ``bnn-ppl evalu
 
 * ``hmc``: ``--num-chains`` (at least 2) full-batch HMC chains, the reference: the BMA pooled
   over all chains;
-* ``ensemble``: ``--num-members`` MAP solutions;
+* ``ensemble``: ``--num-members`` MAP solutions of ``--map-steps`` each;
 * ``svi``: mean-field VI started at a MAP solution, ``--svi-samples`` draws from the guide;
 * ``sghmc``: SGHMC on minibatches of ``--batch-size`` with the cyclical cosine step size from
   ``--step-size``, one draw at the end of each of ``--cycles`` cycles after ``--burnin-cycles``.
@@ -28,7 +28,7 @@ Run it with the defaults (a few minutes on 2 CPU cores)::
 or a quick smoke run::
 
     python examples/agreement.py --width 8 --num-warmup 10 --num-samples 10 --max-train 200 \\
-        --map-steps 50 --svi-steps 50 --svi-samples 10 --num-members 2 --ensemble-steps 50 \\
+        --map-steps 50 --num-steps 50 --svi-samples 10 --num-members 2 \\
         --cycle-length 20 --burnin-cycles 1 --cycles 2 --out /tmp/agreement
 """
 
@@ -62,8 +62,8 @@ def configs(args: argparse.Namespace, num_train: int) -> dict[str, Config]:
     return {
         "hmc": HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
                          num_chains=args.num_chains),
-        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.ensemble_steps),
-        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.svi_steps,
+        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.map_steps),
+        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.num_steps,
                          num_samples=args.svi_samples),
         "sghmc": SGHMCConfig(num_warmup=args.burnin_cycles, num_samples=args.cycles,
                              cycle_length=args.cycle_length, step_size=args.step_size,
@@ -142,9 +142,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-warmup", type=int, default=200)
     p.add_argument("--num-samples", type=int, default=200)
     p.add_argument("--num-members", type=int, default=5, help="deep ensemble members")
-    p.add_argument("--ensemble-steps", type=int, default=1000)
-    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps that initialise SVI")
-    p.add_argument("--svi-steps", type=int, default=3000)
+    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps: SVI's start, each member")
+    p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=128, help="SGHMC minibatch rows")
     p.add_argument("--step-size", type=float, default=0.02, help="SGHMC step at cycle starts")
@@ -159,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.full:
         args.width, args.num_chains, args.num_warmup, args.num_samples = 100, 4, 500, 500
-        args.num_members, args.ensemble_steps, args.svi_steps, args.cycles = 10, 2000, 10000, 50
+        args.num_members, args.map_steps, args.num_steps, args.cycles = 10, 2000, 10000, 50
     if args.num_chains < 2:
         p.error("--num-chains must be at least 2: the noise floor compares chains")
     return args

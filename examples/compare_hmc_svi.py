@@ -7,7 +7,7 @@ Three methods fit the same one-hidden-layer BNN (same prior, likelihood and temp
 * ``hmc``: full-batch HMC (Izmailov et al.'s trajectory length, adapted step size), the reference;
 * ``svi``: mean-field SVI started at a MAP estimate of ``--map-steps`` (``SVIConfig``'s
   recipe), predicting with ``--svi-samples`` guide draws;
-* ``ensemble``: ``--num-members`` MAP solutions, each member one posterior sample.
+* ``ensemble``: ``--num-members`` MAP solutions of ``--map-steps`` each, one draw per member.
 
 The table gives every method's Bayesian model average (BMA) on the test set and, for HMC, a
 single sample (its last draw): accuracy, NLL, ECE, Brier score and the agreement and total
@@ -25,7 +25,7 @@ Run it with the defaults (a few minutes on 2 CPU cores), then look at a run::
 or a quick smoke run::
 
     python examples/compare_hmc_svi.py --num-warmup 20 --num-samples 10 --width 8 \\
-        --max-train 200 --map-steps 50 --svi-steps 50 --ensemble-steps 50 --num-members 2 \\
+        --max-train 200 --map-steps 50 --num-steps 50 --num-members 2 \\
         --svi-samples 10 --out /tmp/compare
 """
 
@@ -70,9 +70,9 @@ def configs(args: argparse.Namespace) -> dict[str, Config]:
     return {
         "hmc": HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
                          num_chains=args.num_chains, **c),
-        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.svi_steps,
+        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.num_steps,
                          num_samples=args.svi_samples, **c),
-        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.ensemble_steps,
+        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.map_steps,
                                    **c),
     }  # fmt: skip
 
@@ -122,10 +122,10 @@ def main(args: argparse.Namespace) -> None:
     print(f"\nHMC: mean accept prob {h['accept_prob']:.3f}, {h['num_divergences']} divergences "
           f"in {args.num_samples * args.num_chains} samples, mean leapfrog steps "
           f"{h['num_steps']:.1f}, wall time {h['wall_time_s']:.1f} s")
-    print(f"SVI: MAP ({args.map_steps} steps) then {args.svi_steps} steps, final -ELBO "
+    print(f"SVI: MAP ({args.map_steps} steps) then {args.num_steps} steps, final -ELBO "
           f"{s['final_neg_elbo']:.1f}, {args.svi_samples} draws, wall time "
           f"{s['wall_time_s']:.1f} s")
-    print(f"ensemble: {args.num_members} members x {args.ensemble_steps} steps, final potential "
+    print(f"ensemble: {args.num_members} members x {args.map_steps} steps, final potential "
           f"mean {e['mean_final_loss']:.1f} (max {e['max_final_loss']:.1f}), wall time "
           f"{e['wall_time_s']:.1f} s\n")
     if data.task == "classification":
@@ -152,11 +152,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-warmup", type=int, default=200)
     p.add_argument("--num-samples", type=int, default=200)
     p.add_argument("--num-chains", type=int, default=1)
-    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps that initialise SVI")
-    p.add_argument("--svi-steps", type=int, default=3000)
+    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps: SVI's start, each member")
+    p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=200, help="guide draws for the BMA")
     p.add_argument("--num-members", type=int, default=5, help="deep ensemble members")
-    p.add_argument("--ensemble-steps", type=int, default=1000, help="steps of every member")
     p.add_argument("--chunk-size", type=int, default=None, help="rows per network call")
     p.add_argument("--max-train", type=int, default=None, help="first k training rows only")
     p.add_argument("--seed", type=int, default=0, help="seed of every method (fixed split)")

@@ -6,7 +6,7 @@ corrupted (Izmailov, Nicholson, Lotfi & Wilson 2021: inputs that are constant in
 as the blank border pixels of digits, keep prior-sized weights under the posterior, and noise on
 them moves the predictions).
 
-``hmc``, ``ensemble`` (``--num-members`` MAP solutions) and ``svi`` (mean-field, started at a
+``hmc``, ``ensemble`` (``--num-members`` MAP solutions of ``--map-steps``) and ``svi`` (mean-field, started at a
 MAP solution) fit one one-hidden-layer BNN on the clean digits training set with
 :func:`bnn_ppl.inference.fit`, each into a run folder ``--out/digits/<method>`` that ``bnn-ppl
 evaluate`` reads (its metrics: the clean test set). Each BMA is then evaluated on the test set
@@ -22,8 +22,8 @@ Run it (a few minutes on 2 CPU cores), or a quick smoke run::
 
     python examples/covariate_shift.py              # or --full
     python examples/covariate_shift.py --width 8 --num-warmup 10 --num-samples 10 \\
-        --max-train 200 --map-steps 50 --svi-steps 50 --svi-samples 10 --num-members 2 \\
-        --ensemble-steps 50 --cifar10 none --out /tmp/shift
+        --max-train 200 --map-steps 50 --num-steps 50 --svi-samples 10 --num-members 2 \\
+        --cifar10 none --out /tmp/shift
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def compare(args: argparse.Namespace, data: bp.data.Dataset, test_sets: dict,
     configs = {
         "hmc": HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
                          num_chains=args.num_chains),
-        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.ensemble_steps),
-        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.svi_steps,
+        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.map_steps),
+        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.num_steps,
                          num_samples=args.svi_samples),
     }  # fmt: skip
     options = {"width": args.width, "prior_scale": args.prior_scale}
@@ -165,9 +165,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-warmup", type=int, default=200)
     p.add_argument("--num-samples", type=int, default=200)
     p.add_argument("--num-members", type=int, default=5, help="deep ensemble members")
-    p.add_argument("--ensemble-steps", type=int, default=1000)
-    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps that initialise SVI")
-    p.add_argument("--svi-steps", type=int, default=3000)
+    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps: SVI's start, each member")
+    p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=100)
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--cifar10", choices=("auto", "none"), default="auto",
@@ -181,7 +180,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.full:
         args.width, args.num_chains, args.num_warmup, args.num_samples = 100, 2, 500, 500
-        args.num_members, args.ensemble_steps, args.svi_steps = 10, 2000, 10000
+        args.num_members, args.map_steps, args.num_steps = 10, 2000, 10000
     return args
 
 

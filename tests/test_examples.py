@@ -28,8 +28,7 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 _TINY_COMPARE = [
     "--num-warmup", "20", "--num-samples", "10", "--width", "8", "--max-train", "200",
-    "--map-steps", "50", "--svi-steps", "50", "--svi-samples", "10",
-    "--num-members", "2", "--ensemble-steps", "50",
+    "--map-steps", "50", "--num-steps", "50", "--svi-samples", "10", "--num-members", "2",
     "--out", "{out}",
 ]  # fmt: skip
 

@@ -21,8 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 _TINY_FITS = [
     "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
-    "--map-steps", "50", "--svi-steps", "50", "--svi-samples", "10",
-    "--num-members", "2", "--ensemble-steps", "50",
+    "--map-steps", "50", "--num-steps", "50", "--svi-samples", "10", "--num-members", "2",
 ]  # fmt: skip
 
 # script name -> flags that make it finish in well under a minute of compute
