@@ -57,6 +57,30 @@ class Dataset(NamedTuple):
         """``"classification"`` or ``"regression"``."""
         return "classification" if self.num_classes > 0 else "regression"
 
+    def head(self, max_train: int | None) -> Dataset:
+        """The first ``max_train`` training rows (``None``: all of them); the test split and the
+        standardisation statistics are unchanged.
+
+        Example:
+            >>> import bnn_ppl as bp
+            >>> bp.data.load("digits").head(100).x_train.shape
+            (100, 64)
+
+        Raises:
+            ValueError: ``max_train`` is not a positive int, or above the training rows.
+        """
+        if max_train is None:
+            return self
+        n = len(self.x_train)
+        if isinstance(max_train, bool) or not isinstance(max_train, int | np.integer):
+            raise InputValueError(f"max_train must be an int or None, got {max_train!r}.")
+        if not 1 <= max_train <= n:
+            raise InputValueError(
+                f"max_train must be between 1 and the {n} training rows of {self.name}, got "
+                f"{max_train}; pass None to use them all."
+            )
+        return self._replace(x_train=self.x_train[:max_train], y_train=self.y_train[:max_train])
+
 
 class DataNotFoundError(InputError, FileNotFoundError):
     """A data set is not on this machine.

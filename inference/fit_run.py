@@ -1,0 +1,132 @@
+"""Fit into a run folder: claim the folder, :func:`~bnn_ppl.inference.fit`, write the results.
+
+What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a
+script: :func:`fit_run` claims ``folder`` for the run's configuration (the data set's name, the
+method's config, the seed, the caller's model options and the data's fingerprint) before
+anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
+(:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
+per-chain sampler summary (:func:`chain_summary`). The examples write one folder per fitted
+method or setting this way, so every number they print can be recomputed from a folder.
+
+Example:
+    >>> import os, tempfile
+    >>> import jax
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.config import MAPConfig
+    >>> from bnn_ppl.inference.fit_run import fit_run
+    >>> from bnn_ppl.models import MLP
+    >>> data = bp.data.load("gap1d", num_train=20)
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    >>> folder = os.path.join(tempfile.mkdtemp(), "map")
+    >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
+    ...                        options={"width": 0})
+    >>> sorted(record["metrics"]), record["method"], bp.runs.load_run(folder).num_draws
+    (['nll', 'rmse'], 'map', 1)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import numpy as np
+
+from bnn_ppl import runs
+from bnn_ppl.config import Config
+from bnn_ppl.data import Dataset
+from bnn_ppl.model import BNN
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.types import PRNGKey
+from bnn_ppl.validation import InputTypeError, check_key
+
+__all__ = ["chain_summary", "fit_run"]
+
+
+def chain_summary(posterior: Posterior) -> list[dict[str, Any]]:
+    """Per chain of a Markov-chain Posterior: mean ``accept_prob``, ``divergences``, the final
+    ``step_size`` and (where recorded) mean leapfrog ``num_steps``: the rows ``bnn-ppl
+    evaluate`` prints. ``[]`` for independent draws (SVI, ensembles) or a Posterior without
+    those sample statistics."""
+    stats = posterior.sample_stats
+    if not posterior.is_markov or not {"acceptance_rate", "diverging", "step_size"} <= set(stats):
+        return []
+    rows = []
+    for c in range(posterior.num_chains):
+        row: dict[str, Any] = {
+            "chain": c,
+            "accept_prob": float(np.mean(stats["acceptance_rate"][c])),
+            "divergences": int(np.sum(stats["diverging"][c])),
+            "step_size": float(np.ravel(stats["step_size"][c])[-1]),
+        }
+        if "n_steps" in stats:
+            row["num_steps"] = float(np.mean(stats["n_steps"][c]))
+        rows.append(row)
+    return rows
+
+
+def fit_run(
+    folder: str | os.PathLike,
+    model: BNN,
+    data: Dataset,
+    config: Config,
+    rng_key: PRNGKey,
+    *,
+    options: Mapping[str, Any] | None = None,
+    split: int | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[Posterior, dict[str, Any]]:
+    """Claim ``folder``, fit ``model`` to ``data`` with ``config``, and write the run's results.
+
+    Args:
+        folder: the run folder (created; a folder of the same run is reused, one of another
+            run is refused before anything is fitted).
+        model: a :class:`~bnn_ppl.BNN`.
+        data: a :class:`~bnn_ppl.data.Dataset`: fitted to its training split, evaluated on its
+            test split (regression metrics in original units, ``data.y_std``).
+        config: one of :mod:`bnn_ppl.config`'s dataclasses.
+        rng_key: ``jax.random.key(seed)``; recorded, so that a rerun with another key is refused.
+        options: the model's options as JSON-able values (width, prior, temperature, ...),
+            recorded in ``config.json`` beside the config's fields.
+        split: the data set's split number, where it has several.
+        extra: more JSON-able entries for ``metrics.json``; ``wall_time_s`` and ``summary``
+            (``{"chains": chain_summary(posterior)}``) are added.
+
+    Returns:
+        The fitted :class:`~bnn_ppl.Posterior` and the ``metrics.json`` record (its test metrics
+        under ``"metrics"``).
+
+    Raises:
+        TypeError: ``data`` is not a Dataset.
+        ValueError: ``folder`` holds another run (every difference is named), or what
+            :func:`~bnn_ppl.inference.fit` refuses.
+    """
+    from bnn_ppl.inference.fitting import fit
+
+    if not isinstance(data, Dataset):
+        raise InputTypeError(
+            f"data must be a bp.data.Dataset (a run folder records its test set), got "
+            f"{type(data).__name__}."
+        )
+    key = check_key("rng_key", rng_key)
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    arguments = {
+        "dataset": data.name,
+        **config.to_dict(),
+        "rng_key": np.asarray(jax.random.key_data(key) if typed else key).tolist(),
+        **dict(options or {}),
+    }
+    runs.claim(folder, runs.make_config(arguments, data=runs.data_identity(data, split=split)))
+    start = time.perf_counter()
+    post = fit(model, data, config, key)
+    wall = time.perf_counter() - start
+    summary = {"chains": chain_summary(post)}
+    record = runs.save_posterior(
+        folder,
+        post,
+        y_std=float(data.y_std),
+        extra={"wall_time_s": wall, "summary": summary, **dict(extra or {})},
+    )
+    return post, record
