@@ -3,8 +3,8 @@
 Wenzel et al. (2020) found that tempering the posterior, p(θ|D)^(1/T) with T < 1, improves a
 BNN's predictions; Izmailov et al. (2021) ran full-batch HMC and found that *without data
 augmentation* the cold posterior does not help: T = 1 is as good as or better than T < 1. This
-example sweeps T ∈ {1, 0.3, 0.1, 0.03} with full-batch HMC (:func:`bnn_ppl.inference.hmc`) for
-both tempering modes of :class:`bnn_ppl.BNN`:
+example sweeps T ∈ {1, 0.3, 0.1, 0.03} with full-batch HMC (:func:`bnn_ppl.inference.fit`,
+``HMCConfig``) for both tempering modes of :class:`bnn_ppl.BNN`:
 
 * ``temper="likelihood"``: log p(θ) + log p(D|θ) / T (only the likelihood is tempered);
 * ``temper="posterior"``: [log p(θ) + log p(D|θ)] / T (the whole posterior is).
@@ -13,8 +13,9 @@ on two data sets, none of them augmented: digits (MLP(50), categorical likelihoo
 accuracy and NLL) and one UCI regression split (MLP(50), Gaussian likelihood with a HalfNormal
 noise prior; BMA test RMSE and log-likelihood in original units). T = 1 is the same posterior in
 both modes and is run once. The table states the claim and, per data set and mode, whether T = 1
-has the best test NLL / LL of the sweep. The figure (``--out-dir``/``cold_posterior.png``) plots
-the NLL and the LL against T.
+has the best test NLL / LL of the sweep. Every setting is a run folder
+``--out/<dataset>/T=1`` or ``--out/<dataset>/<temper>_T=<T>`` that ``bnn-ppl evaluate`` reads;
+``--out`` also gets ``cold_posterior.png`` (NLL and LL against T) and ``summary.json``.
 
 HMC's trajectory length follows Izmailov et al. ((π/2)·σ_prior·√T, the library's default) on
 digits; on the UCI set it is ``--uci-trajectory-length`` · √T to keep the default run short.
@@ -38,6 +39,8 @@ import numpyro.distributions as dist
 from matplotlib.figure import Figure
 
 import bnn_ppl as bp
+from bnn_ppl.config import HMCConfig
+from bnn_ppl.inference.fit_run import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.plots import save_figure
 
@@ -45,18 +48,7 @@ TEMPERATURES = (1.0, 0.3, 0.1, 0.03)
 MODES = ("likelihood", "posterior")
 
 
-def get_data(args: argparse.Namespace) -> dict[str, bp.data.Dataset]:
-    """Digits (the first ``--max-train`` training rows) and split 0 of ``uci/<--uci>``."""
-    digits = bp.data.load("digits")
-    if args.max_train is not None:
-        digits = digits._replace(x_train=digits.x_train[: args.max_train],
-                                 y_train=digits.y_train[: args.max_train])
-    uci = bp.data.load(f"uci/{args.uci}", split=args.split, data_dir=args.data_dir)
-    return {"digits": digits, args.uci: uci}
-
-
-def build_model(args: argparse.Namespace, data: bp.data.Dataset, temperature: float,
-                temper: str) -> bp.BNN:
+def build_model(args: argparse.Namespace, data: bp.data.Dataset, t: float, mode: str) -> bp.BNN:
     """MLP(width) with a Normal prior; categorical, or Gaussian with a HalfNormal noise prior."""
     if data.task == "classification":
         likelihood, out, scale = bp.likelihoods.Categorical(), data.num_classes, args.prior_scale
@@ -64,29 +56,8 @@ def build_model(args: argparse.Namespace, data: bp.data.Dataset, temperature: fl
         likelihood = bp.likelihoods.Gaussian(scale=dist.HalfNormal(args.noise_prior))
         out, scale = 1, args.uci_prior_scale
     return bp.BNN(bp.models.MLP(hidden=(args.width,), out=out), prior=bp.priors.Normal(scale),
-                  likelihood=likelihood, temperature=temperature, temper=temper)
-
-
-def run_hmc(model: bp.BNN, data: bp.data.Dataset, args: argparse.Namespace, key: jax.Array):
-    length = None
-    if data.task == "regression":
-        length = args.uci_trajectory_length * math.sqrt(model.temperature)
-    mcmc = bp.inference.hmc(model, data.x_train, data.y_train, num_warmup=args.num_warmup,
-                            num_samples=args.num_samples, rng_key=key, trajectory_length=length)
-    accept = float(np.mean(mcmc.get_extra_fields()["accept_prob"]))
-    return mcmc.get_samples(), accept
-
-
-def evaluate(pred, data: bp.data.Dataset) -> dict[str, float]:
-    """Digits: BMA accuracy and NLL. UCI: BMA RMSE and LL (= -NLL), original units."""
-    if data.task == "classification":
-        avg = bp.bma(pred)
-        return {"accuracy": float(bp.metrics.accuracy(avg, data.y_test)),
-                "nll": float(bp.metrics.nll(avg, data.y_test))}
-    avg = bp.bma(pred)
-    return {"rmse": float(bp.metrics.rmse(avg.mean, data.y_test, y_scale=data.y_std)),
-            "ll": -float(bp.metrics.mixture_nll(pred.mean, pred.scale, data.y_test,
-                                                y_scale=data.y_std))}
+                  likelihood=likelihood, temperature=t,
+                  temper="likelihood" if mode == "both" else mode)  # fmt: skip
 
 
 def settings(temperatures: tuple[float, ...]) -> list[tuple[str, float]]:
@@ -94,48 +65,64 @@ def settings(temperatures: tuple[float, ...]) -> list[tuple[str, float]]:
     return [("both", 1.0)] + [(m, t) for m in MODES for t in temperatures if t != 1.0]
 
 
+def folder_name(mode: str, t: float) -> str:
+    return f"T={t:g}" if mode == "both" else f"{mode}_T={t:g}"
+
+
+def score(r: dict[str, float]) -> float:
+    """Higher is better: minus the NLL (digits) or the test log-likelihood (UCI)."""
+    return -r["nll"] if "accuracy" in r else r["ll"]
+
+
 def t1_is_best(results: dict, name: str, mode: str) -> bool:
     """Whether T = 1 has the best test NLL (digits) / highest LL (UCI) of ``mode``'s sweep."""
-    rows = {t: r for (m, t), r in results[name].items() if m in (mode, "both")}
-    score = {t: (-r["nll"] if "nll" in r else r["ll"]) for t, r in rows.items()}
-    return max(score, key=score.get) == 1.0
+    rows = {t: score(r) for (m, t), r in results[name].items() if m in (mode, "both")}
+    return max(rows, key=rows.get) == 1.0
 
 
-def plot(results: dict, names: list[str]) -> Figure:
-    fig = Figure(figsize=(5.0 * len(names), 3.6), layout="constrained")
-    for ax, name in zip(np.atleast_1d(fig.subplots(1, len(names))), names, strict=True):
-        key = "nll" if "nll" in next(iter(results[name].values())) else "ll"
+def plot(results: dict) -> Figure:
+    fig = Figure(figsize=(5.0 * len(results), 3.6), layout="constrained")
+    for ax, name in zip(np.atleast_1d(fig.subplots(1, len(results))), results, strict=True):
         for mode in MODES:
             ts = sorted(t for m, t in results[name] if m in (mode, "both"))
-            vals = [results[name][("both" if t == 1.0 else mode, t)][key] for t in ts]
-            ax.plot(ts, vals, marker="o", label=f"temper={mode}")
-        ax.set_xscale("log")
-        ax.set_xlabel("temperature T")
-        ax.set_ylabel("test NLL (lower is better)" if key == "nll"
-                      else "test log-likelihood (higher is better)")
-        ax.set_title(name)
+            ax.plot(ts, [-score(results[name][("both" if t == 1.0 else mode, t)]) for t in ts],
+                    marker="o", label=f"temper={mode}")
+        ax.set(xscale="log", xlabel="temperature T", title=name,
+               ylabel="test NLL (lower is better)")
         ax.legend(fontsize=8)
     return fig
 
 
 def main(args: argparse.Namespace) -> None:
-    datasets = get_data(args)
+    datasets = {"digits": bp.data.load("digits").head(args.max_train),
+                args.uci: bp.data.load(f"uci/{args.uci}", split=args.split,
+                                       data_dir=args.data_dir)}  # fmt: skip
     results: dict[str, dict[tuple[str, float], dict[str, float]]] = {}
     start = time.perf_counter()
     for name, data in datasets.items():
         results[name] = {}
         for i, (mode, t) in enumerate(settings(args.temperatures)):
-            model = build_model(args, data, t, "likelihood" if mode == "both" else mode)
-            samples, accept = run_hmc(model, data, args, jax.random.key(args.seed + i))
-            r = evaluate(bp.predict(model, samples, data.x_test), data)
-            results[name][(mode, t)] = {**r, "accept_prob": accept}
+            length = None if data.task == "classification" else args.uci_trajectory_length
+            config = HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
+                               trajectory_length=length and length * math.sqrt(t))
+            post, record = fit_run(
+                os.path.join(args.out, name, folder_name(mode, t)),
+                build_model(args, data, t, mode), data, config, jax.random.key(args.seed + i),
+                options={"temperature": t, "temper": mode, "width": args.width,
+                         "prior_scale": args.prior_scale, "uci_prior_scale": args.uci_prior_scale,
+                         "noise_prior": args.noise_prior},
+                split=None if name == "digits" else args.split)  # fmt: skip
+            m = record["metrics"]
+            results[name][(mode, t)] = {
+                **({"accuracy": m["accuracy"], "nll": m["nll"]} if "accuracy" in m
+                   else {"rmse": m["rmse"], "ll": -m["nll"]}),
+                "accept_prob": float(np.mean(post.sample_stats["acceptance_rate"]))}  # fmt: skip
             print(f"  {name} T={t} ({mode}): {time.perf_counter() - start:.0f} s so far",
                   flush=True)
     wall = time.perf_counter() - start
 
     d, u = datasets["digits"], datasets[args.uci]
-    print()
-    print("claim (Izmailov et al. 2021): without data augmentation a cold posterior (T < 1) "
+    print("\nclaim (Izmailov et al. 2021): without data augmentation a cold posterior (T < 1) "
           "does not help; T = 1 is as good or better")
     print(f"digits: {len(d.x_train)} train / {len(d.x_test)} test rows, prior "
           f"Normal({args.prior_scale}); {args.uci} split {args.split}: {len(u.x_train)} train / "
@@ -152,22 +139,17 @@ def main(args: argparse.Namespace) -> None:
     verdicts = []
     for name in datasets:
         for mode in MODES:
-            best = t1_is_best(results, name, mode)
-            verdicts.append(best)
+            verdicts.append(t1_is_best(results, name, mode))
             print(f"  {name}, temper={mode}: T = 1 has the best test "
-                  f"{'NLL' if name == 'digits' else 'LL'}: {'yes' if best else 'no'}")
+                  f"{'NLL' if name == 'digits' else 'LL'}: {'yes' if verdicts[-1] else 'no'}")
     print(f"measurement {'supports' if all(verdicts) else 'does not fully support'} the claim "
           f"({sum(verdicts)}/{len(verdicts)} sweeps best at T = 1)")
-
-    os.makedirs(args.out_dir, exist_ok=True)
-    png = os.path.join(args.out_dir, "cold_posterior.png")
-    save_figure(plot(results, list(datasets)), png)
-    print(f"wrote {png}")
-    path = os.path.join(args.out_dir, "metrics.json")
+    png, path = os.path.join(args.out, "cold_posterior.png"), os.path.join(args.out, "summary.json")
+    save_figure(plot(results), png)
     write_json(path, {"args": vars(args), "wall_time_s": wall,
-                      "results": {n: {f"{m}:{t:g}": r for (m, t), r in rs.items()}
-                                  for n, rs in results.items()}})
-    print(f"wrote {path}")
+                      "results": {n: {folder_name(m, t): r for (m, t), r in rs.items()}
+                                  for n, rs in results.items()}})  # fmt: skip
+    print(f"wrote {png}, {path} and one run folder per setting under {args.out}/")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -193,7 +175,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-warmup", type=int, default=100)
     p.add_argument("--num-samples", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", default="runs/cold_posterior")
+    p.add_argument("--out", default="runs/cold_posterior")
     args = p.parse_args(argv)
     args.temperatures = tuple(sorted(set(args.temperatures), reverse=True))
     if 1.0 not in args.temperatures or min(args.temperatures) <= 0:

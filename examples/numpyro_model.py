@@ -13,6 +13,10 @@ of each potential, and the compiled program's working memory (XLA's temporary bu
 jitted ``value_and_grad``, ``memory_analysis()``, as in ``benchmarks/memory.py``) at two data
 sizes: NumPyro's grows with the data, the chunked one does not.
 
+It writes no run folder: the model is an arbitrary NumPyro function, not a :class:`bnn_ppl.BNN`,
+so :func:`bnn_ppl.inference.fit` (and ``bnn-ppl evaluate``) do not apply, and there is no test
+set, only a grid on which the two samplers' predictives are compared.
+
     python examples/numpyro_model.py          # about a minute on 2 busy CPU cores
 """
 
@@ -87,13 +91,14 @@ def main(args: argparse.Namespace) -> None:
     kw = dict(num_warmup=args.num_warmup, num_samples=args.num_samples, progress_bar=False)
 
     mcmc = MCMC(NUTS(model), **kw)
-    mcmc.run(jax.random.key(0), x, y, args.hidden)
+    mcmc.run(jax.random.key(args.seed), x, y, args.hidden)
     theirs = predictive_mean(mcmc.get_samples(), x_test, args.hidden)
 
     pot = model_potential(model, data={"x": x, "y": y}, model_kwargs={"hidden": args.hidden},
                           chunk_size=args.chunk_size)
     ours_mcmc = MCMC(PotentialNUTS(pot), jit_model_args=True, **kw)
-    ours_mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(2)))
+    ours_mcmc.run(jax.random.key(args.seed), *pot.args,
+                  init_params=pot.init_params(jax.random.key(args.seed + 2)))
     ours = predictive_mean(ours_mcmc.get_samples(), x_test, args.hidden)
 
     # the network has no biases, so f(0) = 0 exactly: compare in units of the average sd
@@ -126,6 +131,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-samples", type=int, default=500)
     p.add_argument("--memory-n", type=int, nargs="+", default=[20_000, 200_000],
                    help="data sizes of the gradient timing and memory table")
+    p.add_argument("--seed", type=int, default=0, help="seed of both NUTS runs")
     return p.parse_args(argv)
 
 

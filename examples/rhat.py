@@ -4,14 +4,17 @@ The Stan-forum discussion of Izmailov et al. (2021): weight-space R-hat of a neu
 poor (chains wander among permutation-equivalent modes, so they disagree about every weight),
 while function-space R-hat - on the predictions - is mostly fine. Izmailov et al. accepted
 R-hat <= 1.1 on predictions; Vehtari et al. (2021) ask for rank-normalised split R-hat <= 1.01.
-This example runs ``--num-chains`` HMC chains on digits, computes both with
-:mod:`bnn_ppl.diagnostics` and prints the fraction of quantities above 1.01 and 1.1 in each
-space, plus per-layer summaries, and saves the histogram figure.
+This example runs ``--num-chains`` HMC chains on digits (:func:`bnn_ppl.inference.fit`),
+computes both with :mod:`bnn_ppl.diagnostics` and prints the fraction of quantities above 1.01
+and 1.1 in each space, plus per-layer summaries, and saves the histogram figure.
 
 "Function space" is itself a choice (:mod:`bnn_ppl.function_values`), and all three are
 reported: every softmax probability (what Izmailov et al. diagnosed: classic R-hat on the
 softmax outputs), the probability of the true class, and the centred logits. All R-hat values
 here are rank-normalised split R-hat (Vehtari et al. 2021), stricter than the classic one.
+
+The chains are the run folder ``--out/hmc`` (test set: the first ``--num-test`` digits test
+rows), which ``bnn-ppl evaluate`` reads; ``--out/rhat.png`` holds the histograms.
 
     python examples/rhat.py
     python examples/rhat.py --num-chains 4 --num-samples 500 --width 100
@@ -26,43 +29,30 @@ import jax
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl.config import HMCConfig
 from bnn_ppl.function_values import CLASSIFICATION_QUANTITIES, PAPERS_QUANTITY
+from bnn_ppl.inference.fit_run import fit_run
 from bnn_ppl.plots import rhat_histograms, save_figure
 
 
-def get_data(args: argparse.Namespace) -> bp.data.Dataset:
-    data = bp.data.load("digits")
-    if args.max_train is not None:
-        data = data._replace(x_train=data.x_train[: args.max_train],
-                             y_train=data.y_train[: args.max_train])
-    return data
-
-
-def build_model(args: argparse.Namespace, num_classes: int) -> bp.BNN:
-    return bp.BNN(bp.models.MLP(hidden=(args.width,), out=num_classes),
-                  prior=bp.priors.Normal(args.prior_scale),
-                  likelihood=bp.likelihoods.Categorical())
-
-
-def run_inference(model: bp.BNN, data: bp.data.Dataset, args: argparse.Namespace):
-    """Several HMC chains, vectorised; chains start from independent prior draws."""
-    return bp.inference.hmc(model, data.x_train, data.y_train, num_warmup=args.num_warmup,
-                            num_samples=args.num_samples, num_chains=args.num_chains,
-                            rng_key=jax.random.key(args.seed))
-
-
 def main(args: argparse.Namespace) -> None:
-    data = get_data(args)
-    model = build_model(args, data.num_classes)
-    mcmc = run_inference(model, data, args)
-    samples = mcmc.get_samples(group_by_chain=True)
-    weights = bp.diagnostics.weight_space(samples)
-    x_test, y_test = data.x_test[: args.num_test], data.y_test[: args.num_test]
-    functions = {q: bp.diagnostics.function_space(model, samples, x_test, quantity=q, y=y_test)
+    data = bp.data.load("digits").head(args.max_train)
+    data = data._replace(x_test=data.x_test[: args.num_test], y_test=data.y_test[: args.num_test])
+    model = bp.BNN(bp.models.MLP(hidden=(args.width,), out=data.num_classes),
+                   prior=bp.priors.Normal(args.prior_scale),
+                   likelihood=bp.likelihoods.Categorical())  # fmt: skip
+    config = HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
+                       num_chains=args.num_chains)  # fmt: skip
+    post, record = fit_run(os.path.join(args.out, "hmc"), model, data, config,
+                           jax.random.key(args.seed),
+                           options={"width": args.width, "prior_scale": args.prior_scale})
+    weights = bp.diagnostics.weight_space(post.samples)
+    functions = {q: bp.diagnostics.function_space(model, post.samples, data.x_test, quantity=q,
+                                                  y=data.y_test)
                  for q in CLASSIFICATION_QUANTITIES}  # fmt: skip
 
     print(f"digits, MLP(hidden=({args.width},)), {args.num_chains} chains x "
-          f"{args.num_samples} draws; predictions on {len(x_test)} test inputs")
+          f"{args.num_samples} draws; predictions on {len(data.x_test)} test inputs")
     print(f"{'space':<32}{'quantities':>12}{'R-hat > 1.01':>14}{'R-hat > 1.1':>13}"
           f"{'median R-hat':>14}")
     rows = [("weight space", weights)]
@@ -75,20 +65,17 @@ def main(args: argparse.Namespace) -> None:
     print(f"(papers: Izmailov et al. used classic R-hat on the softmax outputs, "
           f"{PAPERS_QUANTITY!r}; p_true is each row's probability of its label, centred_logits "
           "the logits minus their row mean)")
-    print()
-    print("weight space, per layer:")
+    print("\nweight space, per layer:")
     print(weights.table())
     print()
-    for row in bp.diagnostics.sampler_summary(mcmc):
+    for row in record["summary"]["chains"]:
         print(f"chain {row['chain']}: accept {row['accept_prob']:.3f}, "
               f"{row['divergences']} divergences, step size {row['step_size']:.2e}, "
               f"{row.get('num_steps', float('nan')):.1f} leapfrog steps")
-
-    os.makedirs(args.out_dir, exist_ok=True)
-    path = os.path.join(args.out_dir, "rhat.png")
+    path = os.path.join(args.out, "rhat.png")
     spaces = {"weight space": weights, **{f"function space: {q}": c for q, c in functions.items()}}
     save_figure(rhat_histograms(spaces), path)
-    print(f"wrote {path}")
+    print(f"wrote {path} and the run folder {args.out}/hmc")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -102,7 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-test", type=int, default=360, help="test inputs for function space")
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", default="runs/rhat")
+    p.add_argument("--out", default="runs/rhat")
     args = p.parse_args(argv)
     if args.num_chains < 2:
         p.error("--num-chains must be at least 2: R-hat compares chains")

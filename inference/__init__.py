@@ -1,5 +1,8 @@
 """Inference for Bayesian neural networks (installed as ``bnn_ppl.inference``).
 
+* :func:`fit` - one driver from a model, data and a :mod:`bnn_ppl.config` dataclass to a
+  :class:`bnn_ppl.Posterior`; :func:`fit_run` - the same into a run folder that
+  ``bnn-ppl evaluate`` reads (what the examples write).
 * :func:`full_batch_potential` - the sharded, chunked, tempered potential of a BNN.
 * :func:`model_potential` - the same for any NumPyro model with a data plate.
 * :class:`HMC`, :class:`NUTS` - NumPyro's kernels on that potential, data as jit arguments.
@@ -35,6 +38,7 @@ from bnn_ppl.inference.checkpoint import (
     run_config,
 )
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
+from bnn_ppl.inference.fit_run import chain_summary, fit_run
 from bnn_ppl.inference.fitting import FitData, fit
 from bnn_ppl.inference.gradients import (
     GradientEstimate,
@@ -94,8 +98,10 @@ __all__ = [
     "SegmentInfo",
     "ShardedData",
     "as_posterior",
+    "chain_summary",
     "deep_ensemble",
     "fit",
+    "fit_run",
     "from_map",
     "from_mcmc",
     "from_svi",

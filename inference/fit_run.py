@@ -1,10 +1,11 @@
 """Fit into a run folder: claim the folder, :func:`~bnn_ppl.inference.fit`, write the results.
 
-What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a script:
-:func:`fit_run` claims ``folder`` for the run's configuration (the method's config, the seed,
-the caller's model options and the data set's fingerprint) before anything is compiled, fits,
-and saves the :class:`~bnn_ppl.Posterior` with its test metrics (:func:`bnn_ppl.runs.save_posterior`,
-the metric suite of :mod:`bnn_ppl.metrics.suite`). The examples write one folder per fitted
+What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a
+script: :func:`fit_run` claims ``folder`` for the run's configuration (the data set's name, the
+method's config, the seed, the caller's model options and the data's fingerprint) before
+anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
+(:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
+per-chain sampler summary (:func:`chain_summary`). The examples write one folder per fitted
 method or setting this way, so every number they print can be recomputed from a folder.
 
 Example:

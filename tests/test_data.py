@@ -50,3 +50,17 @@ def test_bad_names_and_fractions():
         bp.data.load("mnits")
     with pytest.raises(ValueError, match="test_fraction"):
         bp.data.load("digits", test_fraction=1.5)
+
+
+def test_head_keeps_the_first_training_rows_and_the_test_split():
+    data = bp.data.load("digits")
+    head = data.head(50)
+    np.testing.assert_array_equal(head.x_train, data.x_train[:50])
+    np.testing.assert_array_equal(head.y_train, data.y_train[:50])
+    assert head.x_test is data.x_test and head.x_mean is data.x_mean
+    assert data.head(None) is data
+    for bad in (0, len(data.x_train) + 1):
+        with pytest.raises(ValueError, match="max_train must be between 1 and the"):
+            data.head(bad)
+    with pytest.raises(ValueError, match="max_train must be an int"):
+        data.head(2.5)

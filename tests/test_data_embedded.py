@@ -87,3 +87,18 @@ def test_standardise_centres_constant_columns_exactly():
     tr, te, mean, std = bp.data.standardise(train, np.array([[0.998, 2.0]]))
     assert std[0] == 1.0 and np.all(tr[:, 0] == 0) and te[0, 0] == 0
     np.testing.assert_allclose(tr[:, 1].std(), 1)
+
+
+def test_gap1d_spread_averages_the_across_draw_sd_over_the_gap_and_near_the_data():
+    from bnn_ppl.data.synthetic import IN_GAP, NEAR_DATA, gap1d_spread
+
+    rng = np.random.default_rng(0)
+    x = np.linspace(-1.5, 1.5, 301)
+    f = rng.normal(size=(400, 301)) * np.where(np.abs(x) < 0.3, 3.0, 1.0)
+    gap, near = gap1d_spread(f, x)
+    sd = f.std(axis=0)
+    assert gap == pytest.approx(sd[np.abs(x) < IN_GAP].mean())
+    assert near == pytest.approx(sd[(np.abs(x) > NEAR_DATA[0]) & (np.abs(x) < NEAR_DATA[1])].mean())
+    assert gap > 2.5 * near
+    with pytest.raises(ValueError, match=r"functions must be \(draws, n\)"):
+        gap1d_spread(f[:, :10], x)

@@ -48,7 +48,7 @@ TINY_FLAGS: dict[str, list[str]] = {
         "40",
         "--max-train",
         "200",
-        "--out-dir",
+        "--out",
         "{out}",
     ],
     "prior_functions.py": [
@@ -64,7 +64,7 @@ TINY_FLAGS: dict[str, list[str]] = {
         "20",
         "--num-samples",
         "10",
-        "--out-dir",
+        "--out",
         "{out}",
     ],
 }
@@ -76,7 +76,7 @@ TINY_FLAGS["reference.py"] = [
 
 TINY_FLAGS["numpyro_model.py"] = [
     "--num-train", "40", "--num-warmup", "30", "--num-samples", "30", "--chunk-size", "16",
-    "--memory-n", "1000", "4000", "--table-chunk-size", "250",
+    "--memory-n", "1000", "4000", "--table-chunk-size", "250", "--seed", "0",
 ]  # fmt: skip
 
 # script name -> variant name -> extra flags (one run per variant)
@@ -191,6 +191,7 @@ def _check_prior_functions(stdout: str, out_dir: Path, variant: str) -> None:
     """Both figures are written, and prior functions are wider than the posterior's near data."""
     for name in ("prior_functions.png", "posterior_functions.png"):
         assert (out_dir / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert check_run_folders(out_dir) == ["hmc"]  # the prior is drawn, not fitted
     rows = {
         r.split()[0]: [float(v) for v in r.split()[1:]]
         for r in stdout.splitlines()
@@ -229,6 +230,7 @@ def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
     """The histogram PNG is written; weight space and the three function-space quantities
     report fractions in [0, 100] %."""
     assert (out_dir / "rhat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert check_run_folders(out_dir) == ["hmc"]
     rows = [r.split() for r in stdout.splitlines() if r.endswith(tuple("0123456789"))]
     spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space:"])]
     assert len(spaces) == 4

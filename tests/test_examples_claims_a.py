@@ -5,9 +5,10 @@ the runner of ``test_examples.py`` (same subprocess, environment and compilation
 ``{out}``, the flags may use ``{data}``: the UCI split files in ``../shared/data/uci`` (runs that
 need them are skipped when the folder is missing).
 
-``uci_regression.py`` runs in this process instead, with its ``evaluate`` wrapped to record the
-predictions of every (split, method): its reported numbers are recomputed from them, and the
-MC-dropout numbers it prints are checked against the table it cites.
+``uci_regression.py`` runs in this process instead: its reported numbers are recomputed from the
+predictions saved in its run folders (one per split and method, each read by ``bnn-ppl
+evaluate``), and the MC-dropout numbers it prints are checked against the table it cites.
+Every example's run folders must pass ``bnn-ppl evaluate``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ import pytest
 from conftest import UCI_DIR
 from scipy import stats
 from scipy.special import logsumexp
-from test_examples import EXAMPLES, _check_ok, _run
+from test_examples import EXAMPLES, _check_ok, _run, check_run_folders
 from tolerances import assert_sums_close, mixture_nll_magnitude
 
+from bnn_ppl import cli, runs
 from bnn_ppl.data import uci as uci_data
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -35,19 +37,18 @@ PNG = b"\x89PNG\r\n\x1a\n"
 TINY_FLAGS: dict[str, list[str]] = {
     "uci_regression.py": [
         "--datasets", "yacht", "--splits", "2", "--width", "8", "--num-warmup", "10",
-        "--num-samples", "10", "--map-steps", "50", "--svi-steps", "50",
-        "--ensemble-size", "2", "--ensemble-steps", "50",
-        "--data-dir", "{data}", "--out-dir", "{out}",
+        "--num-samples", "10", "--map-steps", "50", "--num-steps", "50",
+        "--num-members", "2", "--data-dir", "{data}", "--out", "{out}",
     ],
     "cold_posterior.py": [
         "--max-train", "100", "--width", "8", "--num-warmup", "10", "--num-samples", "10",
         "--temperatures", "1", "0.1", "--uci", "yacht",
-        "--data-dir", "{data}", "--out-dir", "{out}",
+        "--data-dir", "{data}", "--out", "{out}",
     ],
     "regression_1d.py": [
         "--width", "8", "--num-train", "30", "--num-warmup", "10", "--num-samples", "10",
-        "--map-steps", "50", "--svi-steps", "50", "--ensemble-size", "2",
-        "--ensemble-steps", "50", "--num-plotted", "3", "--out-dir", "{out}",
+        "--map-steps", "50", "--num-steps", "50", "--num-members", "2",
+        "--num-plotted", "3", "--out", "{out}",
     ],
 }  # fmt: skip
 
@@ -61,7 +62,7 @@ EXPECTED_ROWS: dict[str, list[str]] = {
         "yacht",
         "mean ± SE over 2 split(s)",
         "uci_regression.png",
-        "metrics.json",
+        "summary.json",
     ],
     "cold_posterior.py": [
         "claim",
@@ -99,8 +100,19 @@ def _check_cold(stdout: str, out_dir: Path) -> None:
         assert 0.0 <= float(r[2]) <= 1.0 and float(r[3]) > 0.0  # digits accuracy, NLL
         assert float(r[5]) > 0.0 and math.isfinite(float(r[6]))  # yacht RMSE, LL
     assert "measurement supports" in stdout or "measurement does not fully support" in stdout
-    payload = json.loads((out_dir / "metrics.json").read_text())
+    payload = json.loads((out_dir / "summary.json").read_text())
     assert set(payload["results"]) == {"digits", "yacht"}
+    settings = ["T=1", "likelihood_T=0.1", "posterior_T=0.1"]
+    assert check_run_folders(out_dir) == sorted(f"{d}/{s}" for d in ("digits", "yacht")
+                                                for s in settings)  # fmt: skip
+    # the table prints what the run folders hold
+    for r, setting in zip(rows, settings, strict=True):
+        digits = runs.load_run(out_dir / "digits" / setting).record["metrics"]
+        yacht = runs.load_run(out_dir / "yacht" / setting).record["metrics"]
+        assert float(r[2]) == pytest.approx(digits["accuracy"], abs=5e-5)
+        assert float(r[3]) == pytest.approx(digits["nll"], abs=5e-5)
+        assert float(r[5]) == pytest.approx(yacht["rmse"], abs=5e-4)
+        assert float(r[6]) == pytest.approx(-yacht["nll"], abs=5e-4)
 
 
 def _check_1d(stdout: str, out_dir: Path) -> None:
@@ -115,6 +127,7 @@ def _check_1d(stdout: str, out_dir: Path) -> None:
     for r in rows.values():
         assert float(r[0]) >= 0.0 and float(r[1]) >= 0.0
     assert float(rows["prior"][1]) > float(rows["HMC"][1])
+    assert check_run_folders(out_dir) == ["ensemble", "hmc", "svi"]  # the prior is not fitted
 
 
 # script name -> check(stdout, out_dir) after a successful run
@@ -195,63 +208,68 @@ def _recompute(pred, data) -> dict[str, tuple[float, float, int]]:
     }
 
 
-def test_uci_regression_reports_what_its_predictions_give(tmp_path: Path, capsys, monkeypatch):
-    """The UCI example's metrics.json, table and verdict equal the metrics recomputed (float64,
-    by hand) from the predictions it evaluated, on the standard yacht splits; the MC-dropout
-    numbers are those of the table it cites."""
+def test_uci_regression_reports_what_its_predictions_give(tmp_path: Path, capsys):
+    """The UCI example's summary.json, table and verdict equal the metrics recomputed (float64,
+    by hand) from the predictions saved in its run folders, on the standard yacht splits; every
+    run folder passes ``bnn-ppl evaluate``; the MC-dropout numbers are those of the table it
+    cites."""
     script = "uci_regression.py"
     if not UCI_DIR.is_dir():
         pytest.skip(f"no UCI data at {UCI_DIR}")
     example = _load_example(script)
     # the published reference values are the cited table's
     assert example.MC_DROPOUT_LL == {k: GAL_GRID_SEARCH_LL[k] for k in example.MC_DROPOUT_LL}
-    seen, evaluate = [], example.evaluate
-
-    def recording(pred, data):
-        seen.append((pred, data))
-        return evaluate(pred, data)
-
-    monkeypatch.setattr(example, "evaluate", recording)
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)).replace("{data}", str(UCI_DIR))
              for f in TINY_FLAGS[script]]  # fmt: skip
-    example.main(example.parse_args(flags))
+    args = example.parse_args(flags)
+    example.main(args)
     stdout = capsys.readouterr().out
     for row in EXPECTED_ROWS[script]:
         assert row in stdout, f"{row!r} not in the output of {script}:\n{stdout}"
     assert (out_dir / "uci_regression.png").read_bytes()[:8] == PNG
 
-    # every (split, method) was evaluated once, on the standard split's test rows
+    # one run folder per (split, method), each on the standard split's test rows
     methods, splits = example.METHODS, 2
-    assert len(seen) == splits * len(methods)
+    folders = {m: c.method for m, c in example.configs(args).items()}
+    assert sorted(p.relative_to(out_dir).as_posix() for p in out_dir.glob("*/*/*")) == sorted(
+        f"yacht/split{k}/{folders[m]}" for k in range(splits) for m in methods
+    )
     raw = uci_data.read_table(UCI_DIR / UCI_FOLDERS["yacht"] / "data.txt")
     recomputed = {m: {"mse": [], "ll": []} for m in methods}
-    payload = json.loads((out_dir / "metrics.json").read_text())
+    payload = json.loads((out_dir / "summary.json").read_text())
     results = payload["results"]["yacht"]
     assert set(results) == set(methods)
-    for i, (pred, data) in enumerate(seen):
-        split, method = divmod(i, len(methods))
-        method = methods[method]
+    y_stds = []
+    for split in range(splits):
+        data = uci_data.load_uci("yacht", split=split, data_dir=UCI_DIR)
+        y_stds.append(_y_std(data))
         rows = uci_data.read_table(
             UCI_DIR / UCI_FOLDERS["yacht"] / f"index_test_{split}.txt", integer=True
         ).ravel()
         scaled = np.asarray(data.y_test, np.float64) * data.y_std  # float32 x std + mean
         assert_sums_close(scaled + data.y_mean, raw[rows, -1], np.abs(scaled) + abs(data.y_mean), 2)
         assert _y_std(data) > 2  # original units differ from standardised ones
-        for key, (want, terms, n) in _recompute(pred, data).items():
-            recomputed[method][key].append(want)
-            if key == "mse":
-                got = (results[method]["rmse"][split] / _y_std(data)) ** 2
-            else:
-                got = results[method]["ll"][split]
-            assert_sums_close(got, want, terms, n, what=f"{method} {key} split {split}")
+        for method in methods:
+            folder = out_dir / "yacht" / f"split{split}" / folders[method]
+            assert cli.main(["evaluate", str(folder)]) == 0
+            run = runs.load_run(folder)
+            np.testing.assert_array_equal(run.targets, data.y_test)
+            assert run.y_std == pytest.approx(_y_std(data))
+            pred = runs.flat_draws(run.predictions, run.chains)  # (draw, n)
+            for key, (want, terms, n) in _recompute(pred, data).items():
+                recomputed[method][key].append(want)
+                if key == "mse":
+                    got = (results[method]["rmse"][split] / _y_std(data)) ** 2
+                else:
+                    got = results[method]["ll"][split]
+                assert_sums_close(got, want, terms, n, what=f"{method} {key} split {split}")
 
     # the table prints mean ± SE over the splits of those numbers, then Gal's value
     row = [r for r in stdout.splitlines() if r.startswith("yacht ")]
     assert len(row) == 1, stdout
     printed = [tuple(map(float, p)) for p in re.findall(r"(-?\d+\.\d+) ± (-?\d+\.\d+)", row[0])]
     assert len(printed) == 2 * len(methods), row
-    y_stds = [_y_std(data) for _, data in seen[:: len(methods)]]  # per split
     columns = [
         [math.sqrt(mse) * y_std for mse, y_std in zip(recomputed[m]["mse"], y_stds, strict=True)]
         for m in methods

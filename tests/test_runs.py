@@ -12,8 +12,8 @@ from bnn_ppl import cli, runs
 from bnn_ppl import config as cfg
 from bnn_ppl.data import Dataset
 from bnn_ppl.inference import fit
-from bnn_ppl.metrics.suite import flat_draws
 from bnn_ppl.likelihoods import prediction_from_fields
+from bnn_ppl.metrics.suite import flat_draws
 
 
 def _dataset() -> Dataset:
@@ -56,3 +56,52 @@ def test_a_posterior_without_test_data_is_refused(tmp_path):
     post = fit(linear_model(), (x, y), cfg.MAPConfig(num_steps=10), jax.random.key(0))
     with pytest.raises(ValueError, match="no test predictions"):
         runs.save_posterior(tmp_path, post)
+
+
+def test_fit_run_writes_a_folder_evaluate_reads_and_refuses_another_run(tmp_path, capsys):
+    from bnn_ppl.inference.fit_run import fit_run
+
+    d = _dataset()
+    config = cfg.EnsembleConfig(num_members=2, num_steps=20, learning_rate=0.05)
+    folder = tmp_path / "run"
+    post, record = fit_run(folder, linear_model(), d, config, jax.random.key(0),
+                           options={"width": 0}, split=3, extra={"note": "test"})  # fmt: skip
+    run = runs.load_run(folder)
+    assert run.record == record and record["note"] == "test" and record["wall_time_s"] > 0
+    assert record["summary"] == {"chains": []}  # ensemble members are not Markov chains
+    args = run.config["arguments"]
+    assert (args["dataset"], args["method"], args["num_members"], args["width"]) == (
+        "conjugate", "ensemble", 2, 0)  # fmt: skip
+    assert run.config["data"]["split"] == 3
+    flat = flat_draws(prediction_from_fields(dict(post.predictions)), True)
+    expected = runs.predictive_metrics(flat, d.y_test, task="regression", y_std=d.y_std)
+    assert record["metrics"] == pytest.approx(expected, rel=1e-6)
+    assert cli.main(["evaluate", str(folder)]) == 0
+    # another seed is another run: refused, naming the difference, before anything is fitted
+    with pytest.raises(ValueError, match="rng_key"):
+        fit_run(folder, linear_model(), d, config, jax.random.key(1), options={"width": 0})
+    with pytest.raises(TypeError, match="bp.data.Dataset"):
+        fit_run(tmp_path / "other", linear_model(), (d.x_train, d.y_train), config,
+                jax.random.key(0))
+
+
+def test_chain_summary_reads_the_sample_statistics_per_chain():
+    from bnn_ppl.inference.fit_run import chain_summary
+    from bnn_ppl.posterior import Posterior
+
+    accept = np.array([[0.5, 1.0, 0.9], [0.2, 0.4, 0.6]])
+    stats = {
+        "acceptance_rate": accept,
+        "diverging": np.array([[False, True, True], [False, False, False]]),
+        "step_size": np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]),
+        "n_steps": np.array([[1, 3, 7], [15, 15, 15]]),
+    }
+    post = Posterior("hmc", {"w": np.zeros((2, 3))}, sample_stats=stats)
+    assert chain_summary(post) == [
+        {"chain": 0, "accept_prob": pytest.approx(0.8), "divergences": 2, "step_size": 0.3,
+         "num_steps": pytest.approx(11 / 3)},
+        {"chain": 1, "accept_prob": pytest.approx(0.4), "divergences": 0, "step_size": 0.6,
+         "num_steps": 15.0},
+    ]  # fmt: skip
+    assert chain_summary(Posterior("ensemble", {"w": np.zeros((2, 1))})) == []
+    assert chain_summary(Posterior("hmc", {"w": np.zeros((2, 3))})) == []  # no statistics

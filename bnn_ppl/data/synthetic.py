@@ -28,7 +28,8 @@ import numpy as np
 from bnn_ppl.data.dataset import Dataset, standardise
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["GAP", "TEST_RANGE", "TRAIN_RANGE", "gap1d", "gap1d_mean"]
+__all__ = ["GAP", "IN_GAP", "NEAR_DATA", "TEST_RANGE", "TRAIN_RANGE", "gap1d", "gap1d_mean",
+           "gap1d_spread"]
 
 TRAIN_RANGE = (-1.0, 1.0)
 """Inputs of the training set lie in this interval ..."""
@@ -36,11 +37,43 @@ GAP = (-0.3, 0.3)
 """... except in this gap."""
 TEST_RANGE = (-1.5, 1.5)
 """The test grid spans this interval."""
+IN_GAP = 0.25
+"""|x| below this is "in the gap" for :func:`gap1d_spread` (clear of the data's edge at 0.3)."""
+NEAR_DATA = (0.4, 0.9)
+"""|x| in this interval is "near the data" for :func:`gap1d_spread` (inside the clusters)."""
 
 
 def gap1d_mean(x: np.ndarray) -> np.ndarray:
     """The noise-free regression function ``sin(3 x)`` (in original units)."""
     return np.sin(3.0 * np.asarray(x))
+
+
+def gap1d_spread(functions: Any, x: Any) -> tuple[float, float]:
+    """The epistemic spread of function draws in the gap and near the data.
+
+    Args:
+        functions: draws of f at the inputs ``x``, ``(draws, n)``.
+        x: the inputs in original units, ``(n,)`` (``x_test[:, 0] * x_std[0] + x_mean[0]``).
+
+    Returns:
+        The across-draw standard deviation of f(x), averaged over ``|x| < IN_GAP`` and over
+        ``NEAR_DATA[0] < |x| < NEAR_DATA[1]``.
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.linspace(-1.5, 1.5, 31)
+        >>> f = np.stack([np.zeros(31), np.where(np.abs(x) < 0.3, 2.0, 0.0)])
+        >>> gap1d_spread(f, x)
+        (1.0, 0.0)
+    """
+    f, x = np.asarray(functions, dtype=float), np.abs(np.asarray(x, dtype=float))
+    if f.ndim != 2 or x.shape != f.shape[1:]:
+        raise InputValueError(
+            f"functions must be (draws, n) draws at the n inputs x, got {f.shape} and x {x.shape}."
+        )
+    sd = f.std(axis=0)
+    gap, near = x < IN_GAP, (x > NEAR_DATA[0]) & (x < NEAR_DATA[1])
+    return float(sd[gap].mean()), float(sd[near].mean())
 
 
 def _count(name: str, value: Any, minimum: int) -> int:
