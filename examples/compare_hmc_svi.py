@@ -152,7 +152,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-warmup", type=int, default=200)
     p.add_argument("--num-samples", type=int, default=200)
     p.add_argument("--num-chains", type=int, default=1)
-    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps: SVI's start, each member")
+    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps (SVI start, members)")
     p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=200, help="guide draws for the BMA")
     p.add_argument("--num-members", type=int, default=5, help="deep ensemble members")

@@ -6,17 +6,18 @@ corrupted (Izmailov, Nicholson, Lotfi & Wilson 2021: inputs that are constant in
 as the blank border pixels of digits, keep prior-sized weights under the posterior, and noise on
 them moves the predictions).
 
-``hmc``, ``ensemble`` (``--num-members`` MAP solutions of ``--map-steps``) and ``svi`` (mean-field, started at a
-MAP solution) fit one one-hidden-layer BNN on the clean digits training set with
-:func:`bnn_ppl.inference.fit`, each into a run folder ``--out/digits/<method>`` that ``bnn-ppl
-evaluate`` reads (its metrics: the clean test set). Each BMA is then evaluated on the test set
-under ``--kinds`` of :func:`bnn_ppl.data.corrupt_test_set`'s corruptions at severities 1 to 5;
-the table gives accuracy and NLL per severity (mean over the kinds), then each method's
-accuracy drop from clean to severity 5. The claim counts as supported when HMC's drop is larger
-than the ensemble's. When tfds has ``cifar10`` and ``cifar10_corrupted`` prepared (never
-downloaded) the same runs on the first ``--cifar-max-train`` / ``--cifar-max-test`` CIFAR-10(-C)
-images (``--out/cifar10/<method>``). ``covariate_shift.png`` plots the curves;
-``summary.json`` holds every (kind, severity).
+``hmc``, ``ensemble`` (``--num-members`` MAP solutions of ``--map-steps``) and ``svi``
+(mean-field, started at a MAP solution) fit one one-hidden-layer BNN on the clean digits
+training set with :func:`bnn_ppl.inference.fit`, each into a run folder
+``--out/digits/<method>`` that ``bnn-ppl evaluate`` reads (its metrics: the clean test set).
+Each BMA is then evaluated on the test set under ``--kinds`` of
+:func:`bnn_ppl.data.corrupt_test_set`'s corruptions at severities 1 to 5; the table gives
+accuracy and NLL per severity (mean over the kinds), then each method's accuracy drop from
+clean to severity 5. The claim counts as supported when HMC's drop is larger than the
+ensemble's. When tfds has ``cifar10`` and ``cifar10_corrupted`` prepared (never downloaded) the
+same runs on the first ``--cifar-max-train`` / ``--cifar-max-test`` CIFAR-10(-C) images
+(``--out/cifar10/<method>``). ``covariate_shift.png`` plots the curves; ``summary.json`` holds
+every (kind, severity).
 
 Run it (a few minutes on 2 CPU cores), or a quick smoke run::
 
@@ -165,7 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-warmup", type=int, default=200)
     p.add_argument("--num-samples", type=int, default=200)
     p.add_argument("--num-members", type=int, default=5, help="deep ensemble members")
-    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps: SVI's start, each member")
+    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps (SVI start, members)")
     p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=100)
     p.add_argument("--max-train", type=int, default=None)
