@@ -55,11 +55,14 @@ from bnn_ppl.network import Network, as_network
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["BNN", "OBSERVED_SITE", "PRIOR_TEMPERING_SITE", "TEMPER_MODES"]
+__all__ = ["BNN", "OBSERVED_SITE", "PRIOR_TEMPERING_SITE", "TEMPER_MODES", "MAX_LIKELIHOOD_SCALE"]
 
 OBSERVED_SITE = "y"
 PRIOR_TEMPERING_SITE = "prior_tempering"
 TEMPER_MODES = ("likelihood", "posterior")
+MAX_LIKELIHOOD_SCALE = 1e15
+"""The largest n/T (rows over temperature) :meth:`BNN.check_data` accepts in float32: beyond it
+the squared gradients of the tempered log-likelihood overflow."""
 
 
 class _Structure(NamedTuple):
@@ -311,7 +314,8 @@ class BNN:
         in the likelihood's target shape (:func:`bnn_ppl.likelihoods.conform_targets`).
 
         Raises:
-            InputValueError, InputTypeError: empty, complex or non-finite data, 1-D inputs,
+            InputValueError, InputTypeError: empty, complex or non-finite data, a temperature
+                so cold that n/T exceeds :data:`MAX_LIKELIHOOD_SCALE` in float32, 1-D inputs,
                 inputs whose feature shape does not fit the model's parameters, different
                 numbers of rows, targets that do not fit the likelihood (labels out of range,
                 wrong shape or dtype).
@@ -319,6 +323,14 @@ class BNN:
         x = self.check_inputs(x)
         y = validation.as_array("y", y)
         validation.check_same_length("x", x, "y", y)
+        scale = len(x) / self.temperature
+        if scale > MAX_LIKELIHOOD_SCALE and not jax.config.read("jax_enable_x64"):
+            raise InputValueError(
+                f"temperature {self.temperature:g} is too cold for float32 with {len(x)} rows: "
+                f"1/T scales their summed log-likelihood by n/T = {scale:.3g} (at most "
+                f"{MAX_LIKELIHOOD_SCALE:.0e}), and its squared gradients overflow float32; use "
+                f"temperature >= {len(x) / MAX_LIKELIHOOD_SCALE:.3g} (or enable jax_enable_x64)."
+            )
         return x, self.likelihood.check_targets(y, self.output_shape(x))
 
     # ------------------------------------------------------------- NumPyro model

@@ -4,7 +4,8 @@
 ``MCMC.get_samples()``, by the SVI guide or by an ensemble: a dict of site name -> array with a
 leading sample axis, or two leading axes ``(chains, samples)`` which are flattened). It maps over
 chunks of samples and of inputs, so no more than one chunk of activations is alive at a time;
-the result itself has one row per sample.
+the result itself has one row per sample. :func:`bma`, their Bayesian model average, is
+:mod:`bnn_ppl.model_average`'s (re-exported here).
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -29,16 +30,14 @@ import numpy as np
 
 from bnn_ppl import validation
 from bnn_ppl.likelihoods import (
-    GaussianPrediction,
-    PoissonPrediction,
     Prediction,
-    StudentTPrediction,
 )
 from bnn_ppl.model import BNN
+from bnn_ppl.model_average import bma
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["predict", "prior_predictive", "bma", "flatten_samples"]
+__all__ = ["predict", "prior_predictive", "bma", "flatten_samples"]  # bma: bnn_ppl.model_average
 
 
 def flatten_samples(model: BNN, samples: Params, x: Any) -> Params:
@@ -185,75 +184,3 @@ def prior_predictive(
     key = jax.random.key(0) if rng_key is None else validation.check_key("rng_key", rng_key)
     draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(key, num_samples))
     return predict(model, draws, x, chunk_size=chunk_size)
-
-
-def bma(predictions: Prediction) -> Array | GaussianPrediction | PoissonPrediction:
-    """Bayesian model average over the leading sample axis.
-
-    Classification (Categorical, Bernoulli): the mean of the per-sample probabilities, shape
-    ``(n, num_classes)``. Gaussian and Student-t: a :class:`GaussianPrediction` with the
-    mixture's mean and standard deviation (moment-matched; a Student-t draw with ``df <= 2``
-    has infinite variance, so its mixture's scale is inf, and the location stands in for the
-    mean, which only exists for ``df > 1``). Poisson: the Poisson of the mixture's mean rate
-    (the mixture itself is overdispersed). For the exact mixture likelihood use
-    :func:`bnn_ppl.metrics.mixture_nll`, :func:`~bnn_ppl.metrics.student_t_mixture_nll` or
-    :func:`~bnn_ppl.metrics.poisson_mixture_nll` on the per-sample predictions.
-
-    Example:
-        >>> import numpy as np
-        >>> bma(PoissonPrediction(np.array([[1.0, 2.0], [3.0, 4.0]]))).rate
-        Array([2., 3.], dtype=float32)
-    """
-    if isinstance(predictions, PoissonPrediction):
-        rates = _check_draws("predictions.rate", predictions.rate)
-        if not isinstance(rates, jax.core.Tracer) and np.any(np.asarray(rates) <= 0):
-            raise InputValueError("predictions.rate holds values <= 0; Poisson rates are > 0.")
-        return PoissonPrediction(jnp.mean(jnp.asarray(rates), axis=0))
-    if isinstance(predictions, StudentTPrediction):
-        locs = _check_draws("predictions.loc", predictions.loc)
-        scales = _check_scales("predictions", locs, predictions.scale)
-        dfs = _check_scales("predictions", locs, predictions.df, "df")
-        dfs = jnp.asarray(dfs)
-        var = jnp.where(dfs > 2, dfs / jnp.where(dfs > 2, dfs - 2, 1.0), jnp.inf)
-        return _moments(jnp.asarray(locs), jnp.asarray(scales) ** 2 * var)
-    if isinstance(predictions, GaussianPrediction):
-        means = _check_draws("predictions.mean", predictions.mean)
-        scales = _check_scales("predictions", means, predictions.scale)
-        return _moments(jnp.asarray(means), jnp.asarray(scales) ** 2)
-    return jnp.mean(jnp.asarray(_check_draws("predictions", predictions)), axis=0)
-
-
-def _moments(means: Array, variances: Array) -> GaussianPrediction:
-    """Mean and standard deviation of the equal-weight mixture of the draws."""
-    mean = means.mean(axis=0)
-    # law of total variance, written without the cancellation of E[m²] - E[m]²
-    var = variances.mean(axis=0) + ((means - mean) ** 2).mean(axis=0)
-    return GaussianPrediction(mean, jnp.sqrt(var))
-
-
-def _check_scales(name: str, means: Any, scales: Any, field: str = "scale") -> Any:
-    """A positive field of the prediction with the shape of its location."""
-    what = "df" if field == "df" else "scale"
-    scales = _check_draws(f"{name}.{field}", scales)
-    if np.shape(scales) != np.shape(means):
-        raise InputValueError(
-            f"{name}.{field} has shape {np.shape(scales)} but the location has "
-            f"{np.shape(means)}; they must match."
-        )
-    if not isinstance(scales, jax.core.Tracer) and np.any(np.asarray(scales) < 0):
-        raise InputValueError(f"{name}.{field} holds negative values; a {what} is >= 0.")
-    return scales
-
-
-def _check_draws(name: str, a: Any) -> Any:
-    """Per-draw predictions with a leading draw axis: at least one draw, finite (checked on
-    the host, so nothing is compiled before an error)."""
-    if isinstance(a, jax.core.Tracer):
-        return a
-    arr = validation.as_array(name, a, min_ndim=2)
-    if arr.ndim < 2:
-        raise InputValueError(
-            f"{name} has shape {arr.shape}; bma averages over a leading axis of draws, e.g. "
-            f"(num_samples, n, num_classes) as returned by bp.predict."
-        )
-    return a

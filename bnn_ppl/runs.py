@@ -106,6 +106,8 @@ __all__ = [
     "save_results",
     "save_posterior",
     "load_run",
+    "dataset_name",
+    "method_name",
     "flat_draws",
     "per_chain",
     "predictive_metrics",
@@ -318,6 +320,16 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
     except InputValueError as e:
         raise InputValueError(f"{folder}/{PREDICTIONS}: {e}") from None
     return Run(folder, config, record, predictions, targets, draws)
+
+
+def dataset_name(run: Run) -> str:
+    """The data set a run was fitted to (``config.json``'s data identity)."""
+    return str(run.config.get("data", {}).get("name") or run.config["arguments"].get("dataset"))
+
+
+def method_name(run: Run) -> str:
+    """The method that produced a run (``metrics.json``, else the run's options)."""
+    return str(run.record.get("method") or run.config["arguments"].get("method"))
 
 
 def check_comparable(runs: Sequence[Run]) -> None:

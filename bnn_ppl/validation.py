@@ -43,9 +43,8 @@ __all__ = [
     "check_same_length",
     "check_labels",
     "check_batch_size",
+    "renamed_argument",
     "check_init_values",
-    "check_finite_result",
-    "DivergedError",
 ]
 
 
@@ -314,18 +313,33 @@ def check_labels(name: str, y: np.ndarray, num_classes: int) -> np.ndarray:
     return y
 
 
-def check_batch_size(name: str, batch_size: Any, num_data: int) -> int | None:
-    """``None`` (full batch) or an int in ``[1, num_data]``; a larger batch is refused, never
-    clamped to the data."""
+def check_batch_size(
+    name: str, batch_size: Any, num_data: int | None, minimum: int = 1
+) -> int | None:
+    """``None`` (full batch) or an int in ``[minimum, num_data]`` (``num_data=None``: no upper
+    bound known yet); a larger batch is refused, never clamped to the data."""
     if batch_size is None:
         return None
-    batch_size = check_int(name, batch_size)
-    if batch_size > num_data:
+    batch_size = check_int(name, batch_size, minimum=minimum)
+    if num_data is not None and batch_size > num_data:
         raise InputValueError(
-            f"{name}={batch_size} exceeds the {num_data} training rows; use {name}=None for "
-            "full batch."
+            f"{name}={batch_size} is larger than the number of training rows ({num_data}); "
+            f"pass {name} <= {num_data}, or {name}=None for full-batch gradients."
         )
     return batch_size
+
+
+def renamed_argument(old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of an argument renamed from ``old`` to ``new`` (both default ``None``): the old
+    name still works, with a ``DeprecationWarning``; both at once is an error."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise InputValueError(f"{old} is the old name of {new}; pass {new} alone.")
+    import warnings
+
+    warnings.warn(f"{old} is renamed {new}; pass {new}=...", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, Any]:
@@ -358,43 +372,3 @@ def check_init_values(name: str, values: Any, model: Any, x: Any) -> dict[str, A
             raise InputValueError(f"{name}[{k!r}] lies outside the site's support {d.support}.")
         out[k] = jnp.asarray(v)
     return out
-
-
-class DivergedError(InputValueError):
-    """An optimisation or sampler whose loss or parameters became NaN/inf.
-
-    Attributes:
-        method: the function that diverged.
-        what: which quantity ("the loss", "the parameters").
-        value: the first non-finite value.
-        index: where it is (for the loss: ``(step,)`` or ``(member, step)``).
-    """
-
-    def __init__(self, method: str, what: str, value: float, index: tuple[int, ...]):
-        self.method, self.what, self.value, self.index = method, what, value, index
-        super().__init__(
-            f"{method} diverged: {what} became {value} (at index {list(index)}). Usual causes: "
-            "a learning_rate too large for this model, an extreme prior scale or temperature, "
-            "or unstandardised data. Nothing was returned."
-        )
-
-
-def check_finite_result(method: str, losses: Any, params: Any) -> None:
-    """Raise :class:`DivergedError` if an optimisation ended in NaN/inf.
-
-    A diverged fit is never returned as a result: the message says where the loss (or, if the
-    loss stayed finite, a parameter) first stopped being finite and what usually causes it.
-    """
-    import jax
-
-    losses = np.asarray(losses, np.float64)
-    bad = ~np.isfinite(losses)
-    if bad.any():
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise DivergedError(method, "the loss", float(losses[index]), index)
-    for leaf in jax.tree.leaves(params):
-        a = np.asarray(leaf, np.float64)
-        bad = ~np.isfinite(a)
-        if bad.any():
-            index = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise DivergedError(method, "the parameters", float(a[index]), index)

@@ -46,8 +46,8 @@ from bnn_ppl.inference.gradients import (
     full_batch_estimator,
     gradient_estimator,
 )
-from bnn_ppl.inference.hmc import HMC, NUTS, default_trajectory_length, hmc, nuts
-from bnn_ppl.inference.model_potential import ModelData, ModelPotential, model_potential
+from bnn_ppl.inference.hmc_drivers import HMC, NUTS, default_trajectory_length, hmc, nuts
+from bnn_ppl.inference.numpyro_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.reference import (
     ConvergenceCheck,
@@ -58,12 +58,8 @@ from bnn_ppl.inference.reference import (
 from bnn_ppl.inference.resume import MCMCPlan, run_segments
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
-from bnn_ppl.inference.sgmcmc_base import (
-    SGMCMCAccuracyWarning,
-    SGMCMCKernel,
-    SGMCMCState,
-    check_accuracy,
-)
+from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, check_accuracy
+from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
 from bnn_ppl.inference.sgnht import SGNHT
 from bnn_ppl.inference.step_size import GradientScales, gradient_scales, recommended_step_size
 from bnn_ppl.inference.streaming import RunningBMA

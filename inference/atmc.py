@@ -116,12 +116,11 @@ from bnn_ppl.inference.gradients import (
     NoiseAverage,
     noise_average_init,
     noise_average_update,
-    tree_max,
-    tree_mean,
 )
 from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.schedules import Schedule
-from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState, warn_minibatch_settings
+from bnn_ppl.inference.sgmcmc_accuracy import warn_minibatch_settings
+from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState, tree_max, tree_mean
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 
@@ -267,7 +266,8 @@ class ATMC(SGMCMCKernel):
         >>> from numpyro.infer import MCMC
         >>> from bnn_ppl.models import MLP
         >>> from bnn_ppl.inference import ATMC, full_batch_potential
-        >>> from bnn_ppl.inference.schedules import cyclical_cosine, cycle_end_samples
+        >>> from bnn_ppl.inference.cycles import cycle_end_samples
+        >>> from bnn_ppl.inference.schedules import cyclical_cosine
         >>> data = bp.data.load("digits")
         >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
         ...                bp.likelihoods.Categorical())

@@ -62,7 +62,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bnn_ppl.inference.gradients import normal_like
+from bnn_ppl.inference.sgmcmc_base import normal_like
 from bnn_ppl.types import Array, PRNGKey, PyTree
 
 __all__ = [

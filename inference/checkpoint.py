@@ -369,7 +369,7 @@ def _potential_of(kernel: Any) -> FullBatchPotential:
             f"FullBatchPotential (e.g. HMC(full_batch_potential(model, x, y), ...)), got "
             f"{type(kernel).__name__}."
         )
-    from bnn_ppl.inference.model_potential import ModelPotential
+    from bnn_ppl.inference.numpyro_potential import ModelPotential
 
     if isinstance(pot, ModelPotential):
         # a model_potential of a plain NumPyro model: its configuration (network, priors) cannot

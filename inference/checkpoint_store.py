@@ -176,10 +176,15 @@ class CheckpointStore:
         """
         self._require_lock()
         if len(draws_per_segment) != segment or (draws is None) != (segment == 0):
-            raise ValueError("draws_per_segment must list segments 1..segment; draws iff > 0.")
+            raise InputValueError(
+                "draws_per_segment must list segments 1..segment, and draws be given iff "
+                "segment > 0."
+            )
         previous = (self._last or self.latest()) if segment > 0 else None
         if segment > 0 and (previous is None or previous.segment != segment - 1):
-            raise ValueError(f"segment {segment} must follow segment {segment - 1}.")
+            raise InputValueError(
+                f"segment {segment} must follow segment {segment - 1}; write the segments in order."
+            )
         names = [_name(k, segment, e) for k, e in (("state", "npz"), ("draws", "npz"))]
         self._move_aside([*names, _name("record", segment, "json")], "superseded")
         state_file = names[0]

@@ -17,7 +17,7 @@ Example:
     >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
     ...                bp.likelihoods.Categorical())
     >>> ens = deep_ensemble(model, data.x_train, data.y_train, num_members=3, num_steps=300,
-    ...                     minibatch_size=128, rng_key=jax.random.key(0))
+    ...                     batch_size=128, rng_key=jax.random.key(0))
     >>> ens.params["Dense_0.kernel"].shape, ens.losses.shape
     ((3, 64, 16), (3, 300))
     >>> probs = bp.predict(model, ens.params, data.x_test)          # (3, 360, 10)
@@ -34,6 +34,7 @@ import jax
 import optax
 
 from bnn_ppl import validation
+from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.inference.minibatch import epoch_init, next_batch
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.svi import default_optimizer
@@ -62,13 +63,13 @@ def _fitter(
     pot: FullBatchPotential,
     optimizer: optax.GradientTransformation,
     num_steps: int,
-    minibatch_size: int | None,
+    batch_size: int | None,
 ) -> Callable[[PRNGKey, Params, ShardedData], MAPResult]:
     """A pure function ``(key, unconstrained init, data) -> MAPResult`` (vmap-able)."""
 
     def fit(key: PRNGKey, u0: Params, data: ShardedData) -> MAPResult:
         full = pot.potential_fn_gen(data)
-        if minibatch_size is None:
+        if batch_size is None:
 
             def loss_and_grad(u: Params, stream: Any) -> tuple[Array, Params, Any]:
                 value, grad = jax.value_and_grad(full)(u)
@@ -79,7 +80,7 @@ def _fitter(
             mini = pot.minibatch_potential_fn_gen(data)
 
             def loss_and_grad(u: Params, stream: Any) -> tuple[Array, Params, Any]:
-                idx, stream = next_batch(stream, minibatch_size)
+                idx, stream = next_batch(stream, batch_size)
                 value, grad = jax.value_and_grad(mini)(u, idx)
                 return value, grad, stream
 
@@ -104,7 +105,7 @@ def _setup(
     x: Any,
     y: Any,
     num_steps: int,
-    minibatch_size: int | None,
+    batch_size: int | None,
     optimizer: optax.GradientTransformation | None,
     learning_rate: float,
     init_method: str,
@@ -117,7 +118,7 @@ def _setup(
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
     num_steps = validation.check_int("num_steps", num_steps)
-    minibatch_size = validation.check_batch_size("minibatch_size", minibatch_size, len(x))
+    batch_size = validation.check_batch_size("batch_size", batch_size, len(x))
     learning_rate = validation.check_positive("learning_rate", learning_rate)
     validation.check_choice("init_method", init_method, ("prior", "network"))
     if rng_key is not None:
@@ -131,7 +132,7 @@ def _setup(
         )
     pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size)
     key = jax.random.key(0) if rng_key is None else rng_key
-    return pot, _fitter(pot, optimizer, num_steps, minibatch_size), key
+    return pot, _fitter(pot, optimizer, num_steps, batch_size), key
 
 
 def map_estimate(
@@ -142,12 +143,13 @@ def map_estimate(
     num_steps: int = 2000,
     optimizer: optax.GradientTransformation | None = None,
     learning_rate: float = 1e-2,
-    minibatch_size: int | None = None,
+    batch_size: int | None = None,
     init_params: Params | None = None,
     init_method: str = "prior",
     rng_key: PRNGKey | None = None,
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | None = None,
+    minibatch_size: int | None = None,
 ) -> MAPResult:
     """The posterior mode by optax, on the same potential HMC samples.
 
@@ -156,12 +158,13 @@ def map_estimate(
         num_steps: optimisation steps.
         optimizer: optax transformation (default: Adam with a cosine schedule from
             ``learning_rate``).
-        minibatch_size: rows per step (default full batch); batches are drawn without
+        batch_size: rows per step (default full batch); batches are drawn without
             replacement within each epoch, inside the compiled loop.
         init_params: constrained initial values (default: drawn with ``init_method``).
         init_method: ``"prior"`` or ``"network"`` (see :meth:`bnn_ppl.BNN.init`).
         rng_key: random key (default ``jax.random.key(0)``).
         devices, chunk_size: as in :func:`~bnn_ppl.inference.full_batch_potential`.
+        minibatch_size: the old name of ``batch_size`` (deprecated).
     """
     init = (
         None
@@ -173,7 +176,7 @@ def map_estimate(
         x,
         y,
         num_steps,
-        minibatch_size,
+        validation.renamed_argument("minibatch_size", minibatch_size, "batch_size", batch_size),
         optimizer,
         learning_rate,
         init_method,
@@ -184,7 +187,7 @@ def map_estimate(
     init_key, fit_key = jax.random.split(key)
     u0 = pot.init_params(init_key, method=init_method) if init is None else pot.unconstrain(init)
     result = jax.jit(fit)(fit_key, u0, pot.data)
-    validation.check_finite_result("map_estimate", result.losses, result.params)
+    check_finite_result("map_estimate", result.losses, result.params)
     return result
 
 
@@ -197,11 +200,12 @@ def deep_ensemble(
     num_steps: int = 2000,
     optimizer: optax.GradientTransformation | None = None,
     learning_rate: float = 1e-2,
-    minibatch_size: int | None = None,
+    batch_size: int | None = None,
     init_method: str = "prior",
     rng_key: PRNGKey | None = None,
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | None = None,
+    minibatch_size: int | None = None,
 ) -> MAPResult:
     """``num_members`` MAP solutions from distinct initialisations, trained in parallel (vmap).
 
@@ -227,7 +231,7 @@ def deep_ensemble(
         x,
         y,
         num_steps,
-        minibatch_size,
+        validation.renamed_argument("minibatch_size", minibatch_size, "batch_size", batch_size),
         optimizer,
         learning_rate,
         init_method,
@@ -239,5 +243,5 @@ def deep_ensemble(
     split = jax.vmap(jax.random.split)(keys)
     u0 = jax.vmap(lambda k: pot.init_params(k, method=init_method))(split[:, 0])
     result = jax.jit(jax.vmap(fit, in_axes=(0, 0, None)))(split[:, 1], u0, pot.data)
-    validation.check_finite_result("deep_ensemble", result.losses, result.params)
+    check_finite_result("deep_ensemble", result.losses, result.params)
     return result

@@ -68,8 +68,8 @@ def check_checkpoint_args(config: Config, checkpoint_dir: Any, checkpoint_every:
 
 
 def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
-    from bnn_ppl.inference.hmc import DEFAULT_EXTRA_FIELDS, HMC, NUTS, _hmc_kwargs
     from bnn_ppl.inference.hmc_checks import check_nuts_kwargs
+    from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, HMC, NUTS, _hmc_kwargs
     from bnn_ppl.inference.potential import full_batch_potential
     from bnn_ppl.inference.resume import MCMCPlan
 

@@ -53,6 +53,7 @@ from bnn_ppl.config import (
     _SGMCMCConfig,
 )
 from bnn_ppl.data import Dataset
+from bnn_ppl.divergence import DivergedError
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -88,7 +89,7 @@ def _numpy(tree: Any) -> dict[str, np.ndarray]:
 
 
 def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.hmc import hmc, nuts
+    from bnn_ppl.inference.hmc_drivers import hmc, nuts
     from bnn_ppl.inference.to_posterior import from_mcmc
 
     common = {
@@ -126,7 +127,7 @@ def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
     kwargs = {
         "num_steps": c.num_steps,
         "learning_rate": c.learning_rate,
-        "minibatch_size": c.batch_size,
+        "batch_size": c.batch_size,
         "init_method": c.init_method,
         "rng_key": key,
         "chunk_size": c.chunk_size,
@@ -152,7 +153,7 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
             d.y,
             num_steps=c.map_steps,
             learning_rate=c.learning_rate,
-            minibatch_size=c.batch_size,
+            batch_size=c.batch_size,
             init_method=c.init_method,
             rng_key=map_key,
             chunk_size=c.chunk_size,
@@ -166,7 +167,7 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
         learning_rate=c.learning_rate,
         init_scale=c.init_scale,
         init_loc=init_loc,
-        minibatch_size=c.batch_size,
+        batch_size=c.batch_size,
         num_particles=c.num_particles,
         rng_key=svi_key,
     )
@@ -189,7 +190,7 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
     step, extra = c.step_size, {}
     if step is None:
         found = inference.map_estimate(
-            model, d.x, d.y, num_steps=c.map_steps, minibatch_size=batch,
+            model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
             init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
         )  # fmt: skip
         scales = inference.gradient_scales(
@@ -212,7 +213,7 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
     """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
     for name, value in samples.items():
         if not np.all(np.isfinite(value)):
-            raise validation.DivergedError(
+            raise DivergedError(
                 c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
             )
     return Posterior(c.method, samples, config=c.to_dict() | extra)

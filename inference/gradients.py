@@ -60,7 +60,7 @@ from bnn_ppl.inference.minibatch import (
 )
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
-from bnn_ppl.validation import InputTypeError, InputValueError
+from bnn_ppl.validation import InputTypeError
 
 __all__ = [
     "GradientEstimate",
@@ -68,13 +68,9 @@ __all__ = [
     "GradientEstimator",
     "gradient_estimator",
     "full_batch_estimator",
-    "check_batch_size",
     "NoiseAverage",
     "noise_average_init",
     "noise_average_update",
-    "normal_like",
-    "tree_mean",
-    "tree_max",
 ]
 
 
@@ -102,23 +98,6 @@ class GradientEstimator(NamedTuple):
     init: Callable[[PRNGKey], Any]
     batch: Callable[[Any], tuple[GradFn, Any]]
     batch_size: int | None
-
-
-def check_batch_size(batch_size: Any, num_data: int | None, minimum: int = 1) -> int | None:
-    """``batch_size`` as an int in ``[minimum, num_data]``, or ``None`` (full batch).
-
-    A batch larger than the data is refused, never clamped: the message names both numbers.
-    """
-    if batch_size is None:
-        return None
-    batch_size = validation.check_int("batch_size", batch_size, minimum=minimum)
-    if num_data is not None and batch_size > num_data:
-        raise InputValueError(
-            f"batch_size={batch_size} is larger than the number of training rows "
-            f"({num_data}); pass batch_size <= {num_data}, or batch_size=None for full-batch "
-            "gradients."
-        )
-    return batch_size
 
 
 def gradient_estimator(
@@ -153,7 +132,7 @@ def gradient_estimator(
     noise = validation.check_bool("noise", noise)
     validation.check_choice("sampling", sampling, SCHEMES)
     n = potential.num_data
-    batch_size = check_batch_size(batch_size, n, 2 if noise else 1)
+    batch_size = validation.check_batch_size("batch_size", batch_size, n, 2 if noise else 1)
     if batch_size is None:
         full = jax.value_and_grad(potential.potential_fn_gen(data))
 
@@ -261,29 +240,3 @@ def noise_average_update(
     debias = 1 - decay ** count.astype(jnp.result_type(float))
     est = jax.tree.map(lambda v: v / debias.astype(v.dtype), value)
     return NoiseAverage(value, count), est
-
-
-# --------------------------------------------------------------------------- tree helpers
-def normal_like(rng_key: PRNGKey, tree: PyTree) -> PyTree:
-    """Independent standard normals in the structure, shapes and dtypes of ``tree``."""
-    leaves, treedef = jax.tree.flatten(tree)
-    keys = jax.random.split(rng_key, len(leaves))
-    return jax.tree.unflatten(
-        treedef,
-        [
-            jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
-            for k, x in zip(keys, leaves, strict=True)
-        ],
-    )
-
-
-def tree_mean(tree: PyTree) -> Array:
-    """Mean of all scalars in ``tree`` (every leaf's entries weighted equally)."""
-    leaves = jax.tree.leaves(tree)
-    total = sum(jnp.sum(x) for x in leaves)
-    return total / sum(jnp.size(x) for x in leaves)
-
-
-def tree_max(tree: PyTree) -> Array:
-    """Largest scalar in ``tree``."""
-    return jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(tree)]))

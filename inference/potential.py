@@ -311,6 +311,10 @@ def full_batch_potential(
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
+    from bnn_ppl.inference.process_layout import check_process_local
+
+    check_process_local("x", x)
+    check_process_local("y", y)
     x, y = model.check_data(x, y)
     if chunk_size is not None:
         chunk_size = validation.check_int("chunk_size", chunk_size, minimum=1)

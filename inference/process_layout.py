@@ -47,6 +47,7 @@ __all__ = [
     "place_local",
     "first_row",
     "describe_arguments",
+    "check_process_local",
 ]
 
 
@@ -239,3 +240,14 @@ def describe_arguments(tree: Any) -> str:
     return repr((str(treedef), [
         repr(v) if isinstance(v, bool | int | float | str | complex | None)
         else (np.shape(v), str(getattr(v, "dtype", type(v).__name__))) for v in leaves]))
+
+
+def check_process_local(name: str, a: Any) -> None:
+    """Refuse a global ``jax.Array`` that spans several processes: the potentials take each
+    process's own rows as a NumPy array (``np.asarray`` of a global array fails deep in JAX)."""
+    if isinstance(a, jax.Array) and not a.is_fully_addressable:
+        raise InputValueError(
+            f"{name} is a global jax.Array spanning several processes; pass this process's own "
+            "rows as a NumPy array instead (load rows "
+            "bnn_ppl.inference.distributed.process_rows(n, chunk_size=...))."
+        )

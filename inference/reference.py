@@ -70,7 +70,7 @@ from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.diagnostics import convergence
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
-from bnn_ppl.inference.hmc import DEFAULT_EXTRA_FIELDS, hmc
+from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, hmc
 from bnn_ppl.inference.to_posterior import from_mcmc
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior

@@ -15,7 +15,7 @@ Every kernel in :mod:`bnn_ppl.inference` keeps its step counter ``i`` in its sta
 of steps taken since ``init``, **warmup included** (SG-MCMC warmup is burn-in with the same
 dynamics, so cycles run straight through it). Step number ``t`` (0-based) uses ``schedule(t)``;
 afterwards the counter is ``i = t + 1``. Keeping only the sample at the end of each cycle is
-:mod:`bnn_ppl.inference.cycles` (its names are re-exported here).
+:mod:`bnn_ppl.inference.cycles`.
 
 Example:
     >>> from bnn_ppl.inference.schedules import cyclical_cosine
@@ -34,12 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from bnn_ppl import validation
-from bnn_ppl.inference.cycles import (  # noqa: F401  (re-exported: the selection of cycle ends)
-    check_cycle_length,
-    cycle_end_indices,
-    cycle_end_samples,
-    keep_cycle_ends,
-)
+from bnn_ppl.inference.cycles import check_cycle_length
 from bnn_ppl.types import Array
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -49,9 +44,6 @@ __all__ = [
     "polynomial_decay",
     "cyclical_cosine",
     "as_schedule",
-    "cycle_end_indices",
-    "keep_cycle_ends",
-    "cycle_end_samples",
 ]
 
 Schedule = Callable[[Any], Array]

@@ -68,13 +68,17 @@ from bnn_ppl.inference.gradients import (
     NoiseAverage,
     noise_average_init,
     noise_average_update,
+)
+from bnn_ppl.inference.potential import FullBatchPotential
+from bnn_ppl.inference.schedules import Schedule
+from bnn_ppl.inference.sgmcmc_accuracy import warn_minibatch_settings
+from bnn_ppl.inference.sgmcmc_base import (
+    SGMCMCKernel,
+    SGMCMCState,
     normal_like,
     tree_max,
     tree_mean,
 )
-from bnn_ppl.inference.potential import FullBatchPotential
-from bnn_ppl.inference.schedules import Schedule
-from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState, warn_minibatch_settings
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 from bnn_ppl.validation import InputTypeError

@@ -19,9 +19,8 @@ preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the fric
 SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
 descends faster from a start far from the typical set.
 
-Accuracy: settings known to be inaccurate warn at construction (:class:`SGMCMCAccuracyWarning`),
-and :func:`check_accuracy` reads a finished run's ``Info`` records (the gradient noise's share of
-the heat, SGNHT's Euler bias ``hξ/2``, ATMC's ``(βh)²/12`` and kinetic temperature).
+The kernels' shared tree arithmetic (:func:`normal_like`, :func:`tree_mean`, :func:`tree_max`)
+is here too; the accuracy warnings are :mod:`bnn_ppl.inference.sgmcmc_accuracy`.
 
 Example:
     >>> import jax, jax.numpy as jnp
@@ -36,7 +35,6 @@ Example:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -50,7 +48,6 @@ from bnn_ppl import validation
 from bnn_ppl.inference.gradients import (
     GradFn,
     GradientEstimator,
-    check_batch_size,
     full_batch_estimator,
     gradient_estimator,
 )
@@ -58,16 +55,16 @@ from bnn_ppl.inference.minibatch import SCHEMES
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.schedules import Schedule, as_schedule
 from bnn_ppl.model import BNN
-from bnn_ppl.types import Array, Params, PRNGKey
+from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
     "SGMCMCState",
     "SGMCMCKernel",
     "Step",
-    "SGMCMCAccuracyWarning",
-    "check_accuracy",
-    "warn_minibatch_settings",
+    "normal_like",
+    "tree_mean",
+    "tree_max",
 ]
 
 
@@ -180,7 +177,8 @@ class SGMCMCKernel(MCMCKernel):
             )
         self.potential = potential
         self.potential_fn = potential_fn
-        self.batch_size = check_batch_size(
+        self.batch_size = validation.check_batch_size(
+            "batch_size",
             batch_size,
             potential.num_data if potential is not None else None,
             2 if self._noise else 1,
@@ -291,76 +289,27 @@ class SGMCMCKernel(MCMCKernel):
         return f"step size {float(state.info.step_size):.2e}"
 
 
-class SGMCMCAccuracyWarning(UserWarning):
-    """An SG-MCMC run, or its settings, cannot sample the target accurately."""
+# ------------------------------------------------- tree arithmetic shared by the kernels
+def normal_like(rng_key: PRNGKey, tree: PyTree) -> PyTree:
+    """Independent standard normals in the structure, shapes and dtypes of ``tree``."""
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(rng_key, len(leaves))
+    return jax.tree.unflatten(
+        treedef,
+        [
+            jax.random.normal(k, jnp.shape(x), jnp.result_type(x))
+            for k, x in zip(keys, leaves, strict=True)
+        ],
+    )
 
 
-def warn_minibatch_settings(kernel: SGMCMCKernel, noise_estimate: bool, thermostat: bool) -> None:
-    """Construction-time warnings for minibatch settings known to be inaccurate."""
-    if kernel.batch_size is None:
-        return
-    name = type(kernel).__name__
-    if kernel.sampling == "epoch":
-        warnings.warn(
-            f"{name} with sampling='epoch': batches that partition each epoch make consecutive "
-            "gradient errors anti-correlated, so the position receives less heat than the "
-            "per-batch noise (which the noise estimate and the thermostats compensate) "
-            "suggests, and the chain runs cold (ATMC on conjugate regression, 500 rows: 0.24 "
-            "and 0.10 of the posterior variance with batches of 10 and 50). Use "
-            "sampling='independent' (the default).",
-            SGMCMCAccuracyWarning,
-            stacklevel=3,
-        )
-    if thermostat and not noise_estimate:
-        warnings.warn(
-            f"{name} with noise_estimate=False: the thermostat alone needs about σ²/(2m) steps "
-            "(σ² the gradient-noise variance; ~10⁴ on a 500-row regression with batches of 50) "
-            "to absorb the minibatch noise, and lags a falling step size (cold cycle ends). "
-            "Budget a long warmup, or use noise_estimate=True.",
-            SGMCMCAccuracyWarning,
-            stacklevel=3,
-        )
-    share = getattr(kernel, "noise_share", None)
-    if noise_estimate and share is not None and share > 0.5:
-        warnings.warn(
-            f"{name} with noise_share={share}: where the gradient noise supplies most of the "
-            "heat, its correlations (the Fisher information's, not the posterior's) shape the "
-            "samples. Keep noise_share <= 0.1.",
-            SGMCMCAccuracyWarning,
-            stacklevel=3,
-        )
+def tree_mean(tree: PyTree) -> Array:
+    """Mean of all scalars in ``tree`` (every leaf's entries weighted equally)."""
+    leaves = jax.tree.leaves(tree)
+    total = sum(jnp.sum(x) for x in leaves)
+    return total / sum(jnp.size(x) for x in leaves)
 
 
-def check_accuracy(mcmc: Any) -> list[str]:
-    """Warn (:class:`SGMCMCAccuracyWarning`) about what a finished ``numpyro.infer.MCMC`` run of
-    an SG-MCMC kernel shows went wrong, and return the messages.
-
-    Reads the collected ``"info"`` extra field when there is one (every step), else the last
-    state's ``Info``. Checks the gradient noise's share of the heat (``info.noise_share``:
-    above ``noise_share`` the friction hit its limit; above 1 the noise is not compensated) and
-    kernel-specific signs (SGNHT's cold bias ``hξ/2``; the kinetic temperature).
-
-    Example:
-        >>> import jax, jax.numpy as jnp
-        >>> from numpyro.infer import MCMC
-        >>> from bnn_ppl.inference import SGNHT, check_accuracy
-        >>> mcmc = MCMC(SGNHT(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2), step_size=0.5),
-        ...             num_warmup=10, num_samples=100, progress_bar=False)
-        >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
-        >>> import warnings
-        >>> with warnings.catch_warnings(record=True):
-        ...     print(check_accuracy(mcmc)[0][:40])
-        SGNHT: the Euler friction makes the chai
-    """
-    kernel = getattr(mcmc, "sampler", None)
-    if not isinstance(kernel, SGMCMCKernel):
-        raise InputTypeError(
-            "check_accuracy needs a numpyro.infer.MCMC run with a bnn_ppl SG-MCMC kernel, got "
-            f"{type(kernel).__name__}."
-        )
-    extra = mcmc.get_extra_fields()
-    info = extra["info"] if "info" in extra else mcmc.last_state.info
-    problems = kernel.accuracy_problems(info)
-    for message in problems:
-        warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=2)
-    return problems
+def tree_max(tree: PyTree) -> Array:
+    """Largest scalar in ``tree``."""
+    return jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(tree)]))

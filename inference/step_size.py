@@ -53,7 +53,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
 from bnn_ppl import validation
-from bnn_ppl.inference.gradients import check_batch_size, gradient_estimator
+from bnn_ppl.inference.gradients import gradient_estimator
 from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.types import Params, PRNGKey
 from bnn_ppl.validation import InputTypeError
@@ -97,7 +97,7 @@ def gradient_scales(
     num_batches = validation.check_int("num_batches", num_batches, minimum=2)
     num_iterations = validation.check_int("num_iterations", num_iterations, minimum=1)
     if isinstance(potential, FullBatchPotential):
-        batch_size = check_batch_size(batch_size, potential.num_data)
+        batch_size = validation.check_batch_size("batch_size", batch_size, potential.num_data)
         data = potential.data
 
         def potential_of(data: Any) -> Callable[[Any], Any]:

@@ -43,6 +43,7 @@ from numpyro.infer.initialization import init_to_sample, init_to_value
 from numpyro.optim import optax_to_numpyro
 
 from bnn_ppl import validation
+from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError
@@ -93,10 +94,11 @@ def svi_mean_field(
     learning_rate: float = 1e-2,
     init_scale: float = 1e-2,
     init_loc: Params | None = None,
-    minibatch_size: int | None = None,
+    batch_size: int | None = None,
     num_particles: int = 1,
     rng_key: PRNGKey | None = None,
     progress_bar: bool = False,
+    minibatch_size: int | None = None,
 ) -> SVIResult:
     """Fit a mean-field Gaussian to the BNN's (tempered) posterior.
 
@@ -110,10 +112,11 @@ def svi_mean_field(
             first, as in Izmailov et al.'s MFVI).
         init_loc: constrained initial means, e.g. ``map_estimate(...).params`` (Izmailov et
             al. initialise MFVI from a MAP solution). Default: a draw from the prior.
-        minibatch_size: rows per step (default: full batch).
+        batch_size: rows per step (default: full batch).
         num_particles: Monte Carlo samples per ELBO estimate.
         rng_key: random key (default ``jax.random.key(0)``).
         progress_bar: show NumPyro's progress bar.
+        minibatch_size: the old name of ``batch_size`` (deprecated).
 
     Returns:
         An :class:`SVIResult` (guide, fitted params, ELBO trace).
@@ -128,7 +131,10 @@ def svi_mean_field(
     progress_bar = validation.check_bool("progress_bar", progress_bar)
     if rng_key is not None:
         validation.check_key("rng_key", rng_key)
-    minibatch_size = validation.check_batch_size("minibatch_size", minibatch_size, len(x))
+    batch_size = validation.renamed_argument(
+        "minibatch_size", minibatch_size, "batch_size", batch_size
+    )
+    batch_size = validation.check_batch_size("batch_size", batch_size, len(x))
     if init_loc is not None:
         init_loc_fn = init_to_value(
             values=validation.check_init_values("init_loc", init_loc, model, x)
@@ -144,11 +150,11 @@ def svi_mean_field(
         )
     guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=init_scale)
     elbo_cls = TraceMeanField_ELBO if model.prior_scale == 1.0 else Trace_ELBO
-    kwargs = {} if minibatch_size is None else {"subsample_size": minibatch_size}
+    kwargs = {} if batch_size is None else {"subsample_size": batch_size}
     svi = SVI(
         model, guide, optax_to_numpyro(optimizer), elbo_cls(num_particles=num_particles), **kwargs
     )
     key = jax.random.key(0) if rng_key is None else rng_key
     result = svi.run(key, num_steps, x, y, progress_bar=progress_bar)
-    validation.check_finite_result("svi_mean_field", result.losses, result.params)
+    check_finite_result("svi_mean_field", result.losses, result.params)
     return SVIResult(guide=guide, params=result.params, losses=result.losses)

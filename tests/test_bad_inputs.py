@@ -519,13 +519,13 @@ def _cases() -> list[Case]:
     add("svi_mean_field", "y", bad_targets(), lambda v: svi(y=v))
     for arg in ("num_steps", "num_particles"):
         add("svi_mean_field", arg, counts(), lambda v, a=arg: svi(**{a: v}))
-    add("svi_mean_field", "minibatch_size", counts(optional=True), lambda v: svi(minibatch_size=v))
+    add("svi_mean_field", "batch_size", counts(optional=True), lambda v: svi(batch_size=v))
     add(
         "svi_mean_field",
-        "minibatch_size>n",
+        "batch_size>n",
         st.integers(N + 1, 10**6),
-        lambda v: svi(minibatch_size=v),
-        "minibatch_size",
+        lambda v: svi(batch_size=v),
+        "batch_size",
     )
     for arg in ("learning_rate", "init_scale"):
         add("svi_mean_field", arg, positives(), lambda v, a=arg: svi(**{a: v}))
@@ -575,7 +575,7 @@ def _cases() -> list[Case]:
         add(name, "x", bad_inputs(), lambda v, f=f: f(x=v))
         add(name, "y", bad_targets(), lambda v, f=f: f(y=v))
         add(name, "num_steps", counts(), lambda v, f=f: f(num_steps=v))
-        add(name, "minibatch_size", counts(optional=True), lambda v, f=f: f(minibatch_size=v))
+        add(name, "batch_size", counts(optional=True), lambda v, f=f: f(batch_size=v))
         add(name, "learning_rate", positives(), lambda v, f=f: f(learning_rate=v))
         add(name, "init_method", choices(("prior", "network")), lambda v, f=f: f(init_method=v))
         add(name, "rng_key", keys().filter(lambda k: k is not None), lambda v, f=f: f(rng_key=v))

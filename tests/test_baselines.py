@@ -57,7 +57,7 @@ def test_minibatch_svi_scales_the_likelihood_by_n_over_b():
     x, y = data(n=60)
     mean, cov = closed_form(x, y)
     sd_mf = 1.0 / np.sqrt(np.diag(np.linalg.inv(cov)))
-    fit = _fit_svi(linear_model(), x, y, 0, minibatch_size=15)
+    fit = _fit_svi(linear_model(), x, y, 0, batch_size=15)
     # unscaled minibatches would give scales sqrt(60/15) = 2x too large
     np.testing.assert_array_less(np.abs(theta(fit.scales()) / sd_mf - 1.0), 0.15)
     np.testing.assert_array_less(np.abs(theta(fit.means()) - mean) / sd_mf, 0.3)
@@ -74,8 +74,14 @@ def test_svi_draws_feed_predict_and_init_from_map():
     assert bp.predict(linear_model(), draws, x).mean.shape == (7, 30)
     with pytest.raises(ValueError, match="init_loc lacks sites"):
         svi_mean_field(linear_model(), x, y, num_steps=10, init_loc={"Dense_0.bias": 0.0})
-    with pytest.raises(ValueError, match="minibatch_size"):
-        svi_mean_field(linear_model(), x, y, num_steps=10, minibatch_size=31)
+    with pytest.raises(ValueError, match="batch_size"):
+        svi_mean_field(linear_model(), x, y, num_steps=10, batch_size=31)
+    # the old name still works, with a DeprecationWarning; both names at once is an error
+    with pytest.warns(DeprecationWarning, match="minibatch_size is renamed batch_size"):
+        with pytest.raises(ValueError, match="batch_size=31"):
+            svi_mean_field(linear_model(), x, y, num_steps=10, minibatch_size=31)
+    with pytest.raises(ValueError, match="pass batch_size alone"):
+        svi_mean_field(linear_model(), x, y, num_steps=10, batch_size=2, minibatch_size=2)
     with pytest.raises(ValueError, match="init_scale"):
         svi_mean_field(linear_model(), x, y, num_steps=10, init_scale=0.0)
 
@@ -89,7 +95,7 @@ def test_map_is_the_posterior_mode(temperature, temper):
                         learning_rate=0.05)
     np.testing.assert_array_less(np.abs(theta(full.params) - mean) / sd, 1e-3)
     mini = map_estimate(
-        linear_model(temperature, temper), x, y, num_steps=3000, minibatch_size=10,
+        linear_model(temperature, temper), x, y, num_steps=3000, batch_size=10,
         optimizer=optax.adam(optax.cosine_decay_schedule(0.05, 3000, alpha=1e-3)),
     )
     np.testing.assert_array_less(np.abs(theta(mini.params) - mean) / sd, 0.1)

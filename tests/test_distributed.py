@@ -150,6 +150,11 @@ WORKER = textwrap.dedent(
             report["refused"] = None
         except ValueError as e:
             report["refused"] = str(e)
+        try:  # a global jax.Array is refused with the fix, not failing deep in np.asarray
+            full_batch_potential(model, pot.data.x, y, chunk_size=chunk)
+            report["refused_global"] = None
+        except ValueError as e:
+            report["refused_global"] = str(e)
     report["seconds"] = time.perf_counter() - t0
     with open(out + ".json", "w") as f:
         json.dump(report, f)
@@ -248,6 +253,7 @@ def test_two_processes_sample_like_one_process_with_four_devices(tmp_path):
     assert [s[:2] for s in single["mask_shards"]] == [[0, 12], [12, 24], [24, 36], [36, 48]]
     for r in (r0, r1):
         assert "process 1: rows 18:36 (18 rows, got 12)" in r["refused"], r["refused"]
+        assert "x is a global jax.Array" in r["refused_global"], r["refused_global"]
 
     assert set(samples[0]) == set(samples[1]) == set(samples[2])
     for k in samples[0]:

@@ -207,7 +207,7 @@ def _state(step, inverse_mass_matrix, length):
 def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
     """hmc()'s kernel: Izmailov et al.'s length while the metric is the identity, π/2 once it
     is adapted; the step size clipped to [L / (max_num_steps - 1/2), L], per chain."""
-    from bnn_ppl.inference.hmc import hmc_kernel
+    from bnn_ppl.inference.hmc_drivers import hmc_kernel
 
     x, y = data()
     model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(0.3), bp.likelihoods.Gaussian(0.5))
@@ -235,7 +235,7 @@ def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
 @pytest.mark.timeout(300)
 def test_hmc_kernel_runs_the_chain_hmc_runs():
     """run_chain and the CLI build their kernel with hmc_kernel: the same chain as hmc()."""
-    from bnn_ppl.inference.hmc import hmc_kernel
+    from bnn_ppl.inference.hmc_drivers import hmc_kernel
 
     x, y = data()
     model = linear_model()

@@ -183,3 +183,39 @@ def test_unknown_attribute_raises_attribute_error(name):
 def test_from_import_of_an_unknown_name_is_an_import_error():
     with pytest.raises(ImportError):
         from bnn_ppl import no_such_name  # noqa: F401
+
+
+def _submodules() -> list[str]:
+    """Every module of bnn_ppl, its installed ``inference`` and ``models`` subpackages included
+    (``__main__`` modules run the CLI when imported, so they are left out)."""
+    import pkgutil
+
+    import bnn_ppl.inference
+    import bnn_ppl.models
+
+    names = []
+    for pkg in (bnn_ppl, bnn_ppl.inference, bnn_ppl.models):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if not info.name.endswith(".__main__"):
+                names.append(info.name)
+    return sorted(set(names))
+
+
+def test_no_function_shadows_a_module():
+    """``import bnn_ppl.inference.hmc_drivers as m`` must give the module: a package that
+    re-exported a function under its module's name (``inference.hmc`` was the function
+    ``hmc``) hides the module from attribute access."""
+    import importlib
+
+    names = _submodules()
+    assert {"bnn_ppl.inference.hmc_drivers", "bnn_ppl.models.mlp", "bnn_ppl.metrics.suite"} <= set(
+        names
+    )
+    shadowed = []
+    for name in names:
+        module = importlib.import_module(name)
+        parent, _, leaf = name.rpartition(".")
+        attr = getattr(importlib.import_module(parent), leaf, None)
+        if attr is not module:
+            shadowed.append(f"{name} (the package attribute is a {type(attr).__name__})")
+    assert shadowed == []

@@ -15,6 +15,7 @@ from numpyro.infer.util import log_density
 from tolerances import assert_sums_close, prior_magnitude
 
 import bnn_ppl as bp
+from bnn_ppl.model import MAX_LIKELIHOOD_SCALE
 from bnn_ppl.models import MLP, NnxMLP
 
 
@@ -104,6 +105,24 @@ def test_model_call_validates_concrete_data_before_compiling():
                 {"Dense_0": bp.priors.Normal(1.0)},
                 bp.likelihoods.Categorical(),
             ).sites(x)
+    assert compiles == []
+
+
+def test_a_temperature_too_cold_for_float32_is_refused_before_compiling():
+    x, y = _xy()
+    n = len(x)
+    cold = bp.BNN(MLP(hidden=(4,), out=3), bp.priors.Normal(1.0), bp.likelihoods.Categorical(),
+                  temperature=n / MAX_LIKELIHOOD_SCALE / 2)  # fmt: skip
+    ok = bp.BNN(MLP(hidden=(4,), out=3), bp.priors.Normal(1.0), bp.likelihoods.Categorical(),
+                temperature=n / MAX_LIKELIHOOD_SCALE)  # fmt: skip
+    ok.check_data(x, y)  # n/T at the limit is accepted
+    from bnn_ppl.inference import full_batch_potential
+
+    with count_compiles() as compiles:
+        with pytest.raises(ValueError, match=r"too cold for float32 .* use temperature >= "):
+            cold.check_data(x, y)
+        with pytest.raises(ValueError, match="too cold for float32"):
+            full_batch_potential(cold, x, y)
     assert compiles == []
 
 

@@ -11,15 +11,8 @@ import pytest
 from numpyro.infer import MCMC
 
 from bnn_ppl.inference import ATMC, SGLD
-from bnn_ppl.inference.schedules import (
-    as_schedule,
-    constant,
-    cycle_end_indices,
-    cycle_end_samples,
-    cyclical_cosine,
-    keep_cycle_ends,
-    polynomial_decay,
-)
+from bnn_ppl.inference.cycles import cycle_end_indices, cycle_end_samples, keep_cycle_ends
+from bnn_ppl.inference.schedules import as_schedule, constant, cyclical_cosine, polynomial_decay
 
 
 def test_constant_and_polynomial_decay():
@@ -70,11 +63,11 @@ def test_as_schedule_checks_numbers_and_callables_without_compiling():
     assert as_schedule(lambda t: 0.01)(3) == 0.01
 
 
-def test_cycles_module_is_re_exported_by_schedules():
+def test_schedules_and_cycle_end_selection_are_separate_modules():
     from bnn_ppl.inference import cycles, schedules
 
     for name in ("cycle_end_indices", "keep_cycle_ends", "cycle_end_samples"):
-        assert getattr(schedules, name) is getattr(cycles, name)
+        assert not hasattr(schedules, name)  # one job per module: selection lives in cycles
     with pytest.raises(TypeError, match="cycle_length"):
         cycles.keep_cycle_ends({"w": np.zeros(4)}, np.arange(1, 5), 2.0)
     with pytest.raises(TypeError, match="num_samples"):

@@ -24,7 +24,7 @@ import bnn_ppl as bp
 from bnn_ppl.chain_health import ABSURD_STEP_SIZE, STUCK_FRACTION, check_chains
 from bnn_ppl.diagnostics import StuckChainWarning, sampler_summary
 from bnn_ppl.inference import SGLD, full_batch_potential, hmc
-from bnn_ppl.inference.hmc import LeapfrogLimitWarning
+from bnn_ppl.inference.hmc_drivers import LeapfrogLimitWarning
 from bnn_ppl.models import MLP
 
 

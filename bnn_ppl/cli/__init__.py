@@ -78,7 +78,7 @@ from bnn_ppl.cli.settings import (
     CLIError,
     run_settings,
 )
-from bnn_ppl.validation import DivergedError as DivergedError
+from bnn_ppl.divergence import DivergedError as DivergedError
 from bnn_ppl.validation import InputError
 from bnn_ppl.validation import InputValueError as InputValueError
 

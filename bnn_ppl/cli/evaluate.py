@@ -127,7 +127,7 @@ def _cmd_evaluate(ns: argparse.Namespace) -> int:
             "reliability diagram needs at most one bin per row (default 15)."
         )
     out = ns.out or run.path
-    dataset, method = run.config["arguments"]["dataset"], run.config["arguments"]["method"]
+    dataset, method = runs.dataset_name(run), runs.method_name(run)
     print(
         f"{run.path}: {method} on {dataset} ({run.task}), {run.num_draws} draws"
         + (f" in {run.num_chains} chains" if run.chains else "")
@@ -211,7 +211,7 @@ def _cmd_compare(ns: argparse.Namespace) -> int:
         flat = runs.flat_draws(run.predictions, run.chains)
         row: dict[str, Any] = {
             "run": run.path,
-            "method": run.config["arguments"]["method"],
+            "method": runs.method_name(run),
             "draws": run.num_draws,
             **runs.predictive_metrics(flat, run.targets, task=run.task, y_std=run.y_std),
         }
@@ -228,7 +228,7 @@ def _cmd_compare(ns: argparse.Namespace) -> int:
         columns = {"accuracy": "accuracy", "nll": "NLL", "agreement": "agreement", "tv": "TV"}
     else:
         columns = {"rmse": "RMSE", "nll": "NLL", "rmse_vs_reference": "RMSE vs ref mean"}
-    dataset = ref.config["arguments"]["dataset"]
+    dataset = runs.dataset_name(ref)
     say(f"test set of {dataset} ({len(ref.targets)} rows); reference: {ref.path}")
     print(
         table(

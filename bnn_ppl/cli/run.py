@@ -38,7 +38,8 @@ from bnn_ppl.cli.build import _data_identity, _inputs_for, build_model, load_dat
 from bnn_ppl.cli.console import printer
 from bnn_ppl.cli.feasible import check_feasible
 from bnn_ppl.cli.settings import CHAIN_METHODS, NOISE_DEFAULT, PROG, run_settings
-from bnn_ppl.validation import DivergedError, InputValueError
+from bnn_ppl.divergence import DivergedError
+from bnn_ppl.validation import InputValueError
 
 if TYPE_CHECKING:
     from bnn_ppl.likelihoods import Prediction

@@ -3,13 +3,12 @@ predictions (the test NLL of a :class:`bnn_ppl.likelihoods.Poisson` model)."""
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.scipy.special import gammaln, logsumexp
+from jax.scipy.special import gammaln
 
+from bnn_ppl import model_average
 from bnn_ppl.metrics._checks import _check_targets, _check_values, _is_concrete
 from bnn_ppl.metrics.regression import check_per_sample
 from bnn_ppl.types import Array
@@ -19,10 +18,7 @@ from bnn_ppl.validation import InputValueError
 @jax.jit
 def _poisson_mixture_kernel(rates: Array, y: Array) -> Array:
     logp = jax.scipy.special.xlogy(y[None], rates) - rates - gammaln(y[None] + 1)
-    if logp.ndim == 3:
-        logp = jnp.sum(logp, axis=-1)
-    log_mix = logsumexp(logp, axis=0) - math.log(rates.shape[0])
-    return -jnp.mean(log_mix)
+    return -jnp.mean(model_average.log_density(logp))
 
 
 def poisson_mixture_nll(rates: Array, y: Array) -> Array:

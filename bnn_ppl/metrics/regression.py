@@ -7,8 +7,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import gammaln, logsumexp
+from jax.scipy.special import gammaln
 
+from bnn_ppl import model_average
 from bnn_ppl.metrics._checks import (
     _as_float,
     _check_scale_like,
@@ -59,10 +60,7 @@ def _gaussian_nll_kernel(mean: Array, scale: Array, y: Array, y_scale: Array) ->
 @jax.jit
 def _mixture_nll_kernel(means: Array, scales: Array, y: Array, y_scale: Array) -> Array:
     logp = _gaussian_logpdf(y[None], means, scales)  # (S, n) or (S, n, d)
-    if logp.ndim == 3:
-        logp = jnp.sum(logp, axis=-1)
-    log_mix = logsumexp(logp, axis=0) - math.log(means.shape[0])  # (n,)
-    return -jnp.mean(log_mix) + _sum_log_y_scale(y_scale, y)
+    return -jnp.mean(model_average.log_density(logp)) + _sum_log_y_scale(y_scale, y)
 
 
 @jax.jit
@@ -70,10 +68,7 @@ def _student_t_mixture_kernel(
     locs: Array, scales: Array, dfs: Array, y: Array, y_scale: Array
 ) -> Array:
     logp = _student_t_logpdf(y[None], locs, scales, dfs)
-    if logp.ndim == 3:
-        logp = jnp.sum(logp, axis=-1)
-    log_mix = logsumexp(logp, axis=0) - math.log(locs.shape[0])
-    return -jnp.mean(log_mix) + _sum_log_y_scale(y_scale, y)
+    return -jnp.mean(model_average.log_density(logp)) + _sum_log_y_scale(y_scale, y)
 
 
 # --------------------------------------------------------------------------- #

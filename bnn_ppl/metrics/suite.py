@@ -1,5 +1,6 @@
 """The metric suite of a run: the test metrics of the Bayesian model average of per-draw
-predictions of any predictive type, and the reshaping of per-draw predictions they need.
+predictions of any predictive type (the average is :func:`bnn_ppl.model_average.bma`), and the
+reshaping of per-draw predictions they need.
 
 Used by run folders (:mod:`bnn_ppl.runs`), ``bnn-ppl evaluate``/``compare`` and the examples.
 
@@ -27,6 +28,7 @@ from bnn_ppl.likelihoods import (
     prediction_fields,
     prediction_from_fields,
 )
+from bnn_ppl.model_average import bma
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["flat_draws", "per_chain", "predictive_metrics"]
@@ -85,15 +87,14 @@ def predictive_metrics(
             nll = _metrics.student_t_mixture_nll(loc, scale, fields["df"], targets, y_std)
         else:
             nll = _metrics.mixture_nll(loc, scale, targets, y_scale=y_std)
-        rmse = _metrics.rmse(loc.mean(axis=0), targets, y_scale=y_std)
+        rmse = _metrics.rmse(bma(predictions).mean, targets, y_scale=y_std)
         return {"rmse": float(rmse), "nll": float(nll)}
     if isinstance(predictions, PoissonPrediction):
-        rate = fields["rate"]
         return {
-            "rmse": float(_metrics.rmse(rate.mean(axis=0), targets)),
-            "nll": float(_metrics.poisson_mixture_nll(rate, targets)),
+            "rmse": float(_metrics.rmse(bma(predictions).rate, targets)),
+            "nll": float(_metrics.poisson_mixture_nll(fields["rate"], targets)),
         }
-    avg = fields["probs"].mean(axis=0)
+    avg = bma(predictions)
     if task != "classification":
         raise InputValueError(f"probabilities given for a {task} task.")
     return {

@@ -96,6 +96,7 @@ from bnn_ppl.inference.model_structure import (
     site_lp,
     structure,
 )
+from bnn_ppl.inference.process_layout import check_process_local
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
 from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
 from bnn_ppl.model import TEMPER_MODES
@@ -320,11 +321,7 @@ def model_potential(
     if clash := sorted(set(model_kwargs) & set(data)):
         raise InputValueError(f"{clash} are in both data and model_kwargs; pass each once.")
     for k, a in data.items():
-        if isinstance(a, jax.Array) and not a.is_fully_addressable:
-            raise InputValueError(
-                f"data[{k!r}] is a global jax.Array spanning several processes; pass this "
-                "process's own rows as a NumPy array instead (load rows "
-                "bnn_ppl.inference.distributed.process_rows(n, chunk_size=...)).")
+        check_process_local(f"data[{k!r}]", a)
     arrays = {k: validation.as_array(f"data[{k!r}]", a) for k, a in data.items()}
     first = next(iter(arrays))
     n = arrays[first].shape[0]

@@ -161,7 +161,7 @@ def hmc_kernel(
         >>> import bnn_ppl as bp
         >>> from bnn_ppl.models import MLP
         >>> from bnn_ppl.inference import full_batch_potential
-        >>> from bnn_ppl.inference.hmc import hmc_kernel
+        >>> from bnn_ppl.inference.hmc_drivers import hmc_kernel
         >>> data = bp.data.load("diabetes")
         >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(0.3),
         ...                bp.likelihoods.Gaussian(scale=0.7))
