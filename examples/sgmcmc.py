@@ -44,7 +44,7 @@ from bnn_ppl.inference.fit_run import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.metrics import comparison as cmp
 from bnn_ppl.metrics.efficiency import sampler_table
-from bnn_ppl.validation import DivergedError
+from bnn_ppl.divergence import DivergedError
 
 SG = {"ATMC": cfg.ATMCConfig, "SGNHT": cfg.SGNHTConfig, "SGHMC": cfg.SGHMCConfig,
       "SGLD": cfg.SGLDConfig}  # fmt: skip
