@@ -2,48 +2,35 @@
 
 Izmailov et al. (2021): "HMC BNNs are terrible on corrupted data" — the BMA of full-batch HMC,
 best on clean test data, loses more accuracy than a deep ensemble as the test images are
-corrupted (explained in Izmailov, Nicholson, Lotfi & Wilson 2021, "Dangers of Bayesian model
-averaging under covariate shift": inputs that are constant in training, such as the blank
-border pixels of digits, keep prior-sized weights under the posterior, and noise on them moves
-the predictions).
+corrupted (Izmailov, Nicholson, Lotfi & Wilson 2021: inputs that are constant in training, such
+as the blank border pixels of digits, keep prior-sized weights under the posterior, and noise on
+them moves the predictions).
 
-Three methods fit the same one-hidden-layer BNN (Normal prior, categorical likelihood) on the
-clean digits training set:
+``hmc``, ``ensemble`` (``--num-members`` MAP solutions of ``--map-steps``) and ``svi``
+(mean-field, started at a MAP solution) fit one one-hidden-layer BNN on the clean digits
+training set with :func:`bnn_ppl.inference.fit`, each into a run folder
+``--out/digits/<method>`` that ``bnn-ppl evaluate`` reads (its metrics: the clean test set).
+Each BMA is then evaluated on the test set under ``--kinds`` of
+:func:`bnn_ppl.data.corrupt_test_set`'s corruptions at severities 1 to 5; the table gives
+accuracy and NLL per severity (mean over the kinds), then each method's accuracy drop from
+clean to severity 5. The claim counts as supported when HMC's drop is larger than the
+ensemble's. When tfds has ``cifar10`` and ``cifar10_corrupted`` prepared (never downloaded) the
+same runs on the first ``--cifar-max-train`` / ``--cifar-max-test`` CIFAR-10(-C) images
+(``--out/cifar10/<method>``). ``covariate_shift.png`` plots the curves; ``summary.json`` holds
+every (kind, severity).
 
-* ``HMC``: full-batch HMC (:func:`bnn_ppl.inference.hmc`, Izmailov et al.'s trajectory length);
-* ``ensemble``: ``--ensemble-size`` MAP solutions (:func:`bnn_ppl.inference.deep_ensemble`);
-* ``SVI``: mean-field VI (:func:`bnn_ppl.inference.svi_mean_field`) started at a MAP solution.
+Run it (a few minutes on 2 CPU cores), or a quick smoke run::
 
-Each BMA is evaluated on the clean test set and on the test set under ``--kinds`` of the
-offline corruptions of :func:`bnn_ppl.data.corrupt_test_set` (Gaussian and shot noise, blur,
-contrast; CIFAR-10-C's parameters) at severities 1 to 5. The table gives accuracy and NLL per
-severity, averaged over the kinds; then each method's drop in accuracy from clean to severity 5.
-The claim counts as supported when HMC's drop is larger than the ensemble's. When
-``cifar10`` and ``cifar10_corrupted`` are prepared for tensorflow-datasets (never downloaded),
-the same comparison runs on an MLP over the first ``--cifar-max-train`` CIFAR-10 images and the
-first ``--cifar-max-test`` images of every CIFAR-10-C set of those kinds; otherwise that part is
-skipped with a message. ``covariate_shift.png`` (in ``--out-dir``, default
-``runs/covariate_shift``) plots accuracy and NLL against severity; ``metrics.json`` holds every
-(kind, severity).
-
-Run it with the defaults (a few minutes on 2 CPU cores)::
-
-    python examples/covariate_shift.py
-    python examples/covariate_shift.py --full
-
-or a quick smoke run::
-
+    python examples/covariate_shift.py              # or --full
     python examples/covariate_shift.py --width 8 --num-warmup 10 --num-samples 10 \\
-        --max-train 200 --map-steps 50 --svi-steps 50 --svi-samples 10 --ensemble-size 2 \\
-        --ensemble-steps 50 --cifar10 none --out-dir /tmp/shift
+        --max-train 200 --map-steps 50 --num-steps 50 --svi-samples 10 --num-members 2 \\
+        --cifar10 none --out /tmp/shift
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
-from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -51,136 +38,77 @@ import numpy as np
 from matplotlib.figure import Figure
 
 import bnn_ppl as bp
+from bnn_ppl.config import EnsembleConfig, HMCConfig, SVIConfig
+from bnn_ppl.inference.fit_run import fit_run
 from bnn_ppl.io import write_json
+from bnn_ppl.metrics.comparison import format_table
+from bnn_ppl.metrics.suite import predictive_metrics
 from bnn_ppl.plots import save_figure
 
-METHODS = ("HMC", "ensemble", "SVI")
+NAMES = {"hmc": "HMC", "ensemble": "ensemble", "svi": "SVI"}
 SEVERITIES = (0, 1, 2, 3, 4, 5)  # 0: the clean test set
 
 
-def get_data(name: str, max_train: int | None) -> bp.data.Dataset:
-    """A data set (a fixed split, standardised); its first ``max_train`` training rows."""
-    data = bp.data.load(name)
-    if max_train is not None:
-        data = data._replace(x_train=data.x_train[:max_train], y_train=data.y_train[:max_train])
-    return data
-
-
-def shifted_test_sets(
-    data: bp.data.Dataset, kinds: list[str], max_test: int | None
-) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
-    """``(kind, severity) -> (x, y)``; severity 0 is the clean test set (kind ``"clean"``).
-
-    Digits: computed offline (:func:`bnn_ppl.data.corrupt_test_set`); CIFAR-10: read from
-    ``cifar10_corrupted`` (:func:`bnn_ppl.data.load_corrupted`, raises ``DataNotFoundError``).
-    """
+def shifted_test_sets(data: bp.data.Dataset, kinds: list[str], max_test: int | None) -> dict:
+    """``(kind, severity) -> (x, y)``, the first ``max_test`` rows; severity 0 is the clean
+    test set (kind ``"clean"``). Digits: corrupted offline; CIFAR-10: read from
+    ``cifar10_corrupted`` (raises ``DataNotFoundError`` when it is not prepared)."""
     if data.name == "cifar10":
-        sets: Mapping = bp.data.load_corrupted(data, corruptions=kinds, severities=SEVERITIES[1:])
+        sets = bp.data.load_corrupted(data, corruptions=kinds, severities=SEVERITIES[1:])
     else:
         sets = {(k, s): bp.data.corrupt_test_set(data, k, s) for k in kinds for s in SEVERITIES[1:]}
-    out = {("clean", 0): (data.x_test, data.y_test)}
-    for k in kinds:
-        for s in SEVERITIES[1:]:
-            x, y = sets[k, s]
-            out[k, s] = (x[:max_test], y[:max_test])
-    if max_test is not None:
-        out["clean", 0] = (data.x_test[:max_test], data.y_test[:max_test])
-    return out
+    sets = {("clean", 0): (data.x_test, data.y_test), **sets}
+    return {key: (x[:max_test], y[:max_test]) for key, (x, y) in sets.items()}
 
 
-def build_model(args: argparse.Namespace, num_classes: int) -> bp.BNN:
-    """MLP with one hidden layer, an isotropic Normal prior and a categorical likelihood."""
-    return bp.BNN(bp.models.MLP(hidden=(args.width,), out=num_classes),
-                  prior=bp.priors.Normal(args.prior_scale),
-                  likelihood=bp.likelihoods.Categorical())  # fmt: skip
-
-
-def run_hmc(model: bp.BNN, data: bp.data.Dataset, args: argparse.Namespace,
-            rng_key: jax.Array) -> dict[str, Any]:
-    """Full-batch HMC samples."""
-    mcmc = bp.inference.hmc(model, data.x_train, data.y_train, rng_key=rng_key,
-                            num_warmup=args.num_warmup, num_samples=args.num_samples,
-                            num_chains=args.num_chains)  # fmt: skip
-    return mcmc.get_samples()
-
-
-def run_ensemble(model: bp.BNN, data: bp.data.Dataset, args: argparse.Namespace,
-                 rng_key: jax.Array) -> dict[str, Any]:
-    """A deep ensemble; its members in the layout of HMC samples."""
-    return bp.inference.deep_ensemble(model, data.x_train, data.y_train, args.ensemble_size,
-                                      num_steps=args.ensemble_steps, rng_key=rng_key).params
-
-
-def run_svi(model: bp.BNN, data: bp.data.Dataset, args: argparse.Namespace,
-            rng_key: jax.Array) -> dict[str, Any]:
-    """MAP, then mean-field SVI started at it; ``--svi-samples`` draws from the guide."""
-    map_key, svi_key, draw_key = jax.random.split(rng_key, 3)
-    fit_map = bp.inference.map_estimate(model, data.x_train, data.y_train,
-                                        num_steps=args.map_steps, rng_key=map_key)
-    fit = bp.inference.svi_mean_field(model, data.x_train, data.y_train,
-                                      num_steps=args.svi_steps, init_loc=fit_map.params,
-                                      rng_key=svi_key)  # fmt: skip
-    return fit.sample_posterior(draw_key, args.svi_samples)
-
-
-def evaluate(
-    model: bp.BNN, draws: dict[str, Any], test_sets: Mapping[tuple[str, int], tuple]
-) -> dict[tuple[str, int], dict[str, float]]:
-    """Accuracy and NLL of the BMA on every test set."""
-    out = {}
-    for key, (x, y) in test_sets.items():
-        avg = bp.bma(bp.predict(model, draws, x))
-        out[key] = {"accuracy": float(bp.metrics.accuracy(avg, y)),
-                    "nll": float(bp.metrics.nll(avg, y))}  # fmt: skip
-    return out
-
-
-def by_severity(results: dict[tuple[str, int], dict[str, float]]) -> dict[int, dict[str, float]]:
-    """Severity -> metrics averaged over the corruption kinds."""
-    return {s: {m: float(np.mean([r[m] for (_, s_), r in results.items() if s_ == s]))
-                for m in ("accuracy", "nll")}
-            for s in SEVERITIES}  # fmt: skip
-
-
-def format_table(curves: dict[str, dict[int, dict[str, float]]]) -> str:
-    methods = list(curves)
-    lines = [f"{'severity':<10}" + "".join(f"{m + ' acc':>14}{m + ' NLL':>14}" for m in methods)]
-    for s in SEVERITIES:
-        lines.append(f"{'clean' if s == 0 else s:<10}" + "".join(
-            f"{curves[m][s]['accuracy']:>14.4f}{curves[m][s]['nll']:>14.4f}" for m in methods))
-    return "\n".join(lines)
-
-
-def compare(args: argparse.Namespace, data: bp.data.Dataset, test_sets: Mapping,
+def compare(args: argparse.Namespace, data: bp.data.Dataset, test_sets: dict,
             rng_key: jax.Array) -> dict[str, Any]:
     """Fit every method on ``data``, evaluate on ``test_sets``; print and return the results."""
-    model = build_model(args, data.num_classes)
+    model = bp.BNN(bp.models.MLP(hidden=(args.width,), out=data.num_classes),
+                   prior=bp.priors.Normal(args.prior_scale),
+                   likelihood=bp.likelihoods.Categorical())  # fmt: skip
     print(f"{data.name}: {len(data.x_train)} train rows, {len(test_sets)} test sets "
           f"({len(test_sets['clean', 0][0])} rows each); MLP(hidden=({args.width},)), "
           f"{model.num_params(data.x_train[:1])} parameters", flush=True)
-    runs = {"HMC": run_hmc, "ensemble": run_ensemble, "SVI": run_svi}
+    configs = {
+        "hmc": HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
+                         num_chains=args.num_chains),
+        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.map_steps),
+        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.num_steps,
+                         num_samples=args.svi_samples),
+    }  # fmt: skip
+    options = {"width": args.width, "prior_scale": args.prior_scale}
     results, walls = {}, {}
-    for (name, run), key in zip(runs.items(), jax.random.split(rng_key, len(runs)), strict=True):
-        start = time.perf_counter()
-        draws = jax.block_until_ready(run(model, data, args, key))
-        walls[name] = time.perf_counter() - start
-        results[name] = evaluate(model, draws, test_sets)
-        print(f"  {name}: {walls[name]:.1f} s", flush=True)
-    curves = {m: by_severity(r) for m, r in results.items()}
+    for (name, config), key in zip(configs.items(), jax.random.split(rng_key, 3), strict=True):
+        folder = os.path.join(args.out, data.name, name)
+        post, record = fit_run(folder, model, data, config, key, options=options)
+        walls[NAMES[name]] = record["wall_time_s"]
+        draws = post.flat_samples()
+        results[NAMES[name]] = {
+            f"{k}/{s}": {m: v for m, v in predictive_metrics(
+                bp.predict(model, draws, x), y, task="classification").items()
+                if m in ("accuracy", "nll")}
+            for (k, s), (x, y) in test_sets.items()
+        }  # fmt: skip
+        print(f"  {NAMES[name]}: {walls[NAMES[name]]:.1f} s", flush=True)
+    curves = {m: {s: {k: float(np.mean([v[k] for key, v in r.items() if key.endswith(f"/{s}")]))
+                      for k in ("accuracy", "nll")} for s in SEVERITIES}
+              for m, r in results.items()}  # fmt: skip
     drops = {m: c[0]["accuracy"] - c[5]["accuracy"] for m, c in curves.items()}
-    print()
-    print(f"BMA test accuracy and NLL, mean over {', '.join(args.kinds)}")
-    print(format_table(curves))
-    print()
-    print("accuracy drop clean -> severity 5: "
+    print(f"\nBMA test accuracy and NLL, mean over {', '.join(args.kinds)}")
+    columns = {f"{m}/{k}": f"{m} {h}" for m in curves for k, h in (("accuracy", "acc"),
+                                                                    ("nll", "NLL"))}  # fmt: skip
+    table = {("clean" if s == 0 else str(s)): {f"{m}/{k}": curves[m][s][k] for m in curves
+                                              for k in ("accuracy", "nll")}
+             for s in SEVERITIES}  # fmt: skip
+    print(format_table(table, columns, label="severity"))
+    print("\naccuracy drop clean -> severity 5: "
           + ", ".join(f"{m} {d:.4f}" for m, d in drops.items()))
     supported = drops["HMC"] > drops["ensemble"]
     print(f"claim (Izmailov et al.): HMC BNNs degrade more under corruption than deep ensembles "
           f"(HMC's drop > ensemble's): {'supported' if supported else 'NOT supported'} here")
-    return {"results": {m: {f"{k}/{s}": v for (k, s), v in r.items()}
-                        for m, r in results.items()},
-            "by_severity": curves, "accuracy_drop": drops, "supported": supported,
-            "wall_time_s": walls}  # fmt: skip
+    return {"results": results, "by_severity": curves, "accuracy_drop": drops,
+            "supported": supported, "wall_time_s": walls}  # fmt: skip
 
 
 def plot(curves: dict[str, dict[int, dict[str, float]]], title: str) -> Figure:
@@ -191,8 +119,7 @@ def plot(curves: dict[str, dict[int, dict[str, float]]], title: str) -> Figure:
         for ax, metric in zip(axes, ("accuracy", "nll"), strict=True):
             ax.plot(SEVERITIES, [c[s][metric] for s in SEVERITIES], marker="o", label=method)
     for ax, label in zip(axes, ("BMA test accuracy", "BMA test NLL"), strict=True):
-        ax.set_xlabel("corruption severity (0 = clean)")
-        ax.set_ylabel(label)
+        ax.set(xlabel="corruption severity (0 = clean)", ylabel=label)
         ax.grid(alpha=0.3)
     axes[0].legend()
     fig.suptitle(title)
@@ -202,18 +129,17 @@ def plot(curves: dict[str, dict[int, dict[str, float]]], title: str) -> Figure:
 def main(args: argparse.Namespace) -> None:
     digits_key, cifar_key = jax.random.split(jax.random.key(args.seed))
     payload: dict[str, Any] = {"args": vars(args)}
-    data = get_data("digits", args.max_train)
+    data = bp.data.load("digits").head(args.max_train)
     payload["digits"] = compare(args, data, shifted_test_sets(data, args.kinds, None), digits_key)
-    fig = plot(payload["digits"]["by_severity"], f"digits, MLP({args.width}): covariate shift")
-    png = os.path.join(args.out_dir, "covariate_shift.png")
-    save_figure(fig, png)
-
+    png = os.path.join(args.out, "covariate_shift.png")
+    save_figure(plot(payload["digits"]["by_severity"],
+                     f"digits, MLP({args.width}): covariate shift"), png)  # fmt: skip
     print()
     if args.cifar10 == "none":
         print("CIFAR-10-C part skipped (--cifar10 none)")
     else:
         try:
-            cifar = get_data("cifar10", args.cifar_max_train)
+            cifar = bp.data.load("cifar10").head(args.cifar_max_train)
             test_sets = shifted_test_sets(cifar, args.kinds, args.cifar_max_test)
         except bp.data.DataNotFoundError as err:
             reason = str(err).split(",")[0]
@@ -221,10 +147,10 @@ def main(args: argparse.Namespace) -> None:
             payload["cifar10"] = {"skipped": reason}
         else:
             payload["cifar10"] = compare(args, cifar, test_sets, cifar_key)
-            fig = plot(payload["cifar10"]["by_severity"], f"CIFAR-10-C, MLP({args.width})")
-            save_figure(fig, os.path.join(args.out_dir, "covariate_shift_cifar10.png"))
+            save_figure(plot(payload["cifar10"]["by_severity"], f"CIFAR-10-C, MLP({args.width})"),
+                        os.path.join(args.out, "covariate_shift_cifar10.png"))  # fmt: skip
     print(f"wrote {png}")
-    path = os.path.join(args.out_dir, "metrics.json")
+    path = os.path.join(args.out, "summary.json")
     write_json(path, payload)
     print(f"wrote {path}")
 
@@ -239,10 +165,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-chains", type=int, default=1)
     p.add_argument("--num-warmup", type=int, default=200)
     p.add_argument("--num-samples", type=int, default=200)
-    p.add_argument("--ensemble-size", type=int, default=5)
-    p.add_argument("--ensemble-steps", type=int, default=1000)
-    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps that initialise SVI")
-    p.add_argument("--svi-steps", type=int, default=3000)
+    p.add_argument("--num-members", type=int, default=5, help="deep ensemble members")
+    p.add_argument("--map-steps", type=int, default=1000, help="MAP steps (SVI start, members)")
+    p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=100)
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--cifar10", choices=("auto", "none"), default="auto",
@@ -252,11 +177,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--full", action="store_true",
                    help="the longer setting: width 100, 2 chains x 500 + 500, 10 members")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out-dir", default="runs/covariate_shift")
+    p.add_argument("--out", default="runs/covariate_shift", help="run folders and figures")
     args = p.parse_args(argv)
     if args.full:
         args.width, args.num_chains, args.num_warmup, args.num_samples = 100, 2, 500, 500
-        args.ensemble_size, args.ensemble_steps, args.svi_steps = 10, 2000, 10000
+        args.num_members, args.map_steps, args.num_steps = 10, 2000, 10000
     return args
 
 

@@ -28,9 +28,8 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 _TINY_COMPARE = [
     "--num-warmup", "20", "--num-samples", "10", "--width", "8", "--max-train", "200",
-    "--map-steps", "50", "--svi-steps", "50", "--svi-samples", "10",
-    "--ensemble-size", "2", "--ensemble-steps", "50",
-    "--out-dir", "{out}",
+    "--map-steps", "50", "--num-steps", "50", "--svi-samples", "10", "--num-members", "2",
+    "--out", "{out}",
 ]  # fmt: skip
 
 # script name -> flags that make it finish in seconds
@@ -107,7 +106,7 @@ EXPECTED_ROWS: dict[str, list[str]] = {
         "wall time",
         "-ELBO",
         "members",
-        "metrics.json",
+        "summary.json",
     ],
 }
 
@@ -115,31 +114,30 @@ TIMEOUT_S = 300
 
 
 def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
-    """The comparison prints one row per (method, predictive) and writes its files."""
+    """The comparison prints one row per (method, predictive), writes a run folder per method
+    that ``bnn-ppl evaluate`` reads, and its BMA rows are those folders' metrics."""
+    from bnn_ppl import runs
+
     rows = [line.split() for line in stdout.splitlines()]
-    for method, label in (
-        ("HMC", "single sample"),
-        ("HMC", "BMA"),
-        ("SVI", "BMA"),
-        ("ensemble", "BMA"),
-    ):
-        row = [r for r in rows if r[: len(label.split()) + 1] == [method, *label.split()]]
-        assert len(row) == 1, f"no single {method} {label} row in:\n{stdout}"
-    payload = json.loads((out_dir / "metrics.json").read_text())
+    labels = ("HMC single sample", "HMC BMA", "SVI BMA", "ensemble BMA")
+    for label in labels:
+        row = [r for r in rows if r[: len(label.split())] == label.split()]
+        assert len(row) == 1, f"no single {label} row in:\n{stdout}"
+    assert check_run_folders(out_dir) == ["ensemble", "hmc", "svi"]
+    payload = json.loads((out_dir / "summary.json").read_text())
     assert set(payload) == {"args", "dataset", "results", "diagnostics"}
     assert payload["args"]["width"] == 8 and payload["args"]["max_train"] == 200
     assert payload["args"]["dataset"] == variant == payload["dataset"]["name"]
     results = payload["results"]
-    assert {m: set(r) for m, r in results.items()} == {
-        "HMC": {"single_sample", "bma"},
-        "SVI": {"bma"},
-        "ensemble": {"bma"},
-    }
-    assert set(payload["diagnostics"]) == {"HMC", "SVI", "ensemble"}
+    assert set(results) == set(labels)
+    for label, folder in (("HMC BMA", "hmc"), ("SVI BMA", "svi"), ("ensemble BMA", "ensemble")):
+        saved = runs.load_run(out_dir / folder).record["metrics"]
+        assert {k: results[label][k] for k in saved} == pytest.approx(saved, rel=1e-6)
+    assert set(payload["diagnostics"]) == {"hmc", "svi", "ensemble"}
     for diag in payload["diagnostics"].values():
         assert diag["wall_time_s"] > 0
-    assert 0.0 <= payload["diagnostics"]["HMC"]["accept_prob"] <= 1.0
-    rows_ = [r for m in results.values() for r in m.values()]
+    assert 0.0 <= payload["diagnostics"]["hmc"]["accept_prob"] <= 1.0
+    rows_ = list(results.values())
 
     if variant == "digits":
         assert "agree w/ HMC" in stdout and "TV w/ HMC" in stdout
@@ -148,7 +146,7 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
             for key in ("accuracy", "ece", "agreement", "tv"):
                 assert 0.0 <= r[key] <= 1.0, (key, r)
             assert r["nll"] > 0.0 and 0.0 <= r["brier"] <= 2.0
-        hmc = results["HMC"]["bma"]
+        hmc = results["HMC BMA"]
         assert hmc["agreement"] == 1.0 and hmc["tv"] == 0.0  # the reference itself
         # A tiny run (200 rows, 10 samples) reaches about 0.65-0.75 BMA accuracy over seeds;
         # chance level on digits is 0.1.
@@ -156,20 +154,22 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
         png = out_dir / "reliability.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert str(png) in stdout
-        assert sorted(p.name for p in out_dir.iterdir()) == ["metrics.json", "reliability.png"]
+        figures = ["reliability.png", "summary.json"]
     else:
         assert "RMSE vs HMC mean" in stdout and "original units" in stdout
         assert payload["dataset"]["task"] == "regression"
         y_std = payload["dataset"]["y_std"]
         assert y_std > 10  # diabetes targets: std about 77, so original units are not unit-free
         for r in rows_:
-            assert set(r) == {"rmse", "nll", "rmse_vs_hmc"}
+            assert set(r) == {"rmse", "nll", "rmse_vs_reference"}
             # a constant prediction of the mean has RMSE ~ y_std; a fit model beats 1.5 x that
             assert 0.0 < r["rmse"] < 1.5 * y_std
-            assert r["rmse_vs_hmc"] >= 0.0
+            assert r["rmse_vs_reference"] >= 0.0
             assert r["nll"] > 0.0 and r["nll"] < 10.0  # original units: log(77) ~ 4.3 scale
-        assert results["HMC"]["bma"]["rmse_vs_hmc"] == 0.0
-        assert sorted(p.name for p in out_dir.iterdir()) == ["metrics.json"]
+        assert results["HMC BMA"]["rmse_vs_reference"] == 0.0
+        figures = ["summary.json"]
+    files = sorted(p.name for p in out_dir.iterdir() if p.is_file())
+    assert files == figures
 
 
 def _check_numpyro_model(stdout: str, out_dir: Path, variant: str) -> None:

@@ -21,8 +21,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 _TINY_FITS = [
     "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
-    "--map-steps", "50", "--svi-steps", "50", "--svi-samples", "10",
-    "--ensemble-size", "2", "--ensemble-steps", "50",
+    "--map-steps", "50", "--num-steps", "50", "--svi-samples", "10", "--num-members", "2",
 ]  # fmt: skip
 
 # script name -> flags that make it finish in well under a minute of compute
@@ -33,11 +32,11 @@ TINY_FLAGS: dict[str, list[str]] = {
     ],
     "agreement.py": [
         *_TINY_FITS, "--cycle-length", "20", "--burnin-cycles", "1", "--cycles", "2",
-        "--out-dir", "{out}",
+        "--out", "{out}",
     ],
     "covariate_shift.py": [
         *_TINY_FITS, "--kinds", "gaussian_noise", "contrast", "--cifar10", "auto",
-        "--out-dir", "{out}",
+        "--out", "{out}",
     ],
 }  # fmt: skip
 
@@ -86,9 +85,13 @@ def _check_priors(stdout: str, out_dir: Path, variant: str) -> None:
 def _check_agreement(stdout: str, out_dir: Path, variant: str) -> None:
     """HMC is its own reference; every other row has agreement and TV in [0, 1]."""
     _claim_line(stdout)
-    payload = _check_files(out_dir, "agreement.png", stdout)
+    payload = _check_files(out_dir, "agreement.png", stdout, "summary.json")
     results = payload["results"]
     assert set(results) == {"HMC", "ensemble", "SVI", "SGHMC", "HMC chains"}
+    assert check_run_folders(out_dir) == ["ensemble", "hmc", "sghmc", "svi"]
+    for name in ("HMC", "ensemble", "SVI", "SGHMC"):  # the table holds what the folders hold
+        saved = runs.load_run(out_dir / name.lower()).record["metrics"]
+        assert {k: results[name][k] for k in saved} == pytest.approx(saved, rel=1e-6)
     assert results["HMC"]["agreement"] == 1.0 and results["HMC"]["tv"] == 0.0
     for r in results.values():
         assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
@@ -101,8 +104,15 @@ def _check_agreement(stdout: str, out_dir: Path, variant: str) -> None:
 def _check_covariate_shift(stdout: str, out_dir: Path, variant: str) -> None:
     """Every method has a curve over severities 0..5; the CIFAR part runs or says it skipped."""
     _claim_line(stdout)
-    payload = _check_files(out_dir, "covariate_shift.png", stdout)
+    payload = _check_files(out_dir, "covariate_shift.png", stdout, "summary.json")
     digits = payload["digits"]
+    folders = check_run_folders(out_dir)
+    assert [f for f in folders if f.startswith("digits/")] == [
+        "digits/ensemble", "digits/hmc", "digits/svi"]  # fmt: skip
+    for name in ("HMC", "ensemble", "SVI"):  # severity 0 is the folder's clean test set
+        saved = runs.load_run(out_dir / "digits" / name.lower()).record["metrics"]
+        clean = digits["results"][name]["clean/0"]
+        assert clean == pytest.approx({k: saved[k] for k in clean}, rel=1e-6)
     assert set(digits["by_severity"]) == {"HMC", "ensemble", "SVI"}
     for curve in digits["by_severity"].values():
         assert sorted(curve) == ["0", "1", "2", "3", "4", "5"]

@@ -17,11 +17,11 @@ import jax
 import numpy as np
 import pytest
 from numpyro.diagnostics import effective_sample_size
-from test_examples import _check_ok, _run
+from test_examples import _check_ok, _run, check_run_folders
 
 import bnn_ppl as bp
+from bnn_ppl import runs
 from bnn_ppl.inference import GradientScales, recommended_step_size
-from bnn_ppl.io import load_npz
 
 METHODS = ("HMC", "ATMC", "SGNHT", "SGHMC", "SGLD")
 
@@ -30,7 +30,7 @@ TINY_FLAGS: dict[str, list[str]] = {
         "--num-warmup", "10", "--num-samples", "10", "--num-chains", "2", "--width", "8",
         "--max-train", "200", "--trajectory-length", "0.05", "--cycle-length", "20",
         "--burnin-cycles", "1", "--cycles", "3", "--sg-chains", "1", "--batch-size", "30",
-        "--cnn-dataset", "none", "--out-dir", "{out}",
+        "--cnn-dataset", "none", "--out", "{out}",
     ],
 }  # fmt: skip
 # the CNN part (LeNet-5 on 60 digits) doubles the run time: with -m slow only
@@ -38,19 +38,31 @@ CNN_FLAGS = ["--cnn-dataset", "digits", "--cnn-max-train", "60"]
 
 EXPECTED_ROWS: dict[str, list[str]] = {
     "sgmcmc.py": ["single acc", "BMA acc", "agree", "ESS/kgrad", "w var", "f var", "ATMC",
-                  "SGNHT", "SGHMC", "SGLD", "scales at HMC's last draw", "metrics.json"],
+                  "SGNHT", "SGHMC", "SGLD", "scales at HMC's last draw", "summary.json"],
 }  # fmt: skip
 
-TABLE1 = ("single_accuracy", "single_nll", "bma_accuracy", "bma_nll", "agreement", "tv")
+TABLE1 = ("single_accuracy", "single_nll", "accuracy", "nll", "agreement", "tv")
 SAMPLER = ("step_size", "gradients", "ess", "ess_per_kgrad", "weight_var_ratio",
            "function_var_ratio")  # fmt: skip
 
 
-def _recompute(pred: dict, draws: dict, payload: dict, part: str) -> dict[str, dict]:
+def _load(out_dir: Path, part: str) -> tuple[dict, dict, np.ndarray, np.ndarray]:
+    """Per method, from its run folder: test probabilities and draws ``(chain, draw, ...)``;
+    the test labels and HMC's leapfrog steps per draw."""
+    probs, draws = {}, {}
+    for m in METHODS:
+        run = runs.load_run(out_dir / part / m.lower(), samples=True)
+        assert run.chains and run.record["method"] == m.lower()
+        probs[m], draws[m], labels = np.asarray(run.predictions), run.samples, run.targets
+    post = bp.Posterior.load(out_dir / part / "hmc" / "posterior.nc")
+    return probs, draws, labels, np.asarray(post.sample_stats["n_steps"])
+
+
+def _recompute(probs: dict, draws: dict, labels: np.ndarray, num_steps: np.ndarray,
+               payload: dict, part: str) -> dict[str, dict]:
     """Every reported metric, from the saved arrays, with NumPy (float64)."""
-    args, labels = payload["args"], pred["labels"]
-    probs = {m: np.asarray(pred[f"probs/{m}"], np.float64) for m in METHODS
-             if f"probs/{m}" in pred}  # fmt: skip
+    args = payload["args"]
+    probs = {m: np.asarray(p, np.float64) for m, p in probs.items()}
     n, k = probs["HMC"].shape[2:]
     rows = np.arange(n)
 
@@ -69,8 +81,8 @@ def _recompute(pred: dict, draws: dict, payload: dict, part: str) -> dict[str, d
         flat = p.reshape(-1, n, k)
         bma = flat.mean(0)
         r = {"single_accuracy": np.mean([acc(q) for q in flat]),
-             "single_nll": np.mean([nll(q) for q in flat]), "bma_accuracy": acc(bma),
-             "bma_nll": nll(bma), "agreement": np.mean(bma.argmax(-1) == ref.argmax(-1)),
+             "single_nll": np.mean([nll(q) for q in flat]), "accuracy": acc(bma),
+             "nll": nll(bma), "agreement": np.mean(bma.argmax(-1) == ref.argmax(-1)),
              "tv": tv(bma, ref)}  # fmt: skip
         if m == "HMC":
             if len(p) > 1:
@@ -83,15 +95,14 @@ def _recompute(pred: dict, draws: dict, payload: dict, part: str) -> dict[str, d
                 r["agreement"] = r["tv"] = math.nan
         p_true = p[..., rows, labels]  # (chains, draws, n)
         r["ess"] = float(np.median(effective_sample_size(p_true)))
-        sites = [np.asarray(v, np.float64) for key, v in draws.items()
-                 if key.startswith(f"{m}/")]  # fmt: skip
+        sites = [np.asarray(v, np.float64) for v in draws[m].values()]
         # per chain: mean over weights (or over inputs and classes) of the variance over draws
         w = np.array([np.mean(np.concatenate([a[c].var(0, ddof=1).ravel() for a in sites]))
                       for c in range(len(p))])  # fmt: skip
         f = np.array([p[c].var(0, ddof=1).mean() for c in range(len(p))])
         r["weight_var"], r["function_var"], r["_w"], r["_f"] = w.mean(), f.mean(), w, f
         if m == "HMC":
-            r["gradients"] = float(np.sum(pred["num_steps/HMC"]))
+            r["gradients"] = float(np.sum(num_steps))
             r["step_size"] = math.nan
         else:
             name, limit = (("digits", args["max_train"]) if part == "mlp"
@@ -141,24 +152,25 @@ def _printed_rows(stdout: str) -> dict[str, list[list[str]]]:
 
 
 def _check_sgmcmc(stdout: str, out_dir: Path, variant: str) -> None:
-    payload = json.loads((out_dir / "metrics.json").read_text())
+    payload = json.loads((out_dir / "summary.json").read_text())
     parts = ("mlp", "cnn") if variant == "cnn" else ("mlp",)
     assert set(payload) == {"args", *parts}
+    # one run folder per (part, method), each passing `bnn-ppl evaluate`
+    assert check_run_folders(out_dir) == sorted(f"{p}/{m.lower()}" for p in parts for m in METHODS)
     printed = _printed_rows(stdout)
     for index, part in enumerate(parts):
         results = payload[part]["results"]
         assert payload[part]["diverged"] == []
         assert set(results) == set(METHODS)
-        pred = load_npz(out_dir / f"{part}_predictions.npz")
-        draws = load_npz(out_dir / f"{part}_samples.npz")
-        want = _recompute(pred, draws, payload, part)
+        probs, draws, labels, num_steps = _load(out_dir, part)
+        want = _recompute(probs, draws, labels, num_steps, payload, part)
         for m in METHODS:
             for key in (*TABLE1, *SAMPLER):
                 got, exp = results[m][key], want[m][key]
                 if math.isnan(exp):
                     assert math.isnan(got), (part, m, key, got)
                     continue
-                assert abs(got - exp) <= _tolerance(key, exp, pred[f"probs/{m}"].shape), (
+                assert abs(got - exp) <= _tolerance(key, exp, probs[m].shape), (
                     part, m, key, got, exp)  # fmt: skip
             table, sampler = printed[m][2 * index], printed[m][2 * index + 1]
             for cells, keys in ((table, TABLE1), (sampler, SAMPLER)):
@@ -170,12 +182,11 @@ def _check_sgmcmc(stdout: str, out_dir: Path, variant: str) -> None:
     data = bp.data.load("digits")
     model = bp.BNN(bp.models.MLP(hidden=(args["width"],), out=10),
                    bp.priors.Normal(args["prior_scale"]), bp.likelihoods.Categorical())  # fmt: skip
-    pred, draws = load_npz(out_dir / "mlp_predictions.npz"), load_npz(out_dir / "mlp_samples.npz")
+    probs, draws, _, _ = _load(out_dir, "mlp")
     for m in ("HMC", "ATMC"):
-        sites = {key.split("/", 1)[1]: v for key, v in draws.items() if key.startswith(f"{m}/")}
-        flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), sites)
-        probs = np.asarray(bp.predict(model, flat, data.x_test))
-        np.testing.assert_allclose(probs, pred[f"probs/{m}"].reshape(probs.shape), rtol=1e-5,
+        flat = jax.tree.map(lambda a: a.reshape(-1, *a.shape[2:]), dict(draws[m]))
+        got = np.asarray(bp.predict(model, flat, data.x_test))
+        np.testing.assert_allclose(got, probs[m].reshape(got.shape), rtol=1e-5,
                                    atol=1e-6)  # fmt: skip
 
 
