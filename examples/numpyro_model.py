@@ -31,6 +31,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro.infer import MCMC, NUTS, Predictive
+from numpyro.diagnostics import effective_sample_size
 from numpyro.infer.util import potential_energy
 
 from bnn_ppl.inference import NUTS as PotentialNUTS
@@ -58,9 +59,13 @@ def get_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def predictive_mean(samples: dict, x_test: np.ndarray, hidden: int) -> tuple[np.ndarray, ...]:
+    """Per test point: the predictive mean, its sd over draws and its Monte Carlo standard
+    error (sd / sqrt(ESS) of the one chain's draws)."""
     pred = Predictive(model, samples, return_sites=["mean"])(jax.random.key(1), x_test, None,
                                                             hidden)
-    return np.asarray(pred["mean"].mean(0)), np.asarray(pred["mean"].std(0))
+    draws = np.asarray(pred["mean"])
+    ess = effective_sample_size(draws[None])
+    return draws.mean(0), draws.std(0), draws.std(0) / np.sqrt(ess)
 
 
 def time_call(f, *args, repeats: int = 5) -> float:
@@ -101,12 +106,17 @@ def main(args: argparse.Namespace) -> None:
                   init_params=pot.init_params(jax.random.key(args.seed + 2)))
     ours = predictive_mean(ours_mcmc.get_samples(), x_test, args.hidden)
 
-    # the network has no biases, so f(0) = 0 exactly: compare in units of the average sd
+    # the network has no biases, so f(0) = 0 exactly: compare in units of the average sd, and
+    # in units of the difference's Monte Carlo standard error (what a test can hold it to)
     gap = np.abs(theirs[0] - ours[0]) / np.mean(0.5 * (theirs[1] + ours[1]))
+    se = np.sqrt(theirs[2] ** 2 + ours[2] ** 2)  # 0 at x = 0, where both means are 0
+    z = np.divide(np.abs(theirs[0] - ours[0]), se, out=np.zeros_like(se), where=se > 0)
     print(f"predictive means on {len(x_test)} test points ({args.num_train} rows, "
           f"{pot.num_chunks} chunks of {pot.chunk_size} on {pot.num_devices} device(s))")
     print(f"  max |mean(NUTS on model) - mean(NUTS on potential)| / mean predictive sd: "
           f"{gap.max():.3f} (average {gap.mean():.3f})")
+    print(f"  max |difference| / its Monte Carlo standard error: {z.max():.2f} "
+          f"(average {z.mean():.2f})")
 
     print(f"value_and_grad, chunk size {args.table_chunk_size}:")
     print(f"{'rows':>8} {'NumPyro ms':>11} {'ours ms':>8} {'ratio':>6} "

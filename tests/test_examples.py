@@ -75,7 +75,7 @@ TINY_FLAGS["reference.py"] = [
 ]  # fmt: skip
 
 TINY_FLAGS["numpyro_model.py"] = [
-    "--num-train", "40", "--num-warmup", "30", "--num-samples", "30", "--chunk-size", "16",
+    "--num-train", "40", "--num-warmup", "100", "--num-samples", "100", "--chunk-size", "16",
     "--memory-n", "1000", "4000", "--table-chunk-size", "250", "--seed", "0",
 ]  # fmt: skip
 
@@ -173,10 +173,13 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
 
 
 def _check_numpyro_model(stdout: str, out_dir: Path, variant: str) -> None:
-    """The two samplers' predictive means agree (a tiny run: within one predictive sd), the
-    NumPyro program's working memory grows with the rows and the chunked one's does not."""
-    gap = next(line for line in stdout.splitlines() if "mean predictive sd:" in line)
-    assert float(gap.split(":")[1].split()[0]) < 1.0, gap
+    """The two samplers' predictive means agree within their Monte Carlo error (at every one of
+    the 24 test points with sd > 0 the difference is under 4 standard errors: sd / sqrt(ESS) of
+    each chain, combined; a 30-draw run, whose warmup had not adapted, failed this at 2 of 5
+    seeds by up to 4.3, 100 draws gave 1.2-1.4 at seeds 0-4), the NumPyro program's working
+    memory grows with the rows and the chunked one's does not."""
+    gap = next(line for line in stdout.splitlines() if "Monte Carlo standard error:" in line)
+    assert float(gap.split(":")[1].split()[0]) < 4.0, gap
     rows = [
         line.split() for line in stdout.splitlines() if line.split()[:1] in (["1000"], ["4000"])
     ]
