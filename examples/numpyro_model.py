@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from numpyro.infer import MCMC, NUTS, Predictive
 from numpyro.diagnostics import effective_sample_size
+from numpyro.infer import MCMC, NUTS, Predictive
 from numpyro.infer.util import potential_energy
 
 from bnn_ppl.inference import NUTS as PotentialNUTS

@@ -5,7 +5,7 @@ the HMC reference predictions Izmailov et al. published, so that agreement and t
 "with HMC" compare every method with something converged. This script runs
 :func:`bnn_ppl.inference.reference_hmc` (chains from prior draws, segments until >= 99 % of
 the test predictions have R-hat <= 1.01 and bulk ESS >= 400, or the budget ends) and writes,
-atomically, into ``--out-dir``:
+atomically, into ``--out``:
 
 * ``<name>.npz`` - the reference predictive at every test row: the BMA class probabilities
   ``probs`` ``(n, K)``, or the BMA's moment-matched Gaussian ``mean`` and ``scale`` ``(n,)`` (in
@@ -137,8 +137,8 @@ def main(args: argparse.Namespace) -> None:
     arrays, metrics = reference_predictive(model, run, data)
     uci = args.dataset.startswith("uci/")
     name = args.name or args.dataset.replace("/", "_") + (f"_split{args.split}" if uci else "")
-    os.makedirs(args.out_dir, exist_ok=True)
-    npz = os.path.join(args.out_dir, f"{name}.npz")
+    os.makedirs(args.out, exist_ok=True)
+    npz = os.path.join(args.out, f"{name}.npz")
     sha = save_npz(npz, arrays)
     record = {
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
@@ -158,7 +158,7 @@ def main(args: argparse.Namespace) -> None:
         "metrics": metrics,
         "recipe": run.posterior.config,
     }  # fmt: skip
-    write_json(os.path.join(args.out_dir, f"{name}.json"), record)
+    write_json(os.path.join(args.out, f"{name}.json"), record)
     status = "converged" if run.converged else f"NOT converged ({run.stop_reason})"
     print(f"{name}: {status} after {run.draws} draws/chain in {wall:.0f} s; "
           + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
@@ -187,7 +187,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="file stem (default: from the data set)")
-    p.add_argument("--out-dir", default=os.path.join("examples", "references"))
+    p.add_argument("--out", default=os.path.join("examples", "references"))
     return p.parse_args(argv)
 
 

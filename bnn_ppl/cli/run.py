@@ -79,30 +79,13 @@ def _flags_for_divergence(s: RunSettings) -> Iterator[None]:
         raise _diverged(s, e.what, e.value, e.index) from None
 
 
-def _chain_summary(post: Any) -> list[dict[str, float]]:
-    """Per chain: mean acceptance, divergences, the (final) step size and mean leapfrog steps."""
-    stats = post.sample_stats
-    rows = []
-    for c in range(post.num_chains):
-        row = {
-            "chain": c,
-            "accept_prob": float(np.mean(stats["acceptance_rate"][c])),
-            "divergences": int(np.sum(stats["diverging"][c])),
-            "step_size": float(np.ravel(stats["step_size"][c])[-1]),
-        }
-        if "n_steps" in stats:
-            row["num_steps"] = float(np.mean(stats["n_steps"][c]))
-        rows.append(row)
-    return rows
-
-
 def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     """Any method through :func:`bnn_ppl.fit`; with ``--checkpoint-every`` (hmc, nuts, SG-MCMC)
     the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
     import jax
 
     from bnn_ppl import runs
-    from bnn_ppl.inference import fit
+    from bnn_ppl.inference import chain_summary, fit
 
     checkpoints = {}
     if s.checkpoint_every is not None:  # resumes from <out>/checkpoints if it can
@@ -115,7 +98,7 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     summary: dict[str, Any] = {}
     c = s.config
     if s.method in ("hmc", "nuts"):
-        summary = {"chains": _chain_summary(post), "resumed_after_segment": resumed}
+        summary = {"chains": chain_summary(post), "resumed_after_segment": resumed}
     elif s.method in SGMCMC_METHODS:
         summary = {
             "sampler": s.method,
