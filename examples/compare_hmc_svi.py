@@ -40,7 +40,7 @@ import numpyro.distributions as dist
 
 import bnn_ppl as bp
 from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SVIConfig
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.metrics.comparison import compare_to_reference, format_table, posterior_predictions
 from bnn_ppl.plots import reliability_diagram, save_figure

@@ -25,7 +25,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig
 from bnn_ppl.data.synthetic import gap1d_spread
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.plots import regression_band, save_figure
 
 

@@ -37,7 +37,7 @@ from matplotlib.figure import Figure
 
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.plots import save_figure
 

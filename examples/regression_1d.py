@@ -36,7 +36,7 @@ from matplotlib.figure import Figure
 import bnn_ppl as bp
 from bnn_ppl.config import EnsembleConfig, HMCConfig, SVIConfig
 from bnn_ppl.data.synthetic import gap1d_mean, gap1d_spread
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.plots import regression_band, save_figure
 
 METHODS = ("prior", "HMC", "SVI", "ensemble")

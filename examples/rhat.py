@@ -31,7 +31,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig
 from bnn_ppl.function_values import CLASSIFICATION_QUANTITIES, PAPERS_QUANTITY
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.plots import rhat_histograms, save_figure
 
 

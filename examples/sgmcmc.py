@@ -40,8 +40,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.divergence import DivergedError
-from bnn_ppl.inference import full_batch_potential, gradient_scales, recommended_step_size
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run, full_batch_potential, gradient_scales, recommended_step_size
 from bnn_ppl.io import write_json
 from bnn_ppl.metrics import comparison as cmp
 from bnn_ppl.metrics.efficiency import sampler_table

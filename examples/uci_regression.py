@@ -39,7 +39,7 @@ from matplotlib.figure import Figure
 
 import bnn_ppl as bp
 from bnn_ppl.config import EnsembleConfig, HMCConfig, NUTSConfig, SVIConfig
-from bnn_ppl.inference.fit_run import fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.metrics.splits import MC_DROPOUT_LL, mean_se, split_table
 from bnn_ppl.plots import save_figure

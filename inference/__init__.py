@@ -29,7 +29,6 @@
 from bnn_ppl.inference import cycles, schedules
 from bnn_ppl.inference.atmc import ATMC
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
-from bnn_ppl.inference.fit_run import chain_summary, fit_run
 from bnn_ppl.inference.fitting import FitData, fit
 from bnn_ppl.inference.gradients import (
     GradientEstimate,
@@ -47,6 +46,7 @@ from bnn_ppl.inference.reference import (
     reference_hmc,
 )
 from bnn_ppl.inference.resume import MCMCPlan, run_segments
+from bnn_ppl.inference.run_folder import chain_summary, fit_run
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
 from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, check_accuracy

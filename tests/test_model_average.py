@@ -1,6 +1,6 @@
 """bnn_ppl.model_average: the one Bayesian model average, whole or merged in parts.
 
-``bp.bma``, a streamed average (``RunningBMA``) and the metric suite all go through
+``bp.bma``, the running BMA of ``bnn_ppl.progress`` and the metric suite all go through
 :func:`summarize`, :func:`merge` and :func:`result`; these tests check that averaging in parts
 is the average of the whole, for every predictive type.
 """
@@ -13,7 +13,6 @@ import pytest
 from scipy.special import logsumexp
 
 import bnn_ppl as bp
-from bnn_ppl.inference import RunningBMA
 from bnn_ppl.likelihoods import GaussianPrediction, PoissonPrediction, StudentTPrediction
 from bnn_ppl.model_average import log_density, merge, result, summarize
 from bnn_ppl.validation import InputValueError
@@ -52,12 +51,6 @@ def test_average_in_parts_is_the_average_of_the_whole(kind):
     assert merged.count == S
     for a, b in zip(_fields(result(merged)), _fields(whole), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5)
-    streamed = RunningBMA()
-    for lo, hi in ((0, 3), (3, 3), (3, S)):  # an empty batch is a no-op
-        streamed.update(_split(pred, lo, hi))
-    again = RunningBMA.from_arrays(streamed.state_arrays())  # what a checkpoint stores
-    for a, b in zip(_fields(again.result()), _fields(whole), strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-5)
 
 
 def test_mixture_moments_follow_the_law_of_total_variance():
@@ -84,12 +77,6 @@ def test_merging_different_predictions_is_refused():
         merge(summarize(d["probs"]), summarize(d["poisson"]))
     with pytest.raises(InputValueError, match="do not match the average"):
         merge(summarize(d["probs"]), summarize(d["probs"][:, :2]))
-    acc = RunningBMA()
-    acc.update(d["probs"])
-    with pytest.raises(InputValueError, match="cannot average"):
-        acc.update(d["gaussian"])
-    with pytest.raises(InputValueError, match="not a saved RunningBMA state"):
-        RunningBMA.from_arrays({"count": np.asarray(3)})
 
 
 def test_log_density_is_the_log_of_the_mixture_density():

@@ -45,7 +45,9 @@ def _model(network=None):
 # ------------------------------------------------------------------------ public API only
 # the checkpoint modules, and the HMC/NUTS and SG-MCMC kernels they run (issue 16 item 3)
 SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"]
-PUBLIC_API_MODULES = [*NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc.py", *SGMCMC_MODULES]
+PUBLIC_API_MODULES = [
+    *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES
+]  # fmt: skip
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
 

@@ -68,7 +68,7 @@ def test_a_posterior_without_test_data_is_refused(tmp_path):
 
 
 def test_fit_run_writes_a_folder_evaluate_reads_and_refuses_another_run(tmp_path, capsys):
-    from bnn_ppl.inference.fit_run import fit_run
+    from bnn_ppl.inference import fit_run
 
     d = _dataset()
     config = cfg.EnsembleConfig(num_members=2, num_steps=20, learning_rate=0.05)
@@ -95,7 +95,7 @@ def test_fit_run_writes_a_folder_evaluate_reads_and_refuses_another_run(tmp_path
 
 
 def test_chain_summary_reads_the_sample_statistics_per_chain():
-    from bnn_ppl.inference.fit_run import chain_summary
+    from bnn_ppl.inference import chain_summary
     from bnn_ppl.posterior import Posterior
 
     accept = np.array([[0.5, 1.0, 0.9], [0.2, 0.4, 0.6]])

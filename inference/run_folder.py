@@ -13,7 +13,7 @@ Example:
     >>> import jax
     >>> import bnn_ppl as bp
     >>> from bnn_ppl.config import MAPConfig
-    >>> from bnn_ppl.inference.fit_run import fit_run
+    >>> from bnn_ppl.inference import fit_run
     >>> from bnn_ppl.models import MLP
     >>> data = bp.data.load("gap1d", num_train=20)
     >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
