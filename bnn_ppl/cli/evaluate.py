@@ -198,6 +198,7 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
 
 def _cmd_compare(ns: CompareOptions) -> int:
     from bnn_ppl import runs
+    from bnn_ppl.metrics.comparison import closeness
 
     say = printer(ns.quiet)
     if len(ns.runs) < 2:
@@ -205,7 +206,7 @@ def _cmd_compare(ns: CompareOptions) -> int:
     loaded = [runs.load_run(path) for path in ns.runs]
     runs.check_comparable(loaded)
     ref = loaded[0]
-    ref_bma = bp.bma(runs.flat_draws(ref.predictions, ref.chains))
+    ref_flat = runs.flat_draws(ref.predictions, ref.chains)
     results = []
     for run in loaded:
         flat = runs.flat_draws(run.predictions, run.chains)
@@ -214,15 +215,8 @@ def _cmd_compare(ns: CompareOptions) -> int:
             "method": runs.method_name(run),
             "draws": run.num_draws,
             **runs.predictive_metrics(flat, run.targets, task=run.task, y_std=run.y_std),
+            **closeness(flat, ref_flat, y_std=run.y_std),
         }
-        avg = bp.bma(flat)
-        if run.task == "classification":
-            row["agreement"] = float(bp.metrics.agreement(avg, ref_bma))
-            row["tv"] = float(bp.metrics.total_variation(avg, ref_bma))
-        else:
-            row["rmse_vs_reference"] = float(
-                bp.metrics.rmse(avg.mean, ref_bma.mean, y_scale=run.y_std)
-            )
         results.append(row)
     if ref.task == "classification":
         columns = {"accuracy": "accuracy", "nll": "NLL", "agreement": "agreement", "tv": "TV"}

@@ -37,7 +37,6 @@ from bnn_ppl.cli.build import _inputs_for, build_model, load_data
 from bnn_ppl.cli.console import printer
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
-    CHAIN_METHODS,
     NOISE_DEFAULT,
     PROG,
     SGMCMC_METHODS,
@@ -53,11 +52,9 @@ from bnn_ppl.validation import InputValueError
 
 class Fit(NamedTuple):
     """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (the run folder's files
-    are written from it by :func:`bnn_ppl.runs.save_posterior`), whether its draws are Markov
-    chains, and a JSON-able summary."""
+    are written from it by :func:`bnn_ppl.runs.save_posterior`) and a JSON-able summary."""
 
     posterior: Any
-    chains: bool
     summary: dict[str, Any]
 
 
@@ -115,7 +112,7 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     else:
         final = np.asarray(post.trace["final_loss"])
         summary = {"mean_final_loss": float(final.mean()), "max_final_loss": float(final.max())}
-    return Fit(post, s.method in CHAIN_METHODS, summary)
+    return Fit(post, summary)
 
 
 def _describe_model(o: RunOptions) -> str:
@@ -205,7 +202,7 @@ def _cmd_run(s: RunSettings) -> int:
     )
     shape = (
         f"{record['num_chains']} chain(s) x {record['num_draws'] // record['num_chains']} draws"
-        if fit.chains
+        if fit.posterior.is_markov
         else f"{record['num_draws']} draws"
     )
     say(f"{s.method}: {shape} in {wall:.1f} s")
