@@ -37,6 +37,7 @@ from bnn_ppl.inference.gradients import (
     gradient_estimator,
 )
 from bnn_ppl.inference.hmc_drivers import HMC, NUTS, default_trajectory_length, hmc, nuts
+from bnn_ppl.inference.model_structure import DeterministicSiteWarning
 from bnn_ppl.inference.numpyro_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.reference import (
@@ -59,6 +60,7 @@ from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, fr
 __all__ = [
     "ATMC",
     "ConvergenceCheck",
+    "DeterministicSiteWarning",
     "FitData",
     "FullBatchPotential",
     "GradientEstimate",

@@ -4,7 +4,9 @@
 records every sample site: observed or latent, a factor or not, inside the data plate (and its
 size) or not. :func:`check_sites` refuses what the sharded potential cannot evaluate, naming the
 site; :func:`data_dependent` finds global sites whose density depends on the sharded data by
-following the data forward through the jaxpr of the global log densities.
+following the data forward through the jaxpr of the global log densities, and
+:func:`deterministic_sites` the deterministic sites ``postprocess_fn`` can return (the same
+analysis on their values).
 
 Example:
     >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
@@ -20,18 +22,28 @@ Example:
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from numpyro import handlers
 from numpyro.distributions import Unit
 
 from bnn_ppl.types import Array, Params
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["Site", "check_sites", "data_dependent", "in_plate", "site_lp", "structure"]
+__all__ = [
+    "DeterministicSiteWarning", "Site", "check_sites", "data_dependent", "deterministic_sites",
+    "in_plate", "per_row", "site_lp", "structure",
+]
+
+
+class DeterministicSiteWarning(UserWarning):
+    """Deterministic sites that ``postprocess_fn`` leaves out (:func:`deterministic_sites`),
+    named once, when :func:`~bnn_ppl.inference.model_potential` builds the potential."""
 
 
 class Site(NamedTuple):
@@ -47,6 +59,13 @@ class Site(NamedTuple):
 def in_plate(site: dict, plate: str) -> bool:
     """Whether a trace site sits inside the plate named ``plate``."""
     return any(f.name == plate for f in site["cond_indep_stack"])
+
+
+def per_row(lp: Array, site: dict, plate: str) -> Array:
+    """Sum a plate site's log density over every batch axis but the plate's."""
+    dim = next(f.dim for f in site["cond_indep_stack"] if f.name == plate)
+    lp = jnp.moveaxis(lp, lp.ndim + dim, 0)
+    return jnp.sum(lp.reshape(lp.shape[0], -1), axis=1)
 
 
 def site_lp(site: dict) -> Array:
@@ -119,9 +138,63 @@ def data_dependent(
                 out.append(jnp.sum(site_lp(site)))
         return out
 
-    jaxpr = jax.make_jaxpr(global_terms)(values, probe).jaxpr
+    return [n for n, t in zip(names, _tainted(global_terms, values, probe), strict=True) if t]
+
+
+def _tainted(fn: Callable, values: Params, probe: dict[str, Any]) -> Any:
+    """The outputs of ``fn(values, probe)`` (a pytree), each replaced by whether it depends on
+    ``probe`` (the data)."""
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(values, probe)
+    jaxpr = closed.jaxpr
     tainted = {id(v) for v in jaxpr.invars[len(jax.tree.leaves(values)):]}
     for eqn in jaxpr.eqns:
         if any(id(v) in tainted for v in eqn.invars):
             tainted.update(id(v) for v in eqn.outvars)
-    return [n for n, v in zip(names, jaxpr.outvars, strict=True) if id(v) in tainted]
+    flags = [id(v) in tainted for v in jaxpr.outvars]
+    return jax.tree.unflatten(jax.tree.structure(shapes), flags)
+
+
+def deterministic_sites(
+    model: Callable, args: tuple, kwargs: dict, values: Params, probe: dict[str, Any],
+    plate: str,
+) -> list[str]:
+    """The model's deterministic sites whose value is a function of the global latents alone
+    (``postprocess_fn`` computes them on the probe), sorted; one
+    :class:`DeterministicSiteWarning` names the others: inside ``plate`` or depending on the
+    sharded data.
+
+    Why a warning and not a refusal: a deterministic site adds nothing to the density, so the
+    potential is exact with or without it, and NumPyro models often record a per-row mean
+    inside the plate for ``Predictive``; refusing would make users edit a correct model. Why
+    not compute them: a per-row value is ``n`` numbers per draw gathered from every device
+    (what the sharded potential avoids), and the probe holds one row.
+
+    Depending on the data is found as in :func:`data_dependent` (the jaxpr), and on the number
+    of rows by evaluating the other sites at one point on a one-row and a two-row probe (a
+    value using ``x.shape[0]``, which the one-row probe would get wrong, differs).
+    """
+    in_rows: list[str] = []
+
+    def global_values(values: Params, batch: dict[str, Any]) -> dict[str, Array]:
+        tr = handlers.trace(handlers.substitute(model, data=values)).get_trace(
+            *args, **kwargs, **batch)
+        dets = {n: s for n, s in tr.items() if s["type"] == "deterministic"}
+        in_rows[:] = [n for n, s in dets.items() if in_plate(s, plate)]
+        return {n: jnp.asarray(s["value"]) for n, s in dets.items() if n not in in_rows}
+
+    tainted = _tainted(global_values, values, probe)
+    dropped = set(in_rows) | {n for n, t in tainted.items() if t}
+    kept = [n for n in sorted(tainted) if n not in dropped]
+    if kept:  # a value that follows the number of rows differs between a 1- and 2-row probe
+        point = jax.tree.map(lambda s: jnp.full(s.shape, 0.731, s.dtype), values)
+        one = global_values(point, probe)
+        two = global_values(point, {k: np.concatenate([a, a]) for k, a in probe.items()})
+        dropped |= {n for n in kept
+                    if not np.allclose(one[n], two[n], rtol=1e-6, equal_nan=True)}
+    if dropped:
+        warnings.warn(
+            f"deterministic site(s) {sorted(dropped)} sit inside plate {plate!r} or depend on "
+            "the sharded data, so postprocess_fn and MCMC.get_samples() leave them out; compute "
+            "them after sampling with numpyro.infer.Predictive(model, mcmc.get_samples(), "
+            f"return_sites={sorted(dropped)}).", DeterministicSiteWarning, stacklevel=3)
+    return [n for n in kept if n not in dropped]

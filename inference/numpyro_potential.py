@@ -49,9 +49,12 @@ process alike, probes the global sites on the global first row, and builds the g
 and masked arrays: padding and masking are those of one process over the same devices, and
 every process evaluates the same potential (see :mod:`bnn_ppl.inference.distributed`).
 
-Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel). Not
-supported yet:
-``deterministic`` sites are not in ``postprocess_fn`` (use ``Predictive``).
+Deterministic sites: ``postprocess_fn`` (so ``MCMC.get_samples()``) also returns every
+``numpyro.deterministic`` site outside the plate whose value does not depend on the sharded
+data; the others (in the plate, or using ``x @ w``, ``x.shape[0]``) are named in one warning
+pointing to ``Predictive`` (why: :func:`~bnn_ppl.inference.model_structure.deterministic_sites`).
+
+Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel).
 
 Example:
     >>> import jax, jax.numpy as jnp, numpy as np
@@ -92,7 +95,9 @@ from bnn_ppl import validation
 from bnn_ppl.inference.model_structure import (
     check_sites,
     data_dependent,
+    deterministic_sites,
     in_plate,
+    per_row,
     site_lp,
     structure,
 )
@@ -131,6 +136,7 @@ class ModelPotential(FullBatchPotential):
     temperature: float
     temper: str
     init_strategy: Callable
+    deterministic_sites: tuple[str, ...]
 
     @property
     def likelihood_scale(self) -> float:
@@ -165,8 +171,8 @@ class ModelPotential(FullBatchPotential):
         """Constrained values of the global latent sites, and the log |Jacobian|."""
         return self._globals(unconstrained)[:2]
 
-    def _globals(self, unconstrained: Params) -> tuple[Params, Array, Array]:
-        """``(values, log_det, log_prior)``: one trace of the model on the probe."""
+    def _global_trace(self, unconstrained: Params) -> tuple[Any, Array]:
+        """One trace of the model on the probe, latents in their supports; the log |Jacobian|."""
         log_dets: list[Array] = []
 
         def to_support(site: dict) -> Any:
@@ -181,6 +187,11 @@ class ModelPotential(FullBatchPotential):
             return value
 
         tr = self._trace(to_support, self.probe)
+        return tr, sum(log_dets, jnp.zeros((), self.dtype)).astype(self.dtype)
+
+    def _globals(self, unconstrained: Params) -> tuple[Params, Array, Array]:
+        """``(values, log_det, log_prior)``: one trace of the model on the probe."""
+        tr, log_det = self._global_trace(unconstrained)
         values, log_prior = {}, jnp.zeros((), self.dtype)
         for name, site in tr.items():
             if site["type"] != "sample" or in_plate(site, self.data_plate):
@@ -188,16 +199,20 @@ class ModelPotential(FullBatchPotential):
             if not site["is_observed"]:
                 values[name] = site["value"]
             log_prior = log_prior + jnp.sum(site_lp(site)).astype(self.dtype)
-        log_det = sum(log_dets, jnp.zeros((), self.dtype)).astype(self.dtype)
         return values, log_det, log_prior
 
     def postprocess_fn(self, unconstrained: Params) -> Params:
-        """Unconstrained sample -> the model's constrained latent sites (``get_samples()``)."""
-        return self._globals(unconstrained)[0]
+        """Unconstrained sample -> the model's constrained latent sites and its global
+        deterministic sites (:attr:`deterministic_sites`), as ``get_samples()`` shows them."""
+        tr = self._global_trace(unconstrained)[0]
+        return {n: s["value"] for n, s in tr.items() if n in self.deterministic_sites
+                or (s["type"] == "sample" and not s["is_observed"])}
 
     def unconstrain(self, params: Params) -> Params:
-        """Constrained values -> unconstrained ones (NumPyro's ``unconstrain_fn``)."""
+        """Constrained values -> unconstrained ones (NumPyro's ``unconstrain_fn``); the
+        deterministic sites of a ``postprocess_fn`` output are left out."""
         kwargs = {**self.model_kwargs, **self.probe}
+        params = {k: v for k, v in params.items() if k not in self.deterministic_sites}
         return unconstrain_fn(self.model, self.model_args, kwargs, params)
 
     def init_params(
@@ -234,7 +249,7 @@ class ModelPotential(FullBatchPotential):
             for name, site in self._trace(values, batch).items():
                 if name not in plate_sites:
                     continue
-                rows = _per_row(site_lp(site), site, self.data_plate)
+                rows = per_row(site_lp(site), site, self.data_plate)
                 total = total + jnp.sum(jnp.where(mask, rows, 0)).astype(acc)
             return total
 
@@ -268,13 +283,6 @@ class ModelPotential(FullBatchPotential):
             return -(self.prior_scale * log_prior + self.likelihood_scale * ll + log_det)
 
         return potential_fn
-
-
-def _per_row(lp: Array, site: dict, plate: str) -> Array:
-    """Sum a plate site's log density over every batch axis but the plate's."""
-    dim = next(f.dim for f in site["cond_indep_stack"] if f.name == plate)
-    lp = jnp.moveaxis(lp, lp.ndim + dim, 0)
-    return jnp.sum(lp.reshape(lp.shape[0], -1), axis=1)
 
 
 def model_potential(
@@ -364,6 +372,7 @@ def model_potential(
         raise InputValueError(
             f"site {bad[0]!r} is outside plate {data_plate!r} but its density depends on the "
             f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
+    kept = deterministic_sites(model, model_args, model_kwargs, values, probe, data_plate)
 
     if layout is not None:
         from bnn_ppl.inference.process_layout import place_local
@@ -385,4 +394,5 @@ def model_potential(
         model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,
         data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
         temperature=temperature, temper=temper, init_strategy=init_strategy,
+        deterministic_sites=tuple(kept),
     )

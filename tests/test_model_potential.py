@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import flax.linen as nn
 import jax
@@ -74,6 +75,7 @@ def hetero_model(x, y=None):
     tau = numpyro.sample("tau", dist.HalfNormal(1.0))
     net = random_flax_module("nn", _Net(out=2), dist.Normal(0, 1), input_shape=(1, x.shape[1]))
     w = numpyro.sample("w", dist.Normal(0, tau).expand([2]).to_event(1))
+    numpyro.deterministic("w_scaled", w / tau)  # global, data-free: in postprocess_fn
     out = net(x) * w
     with numpyro.plate("data", x.shape[0]):
         numpyro.sample("y", dist.Normal(out[:, 0], jax.nn.softplus(out[:, 1]) + 1e-3), obs=y)
@@ -172,15 +174,68 @@ def test_postprocess_gives_the_model_sites_in_their_supports(x64):
     assert set(params) == {
         "tau",
         "w",
+        "w_scaled",
         "nn/Dense_0.kernel",
         "nn/Dense_0.bias",
         "nn/Dense_1.kernel",
         "nn/Dense_1.bias",
     }
     np.testing.assert_allclose(params["tau"], np.exp(u["tau"]), rtol=1e-12)
+    np.testing.assert_allclose(params["w_scaled"], params["w"] / params["tau"][:, None])
     back = pot.unconstrain(jax.tree.map(lambda a: a[0], params))
+    assert set(back) == set(u)  # the deterministic site is no parameter
     np.testing.assert_allclose(back["tau"], u["tau"][0], rtol=1e-12)
     assert pot.num_params == 2 + 1 + 3 * 5 + 5 + 5 * 2 + 2
+
+
+def deterministic_model(x, y=None):
+    """Deterministic sites of each kind: global and data-free (kept), inside the plate, and
+    outside it but depending on the data's values or on their number of rows (left out)."""
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([x.shape[1]]).to_event(1))
+    numpyro.deterministic("w_norm", jnp.sum(w**2))
+    numpyro.deterministic("fit", jnp.mean(x @ w))
+    numpyro.deterministic("w_per_row", jnp.sum(w) / x.shape[0])
+    with numpyro.plate("data", x.shape[0]):
+        mean = numpyro.deterministic("mean", x @ w)
+        numpyro.sample("y", dist.Normal(mean, 0.5), obs=y)
+
+
+def test_global_deterministic_sites_are_in_get_samples_and_the_others_named_once():
+    from bnn_ppl.inference import NUTS as PotentialNUTS
+    from bnn_ppl.inference import DeterministicSiteWarning
+
+    data = {k: v.astype(np.float32) for k, v in _data(n=20).items() if k in ("x", "y")}
+    with pytest.warns(DeterministicSiteWarning) as caught:
+        pot = model_potential(deterministic_model, data=data, chunk_size=8)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert "['fit', 'mean', 'w_per_row']" in message and "Predictive" in message
+    assert pot.deterministic_sites == ("w_norm",)
+    mcmc = MCMC(PotentialNUTS(pot, max_tree_depth=3), num_warmup=10, num_samples=10,
+                jit_model_args=True, progress_bar=False)
+    mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
+    s = mcmc.get_samples()
+    assert set(s) == {"w", "w_norm"}
+    assert np.ptp(s["w_norm"]) > 0  # the chain moved: the check compares distinct values
+    np.testing.assert_allclose(s["w_norm"], np.sum(s["w"] ** 2, axis=1), rtol=1e-6)
+    # what the warning points to gives the left-out sites from the same samples
+    pred = Predictive(deterministic_model, s, return_sites=["mean", "fit"])
+    out = pred(jax.random.key(2), data["x"])
+    assert out["mean"].shape == (10, 20) and out["fit"].shape == (10,)
+
+
+def test_a_model_whose_deterministic_sites_are_all_global_gives_no_warning():
+    def model(x, y=None):
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([x.shape[1]]).to_event(1))
+        numpyro.deterministic("w_norm", jnp.sqrt(jnp.sum(w**2)))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ w, 0.5), obs=y)
+
+    data = {k: v.astype(np.float32) for k, v in _data().items() if k in ("x", "y")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pot = model_potential(model, data=data)
+    assert pot.deterministic_sites == ("w_norm",)
 
 
 def test_minibatch_potential_on_every_row_equals_the_full_potential(x64):
@@ -280,6 +335,12 @@ SHARDED_SCRIPT = textwrap.dedent(
             shards=sorted({s.data.shape[0] for s in four.data.arrays["x"].addressable_shards}),
             padded=int(four.data.mask.shape[0]), real=int(four.data.mask.sum()),
             all_reduce="all-reduce" in hlo.compile().as_text())
+    from test_model_potential import deterministic_model  # a global deterministic, sharded
+    det = model_potential(deterministic_model, data={k: data[k] for k in ("x", "y")},
+                          dtype=jnp.float64)
+    s = det.postprocess_fn(det.init_params(jax.random.key(0)))
+    out["deterministic"] = dict(sites=sorted(s), value=float(s["w_norm"]),
+                                want=float(jnp.sum(s["w"] ** 2)))
     print(json.dumps(out))
     """
 )
@@ -299,6 +360,9 @@ def test_sharded_on_four_simulated_devices_equals_one_device():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads(proc.stdout.strip().splitlines()[-1])
+    det = results.pop("deterministic")
+    assert det["sites"] == ["w", "w_norm"]
+    np.testing.assert_allclose(det["value"], det["want"], rtol=1e-12)
     assert len(results) == 3
     for case, r in results.items():
         n = int(case.split("/")[0])
