@@ -51,8 +51,9 @@ every process evaluates the same potential (see :mod:`bnn_ppl.inference.distribu
 
 Deterministic sites: ``postprocess_fn`` (so ``MCMC.get_samples()``) also returns every
 ``numpyro.deterministic`` site outside the plate whose value does not depend on the sharded
-data; the others (in the plate, or using ``x @ w``, ``x.shape[0]``) are named in one warning
-pointing to ``Predictive`` (why: :func:`~bnn_ppl.inference.model_structure.deterministic_sites`).
+data. The others (in the plate, or using ``x @ w``, ``x.shape[0]``) would need every row in
+every draw; as they leave the density untouched, the model is accepted with one warning naming
+them and pointing to ``Predictive`` (see :func:`.model_structure.deterministic_sites`).
 
 Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel).
 
