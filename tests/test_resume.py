@@ -479,7 +479,9 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
     c = cfg.HMCConfig(num_warmup=5, num_samples=4, trajectory_length=0.3)
     data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2}
     post = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=tmp_path / "a", **every)
-    lines = _progress(tmp_path / "a")
+    warm, *lines = _progress(tmp_path / "a")
+    assert warm["phase"] == "warmup" and warm["iterations"] == 5
+    assert warm["wall_seconds"] > 0 and warm["grad_evals"] > 0 and warm["step_size"] > 0
     assert [(p["segment"], p["draws"]) for p in lines] == [(1, 2), (2, 4)]
     assert all(p["wall_seconds"] > 0 and p["grad_evals"] > 0 for p in lines)
     for line, point in zip(lines, running_metrics(post, every=2), strict=True):
@@ -494,8 +496,9 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
     again = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
     assert again.config["resumed_after_segment"] == 1
     resumed = _progress(folder)
-    assert resumed[0] == lines[0]  # rebuilt from the committed segment, wall time included
-    assert {**resumed[1], "wall_seconds": 0} == {**lines[1], "wall_seconds": 0}
+    # rebuilt from the committed warmup and segment, wall times included
+    assert resumed[:2] == [warm, lines[0]]
+    assert {**resumed[2], "wall_seconds": 0} == {**lines[1], "wall_seconds": 0}
     before = _snapshot(folder)
     fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
     assert _snapshot(folder) == before
