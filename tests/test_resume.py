@@ -471,20 +471,22 @@ def _progress(folder):
 
 
 def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
-    """progress.jsonl: one line per segment, equal to running_metrics of the finished
-    Posterior; a run resumed after segment 1 (killed before its line was written) writes the
-    same file but for the resumed segment's wall time; a finished rerun changes nothing."""
+    """progress.jsonl: warmup's line, then a line per draw (progress_every=1, two segments),
+    equal to running_metrics of the finished Posterior; a run resumed after segment 1 (killed
+    before its lines were written) writes the same file but for the resumed segment's wall
+    time; a finished rerun changes nothing, or, with another progress_every, the spacing."""
     from bnn_ppl.progress import running_metrics
 
     c = cfg.HMCConfig(num_warmup=5, num_samples=4, trajectory_length=0.3)
-    data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2}
+    data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2, "progress_every": 1}
     post = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=tmp_path / "a", **every)
     warm, *lines = _progress(tmp_path / "a")
     assert warm["phase"] == "warmup" and warm["iterations"] == 5
     assert warm["wall_seconds"] > 0 and warm["grad_evals"] > 0 and warm["step_size"] > 0
-    assert [(p["segment"], p["draws"]) for p in lines] == [(1, 2), (2, 4)]
-    assert all(p["wall_seconds"] > 0 and p["grad_evals"] > 0 for p in lines)
-    for line, point in zip(lines, running_metrics(post, every=2), strict=True):
+    assert [(p["segment"], p["draws"]) for p in lines] == [(1, 1), (1, 2), (2, 3), (2, 4)]
+    assert all(p["grad_evals"] > 0 for p in lines)
+    assert [p["wall_seconds"] is None for p in lines] == [True, False, True, False]
+    for line, point in zip(lines, running_metrics(post, every=1), strict=True):
         assert line.keys() == point.keys() | {"segment", "wall_seconds"}
         for k, v in point.items():
             assert line[k] == pytest.approx(v, rel=1e-6), k
@@ -497,8 +499,12 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
     assert again.config["resumed_after_segment"] == 1
     resumed = _progress(folder)
     # rebuilt from the committed warmup and segment, wall times included
-    assert resumed[:2] == [warm, lines[0]]
-    assert {**resumed[2], "wall_seconds": 0} == {**lines[1], "wall_seconds": 0}
+    assert resumed[:3] == [warm, *lines[:2]]
+    assert [{**p, "wall_seconds": 0} for p in resumed[3:]] == [
+        {**p, "wall_seconds": 0} for p in lines[2:]
+    ]
     before = _snapshot(folder)
     fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
     assert _snapshot(folder) == before
+    fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, checkpoint_every=2)
+    assert _progress(folder) == [resumed[0], resumed[2], resumed[4]]  # one line per segment
