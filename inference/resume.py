@@ -154,7 +154,8 @@ def _warmup(
     plan's extra fields of every warmup iteration (``"extra/<field>"``, ``(chain, iteration)``;
     collected when the parameters are a dict of sites, which are left out of the collection)
     and the adapted ``"state/step_size"`` (per chain) when the state has one."""
-    collect = isinstance(init_params, dict) and bool(plan.extra_fields)
+    # (NumPyro cannot collect zero iterations)
+    collect = isinstance(init_params, dict) and bool(plan.extra_fields) and plan.num_warmup > 0
     fields = plan.extra_fields
     if collect:  # the fields only: "~z.<site>" leaves every sample site out
         fields = (*fields, *[f"~{mcmc.sampler.sample_field}.{k}" for k in init_params])

@@ -141,6 +141,10 @@ def test_warmup_statistics_are_those_numpyro_collects(tmp_path):
     assert warm["wall_seconds"] > 0
     assert lines[1] == lines[0]  # the finished run's file is rebuilt, warmup line included
     assert [p["draws"] for p in lines[0][1:]] == [2, 3]  # sampling is thinned; warmup is not
+    log = ProgressLog(tmp_path / "none", None)  # no warmup: nothing to collect, time only
+    with CheckpointStore(tmp_path / "none", {"digest": "demo"}) as store:
+        run_segments(plan._replace(num_warmup=0), jax.random.key(0), (), init, store, 3, log)
+    assert log.lines[0]["iterations"] == 0 and log.lines[0]["grad_evals"] is None
 
 
 def test_progress_every_is_checked_before_anything_runs(tmp_path):
