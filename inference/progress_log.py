@@ -1,18 +1,18 @@
 """``progress.jsonl`` of a checkpointed :func:`~bnn_ppl.inference.fit`: warmup's cost, then
 the running metrics of the sampling segments, written as the run goes.
 
-The first line (``segment`` 0, ``"phase": "warmup"``) is warmup's: its ``iterations`` per chain,
-``wall_seconds`` (compilation included), ``grad_evals`` (leapfrog steps per chain over all
-warmup iterations), ``accept_prob`` and ``divergences`` over them, and the adapted
-``step_size`` (mean over chains); what a kernel does not report is ``None`` (SG-MCMC: all but
-the time). Each later line is :func:`bnn_ppl.progress.chain_point` over all draws so far
-(draws per chain, mean acceptance probability, divergences, gradient evaluations per chain,
-and, when the data have test targets, the running BMA's test metrics) with its ``segment``
-and ``wall_seconds`` (the segment's sampling time, compilation included, on the segment's
-last line; ``None`` on the others, and for a segment a killed process committed without it).
-A segment gives one line, at its end, or with ``progress_every`` a line at every multiple of
-``progress_every`` draws per chain it holds and one at its end: each computed after the
-segment from its draws (no extra compilation; each point costs a pass over the test
+The first line (``segment`` 0, ``"phase": "warmup"``) is warmup's: its ``iterations`` per chain
+(SG-MCMC: steps), ``wall_seconds`` (compilation included), ``grad_evals`` (leapfrog steps per
+chain over all warmup iterations), ``accept_prob`` and ``divergences`` over them, and the
+adapted ``step_size`` (mean over chains); what a kernel does not report is ``None`` (SG-MCMC:
+all but the time and iterations). Each later line is :func:`bnn_ppl.progress.chain_point` over
+all draws so far (draws per chain, mean acceptance probability, divergences, gradient
+evaluations per chain, and, when the data have test targets, the running BMA's test metrics)
+with its ``segment`` and ``wall_seconds`` (the segment's sampling time, compilation included, on
+the segment's last line; ``None`` on the others, and for a segment a killed process committed
+without it). A segment gives one line, at its end, or with ``progress_every`` a line at every
+multiple of ``progress_every`` draws per chain it holds and one at its end: each computed after
+the segment from its draws (no extra compilation; each point costs a pass over the test
 predictions of the draws so far). The test predictions of each segment's draws are computed
 once, when the segment is committed, and kept (``chains x draws x n_test`` values per output):
 the finished Posterior's ``predictions`` are these (:meth:`ProgressLog.predictions_so_far`).
