@@ -1,5 +1,7 @@
-"""``progress.jsonl`` of a checkpointed fit (issue 16): warmup's line, lines every
-``progress_every`` draws independent of the segments, and test predictions computed once."""
+"""``progress.jsonl`` of a checkpointed fit (issue 16): warmup's line and lines every
+``progress_every`` draws independent of the segments. (That the test predictions are computed
+once, and the Posterior equals fit's, is checked in test_resume's progress test, which runs the
+fits anyway.)"""
 
 from __future__ import annotations
 
@@ -27,30 +29,6 @@ C, S = 2, 7  # chains, draws per chain of the synthetic run below
 
 def _model():
     return bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.2))
-
-
-def test_checkpointed_fit_predicts_the_test_set_once_and_equals_fit(tmp_path, monkeypatch):
-    """Each segment's draws are predicted at x_test once (for progress.jsonl) and the Posterior
-    reuses them: bit for bit the Posterior of the uninterrupted fit (samples, predictions,
-    log-likelihoods), which predicts all draws in one call."""
-    c = cfg.HMCConfig(num_warmup=5, num_samples=4, num_chains=2, trajectory_length=0.3)
-    data = (X, Y, X[:5], Y[:5])
-    plain = fit(_model(), data, c, jax.random.key(0))
-    calls = []
-    counted = pointwise.chain_predictions
-
-    def counting(model, samples, x, **kwargs):
-        calls.append(next(iter(samples.values())).shape[:2])
-        return counted(model, samples, x, **kwargs)
-
-    monkeypatch.setattr(pointwise, "chain_predictions", counting)
-    post = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=3)
-    assert calls == [(2, 3), (2, 1)]  # one call per segment, none for the Posterior
-    for group in ("samples", "predictions", "log_likelihood", "observed"):
-        want, got = getattr(plain, group), getattr(post, group)
-        assert set(got) == set(want), group
-        for name, value in want.items():
-            np.testing.assert_array_equal(got[name], value, err_msg=f"{group}.{name}")
 
 
 def _segment(draws: dict, stats: dict, lo: int, hi: int, seconds: float) -> dict:
