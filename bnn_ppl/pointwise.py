@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -111,6 +112,7 @@ def attach_data(
     y_test: Any = None,
     *,
     chunk_size: int | None = None,
+    predictions: Mapping[str, np.ndarray] | None = None,
 ) -> Posterior:
     """``posterior`` with its data groups filled for ``model``.
 
@@ -118,7 +120,9 @@ def attach_data(
     ``log_likelihood`` the per-row matrices ``(chain, draw, n)`` of :func:`log_likelihood`, and
     ``predictions`` (given ``x_test``) the per-draw predictive distribution of
     :func:`bnn_ppl.predict`: ``"probs"`` for a classifier, ``"mean"`` and ``"scale"`` for a
-    Gaussian likelihood, each ``(chain, draw, n_test, ...)``.
+    Gaussian likelihood, each ``(chain, draw, n_test, ...)``. ``predictions`` given (the
+    :func:`chain_predictions` of these draws at ``x_test``, already computed, e.g. by a
+    checkpointed ``fit``'s ``progress.jsonl``) are used instead of computing them again.
 
     Example:
         >>> import numpy as np
@@ -144,9 +148,13 @@ def attach_data(
     _, y = model.check_data(x, y)
     observed = {"y": y}
     loglik = {"y": log_likelihood(model, samples, x, y, chunk_size=chunk_size)}
-    predictions: dict[str, np.ndarray] = {}
+    if predictions is not None and x_test is None:
+        raise validation.InputValueError("predictions were given without x_test; pass both.")
     if x_test is not None:
-        predictions = chain_predictions(model, samples, x_test, chunk_size=chunk_size)
+        if predictions is None:
+            predictions = chain_predictions(model, samples, x_test, chunk_size=chunk_size)
+        else:
+            predictions = _checked_predictions(predictions, posterior, len(x_test))
         if y_test is not None:
             _, y_test = model.check_data(x_test, y_test)
             observed["y_test"] = y_test
@@ -154,5 +162,20 @@ def attach_data(
     return posterior.replace(
         observed={**posterior.observed, **observed},
         log_likelihood={**posterior.log_likelihood, **loglik},
-        predictions={**posterior.predictions, **predictions},
+        predictions={**posterior.predictions, **(predictions or {})},
     )
+
+
+def _checked_predictions(
+    predictions: Mapping[str, np.ndarray], posterior: Posterior, n_test: int
+) -> dict[str, np.ndarray]:
+    """Given predictions as :func:`chain_predictions` returns them for ``posterior``'s draws."""
+    want = (posterior.num_chains, posterior.num_draws, n_test)
+    out = {k: np.asarray(v) for k, v in predictions.items()}
+    bad = {k: v.shape for k, v in out.items() if v.shape[:3] != want}
+    if not out or bad:
+        raise validation.InputValueError(
+            f"predictions must be chain_predictions of the draws at x_test, each (chain, draw, "
+            f"n_test, ...) = {want}; got {bad or 'none'}."
+        )
+    return out

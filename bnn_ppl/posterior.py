@@ -239,13 +239,17 @@ class Posterior:
         y_test: Any = None,
         *,
         chunk_size: int | None = None,
+        predictions: Mapping[str, np.ndarray] | None = None,
     ) -> Posterior:
         """A copy with ``observed``, per-row ``log_likelihood`` (``"y"``, and ``"y_test"``
         given test targets) and ``predictions`` at ``x_test`` computed for every draw by
-        ``model`` (a :class:`~bnn_ppl.BNN`); see :func:`bnn_ppl.pointwise.attach_data`."""
+        ``model`` (a :class:`~bnn_ppl.BNN`; ``predictions`` given: those, already computed);
+        see :func:`bnn_ppl.pointwise.attach_data`."""
         from bnn_ppl.pointwise import attach_data
 
-        return attach_data(self, model, x, y, x_test, y_test, chunk_size=chunk_size)
+        return attach_data(
+            self, model, x, y, x_test, y_test, chunk_size=chunk_size, predictions=predictions
+        )
 
     # ------------------------------------------------------------------------- ArviZ
     def to_inference_data(self) -> Any:

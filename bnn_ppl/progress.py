@@ -13,8 +13,9 @@ Everything here is pure: :func:`chain_point` computes one point from arrays, and
 :func:`running_metrics` the whole curve from a finished :class:`~bnn_ppl.Posterior` (its
 ``predictions``, ``observed["y_test"]``, ``sample_stats`` and ``trace``), so every run folder can
 write the same file. :func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` writes the chain
-points after each committed segment as it runs (``<checkpoint_dir>/progress.jsonl``, via
-:func:`chain_point`; its lines add ``segment`` and ``wall_seconds``).
+points after each committed segment as it runs, at its end or every ``progress_every`` draws
+(``<checkpoint_dir>/progress.jsonl``, via :func:`chain_point`; its lines add ``segment`` and
+``wall_seconds``, after a first line of warmup's cost: :mod:`bnn_ppl.inference.progress_log`).
 
 Example:
     >>> import numpy as np

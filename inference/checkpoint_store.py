@@ -5,6 +5,8 @@
 * ``run.json`` - the run's fingerprint (:mod:`bnn_ppl.inference.fingerprint`), written once;
 * ``state_NNNNNN.npz`` - the sampler state after segment ``N`` (segment 0 is warmup);
 * ``draws_NNNNNN.npz`` - the draws and extra fields of sampling segment ``N`` (``N >= 1``);
+  ``draws_000000.npz``, if warmup committed one, holds warmup's statistics (its wall time,
+  per-iteration fields such as leapfrog steps, the adapted step size);
 * ``record_NNNNNN.json`` - the commit record of segment ``N``, written last: the SHA-256 of the
   state file and of *every* draws file of segments ``1..N``, the draws per segment, and a
   SHA-256 of the record itself (``"checksum"``, over its other fields).
@@ -82,6 +84,9 @@ def record_checksum(fields: Mapping[str, Any]) -> str:
 
 def _name(kind: str, segment: int, ext: str) -> str:
     return f"{kind}_{segment:06d}.{ext}"
+
+
+WARMUP = _name("draws", 0, "npz")
 
 
 class CheckpointStore:
@@ -170,14 +175,15 @@ class CheckpointStore:
     ) -> Record:
         """Write segment ``segment``'s state (and draws), then its record; return the record.
 
-        ``draws_per_segment`` lists the draws per chain of segments ``1..segment``. Files of
-        this segment that exist (from a moved-aside run) are moved aside first, never
-        overwritten.
+        ``draws_per_segment`` lists the draws per chain of segments ``1..segment``; segment 0
+        (warmup) may have ``draws`` (its statistics: :meth:`load_warmup`), every later one
+        must. Files of this segment that exist (from a moved-aside run) are moved aside first,
+        never overwritten.
         """
         self._require_lock()
-        if len(draws_per_segment) != segment or (draws is None) != (segment == 0):
+        if len(draws_per_segment) != segment or (draws is None and segment > 0):
             raise InputValueError(
-                "draws_per_segment must list segments 1..segment, and draws be given iff "
+                "draws_per_segment must list segments 1..segment, and draws be given for "
                 "segment > 0."
             )
         previous = (self._last or self.latest()) if segment > 0 else None
@@ -247,7 +253,7 @@ class CheckpointStore:
                 and name == _name("record", segment, "json")
                 and len(rec["draws_per_segment"]) == segment
                 and rec["state_file"] == _name("state", segment, "npz")
-                and set(rec["files"])
+                and set(rec["files"]) - {WARMUP}  # (warmup's statistics: optional)
                 == {rec["state_file"]} | {_name("draws", k, "npz") for k in range(1, segment + 1)}
             )
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, OSError):
@@ -299,6 +305,11 @@ class CheckpointStore:
         """Every segment's draws of ``record``, in order, each verified."""
         names = [_name("draws", k, "npz") for k in range(1, record.segment + 1)]
         return [self._load(n, record.draws_files[n]) for n in names]
+
+    def load_warmup(self, record: Record) -> dict[str, np.ndarray] | None:
+        """Warmup's statistics, verified (``None``: warmup committed none)."""
+        digest = record.draws_files.get(WARMUP)
+        return None if digest is None else self._load(WARMUP, digest)
 
     def _load(self, name: str, digest: str) -> dict[str, np.ndarray]:
         try:

@@ -8,7 +8,8 @@ kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.
 (:mod:`bnn_ppl.inference.fingerprint`): a rerun with the same arguments resumes after the
 newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
 config, data, seed or network is refused naming the differing field. The folder also holds
-``progress.jsonl``, the running metrics after each segment (:mod:`~bnn_ppl.inference.progress_log`).
+``progress.jsonl``: warmup's cost, then the running metrics after each segment, or every
+``progress_every`` draws (:mod:`~bnn_ppl.inference.progress_log`).
 
 Example:
     >>> import jax, numpy as np, tempfile
@@ -44,7 +45,9 @@ from bnn_ppl.validation import InputTypeError, InputValueError
 __all__ = ["check_checkpoint_args", "fit_checkpointed"]
 
 
-def check_checkpoint_args(config: Config, checkpoint_dir: Any, checkpoint_every: Any) -> int | None:
+def check_checkpoint_args(
+    config: Config, checkpoint_dir: Any, checkpoint_every: Any, progress_every: Any = None
+) -> int | None:
     """Check :func:`~bnn_ppl.inference.fit`'s checkpoint arguments before anything runs;
     return ``checkpoint_every`` (default: a tenth of the draws per chain, at least 1)."""
     if not isinstance(config, _MCMCConfig | _SGMCMCConfig):
@@ -53,7 +56,10 @@ def check_checkpoint_args(config: Config, checkpoint_dir: Any, checkpoint_every:
             "drop checkpoint_dir and checkpoint_every."
         )
     if checkpoint_dir is None:
-        raise InputValueError("checkpoint_every needs a checkpoint_dir.")
+        what = "checkpoint_every" if checkpoint_every is not None else "progress_every"
+        raise InputValueError(f"{what} needs a checkpoint_dir.")
+    if progress_every is not None:
+        validation.check_int("progress_every", progress_every)
     if not isinstance(checkpoint_dir, str | os.PathLike):
         raise InputTypeError(
             f"checkpoint_dir must be a folder path, got {type(checkpoint_dir).__name__}."
@@ -123,9 +129,10 @@ def fit_checkpointed(
     key: PRNGKey,
     checkpoint_dir: str | os.PathLike,
     checkpoint_every: int,
+    progress_every: int | None = None,
 ) -> Posterior:
-    """The Posterior :func:`~bnn_ppl.inference.fit` returns, run (or resumed) in
-    ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
+    """The Posterior :func:`~bnn_ppl.inference.fit` returns (data attached), run (or resumed)
+    in ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
     from bnn_ppl.inference.checkpoint_store import CheckpointStore
     from bnn_ppl.inference.cycles import keep_cycle_ends
     from bnn_ppl.inference.fingerprint import run_fingerprint
@@ -148,6 +155,7 @@ def fit_checkpointed(
         cycle_length=config.cycle_length if sg else None,
         chunk_size=config.chunk_size,
         y_std=d.y_std,
+        progress_every=progress_every,
     )
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
         draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log)
@@ -156,20 +164,26 @@ def fit_checkpointed(
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
     if sg:
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
-        return sgmcmc_posterior(config, samples, extra | progress)
-    from bnn_ppl.chain_health import check_chains
+        post = sgmcmc_posterior(config, samples, extra | progress)
+    else:
+        from bnn_ppl.chain_health import check_chains
 
-    check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if one is stuck
-    meta = {
-        "num_warmup": plan.num_warmup,
-        "num_samples": plan.num_samples,
-        "num_chains": plan.num_chains,
-        "thinning": plan.thinning,
-    }
-    return from_draws(
-        draws.samples,
-        draws.extra,
-        plan.kernel(),
-        method=config.method,
-        config=meta | config.to_dict() | progress,
-    )
+        check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if stuck
+        meta = {
+            "num_warmup": plan.num_warmup,
+            "num_samples": plan.num_samples,
+            "num_chains": plan.num_chains,
+            "thinning": plan.thinning,
+        }
+        post = from_draws(
+            draws.samples,
+            draws.extra,
+            plan.kernel(),
+            method=config.method,
+            config=meta | config.to_dict() | progress,
+        )
+    # the test predictions progress.jsonl computed, segment by segment, are not computed again
+    return post.with_data(
+        model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size,
+        predictions=log.predictions_so_far(),
+    )  # fmt: skip

@@ -257,6 +257,7 @@ def fit(
     *,
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int | None = None,
+    progress_every: int | None = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -270,11 +271,15 @@ def fit(
             every ``checkpoint_every`` draws per chain, and resume from it if it holds this
             run (bit-exact: the same draws as an uninterrupted run); a folder of a run with
             other settings, data, seed or network is refused naming what differs
-            (:mod:`bnn_ppl.inference.fit_checkpoint`). After each segment the running metrics
-            (with test targets: the BMA's test metrics over the draws so far) get a line in
-            ``progress.jsonl`` there (:mod:`bnn_ppl.inference.progress_log`).
+            (:mod:`bnn_ppl.inference.fit_checkpoint`). Warmup's cost, then after each
+            segment the running metrics (with test targets: the BMA's test metrics over the
+            draws so far) get lines in ``progress.jsonl`` there
+            (:mod:`bnn_ppl.inference.progress_log`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
             the draws.
+        progress_every: with ``checkpoint_dir``: a ``progress.jsonl`` line every that many
+            draws per chain (SG-MCMC: cycles), computed from each segment's draws after it
+            (the segment's end is always a line); default one line per segment.
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -293,10 +298,12 @@ def fit(
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
-    if checkpoint_dir is not None or checkpoint_every is not None:
+    if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
         from bnn_ppl.inference.fit_checkpoint import check_checkpoint_args
 
-        checkpoint_every = check_checkpoint_args(config, checkpoint_dir, checkpoint_every)
+        checkpoint_every = check_checkpoint_args(
+            config, checkpoint_dir, checkpoint_every, progress_every
+        )
     d = _fit_data(data)
     if d.y_test is not None and d.x_test is None:
         raise InputValueError("data has y_test but no x_test; give both or neither.")
@@ -311,8 +318,11 @@ def fit(
     if checkpoint_dir is not None:
         from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
 
-        post = fit_checkpointed(model, d, config, key, checkpoint_dir, checkpoint_every)
-    elif isinstance(config, ReferenceHMCConfig):
+        # (with its data: the test predictions progress.jsonl computed are reused)
+        return fit_checkpointed(
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every
+        )
+    if isinstance(config, ReferenceHMCConfig):
         if d.x_test is None:
             raise InputValueError(
                 "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "

@@ -4,8 +4,10 @@
 :class:`~bnn_ppl.inference.checkpoint_store.CheckpointStore`:
 
 1. **Warmup** is one segment: ``MCMC.warmup(rng_key, *args, init_params=...)``; its final state
-   is committed as segment 0. (NumPyro's public API has no way to pause warmup adaptation, so a
-   kill *during* warmup redoes warmup on the rerun.)
+   is committed as segment 0, with its statistics (wall time, the extra fields of every warmup
+   iteration, collected with ``collect_warmup=True`` and every sample site excluded by
+   ``"~z.<site>"``, and the adapted step size). (NumPyro's public API has no way to pause
+   warmup adaptation, so a kill *during* warmup redoes warmup on the rerun.)
 2. **Sampling** runs in segments of ``checkpoint_every`` draws per chain (``checkpoint_every *
    thinning`` iterations; the first segment also takes the ``num_samples % thinning``
    iterations NumPyro's thinning skips at the start; a resume may use another
@@ -145,6 +147,40 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> tuple[dict, dict]:
     return samples, extra
 
 
+def _warmup(
+    plan: MCMCPlan, mcmc: MCMC, rng_key: Any, args: tuple, init_params: Any
+) -> dict[str, np.ndarray]:
+    """Run warmup; return its statistics: ``"time/seconds"``, ``"time/iterations"``, the
+    plan's extra fields of every warmup iteration (``"extra/<field>"``, ``(chain, iteration)``;
+    collected when the parameters are a dict of sites, which are left out of the collection)
+    and the adapted ``"state/step_size"`` (per chain) when the state has one."""
+    # (NumPyro cannot collect zero iterations)
+    collect = isinstance(init_params, dict) and bool(plan.extra_fields) and plan.num_warmup > 0
+    fields = plan.extra_fields
+    if collect:  # the fields only: "~z.<site>" leaves every sample site out
+        fields = (*fields, *[f"~{mcmc.sampler.sample_field}.{k}" for k in init_params])
+    thinning, mcmc.thinning = mcmc.thinning, 1  # (thinning would thin the collection)
+    start = time.perf_counter()
+    try:
+        mcmc.warmup(
+            rng_key, *args, init_params=init_params, extra_fields=fields, collect_warmup=collect
+        )
+        jax.block_until_ready(mcmc.post_warmup_state)
+    finally:
+        mcmc.thinning = thinning
+    stats = {
+        "time/seconds": np.asarray(time.perf_counter() - start),
+        "time/iterations": np.asarray(plan.num_warmup),
+    }
+    if collect:
+        extra = _flat(mcmc.get_extra_fields(group_by_chain=True))
+        stats |= {f"extra/{k}": np.asarray(v) for k, v in extra.items()}
+    step_size = getattr(getattr(mcmc.post_warmup_state, "adapt_state", None), "step_size", None)
+    if step_size is not None:
+        stats["state/step_size"] = np.asarray(step_size).reshape(-1)
+    return stats
+
+
 def _sample(
     plan: MCMCPlan,
     mcmc: MCMC,
@@ -159,8 +195,9 @@ def _sample(
     """Warm up (unless ``record`` exists), then run and commit segments to the last draw."""
     total, skipped = divmod(plan.num_samples, plan.thinning)
     if record is None:
-        mcmc.warmup(rng_key, *args, init_params=init_params, extra_fields=plan.extra_fields)
-        record = store.commit(0, state_arrays(mcmc.post_warmup_state), None, [])
+        stats = _warmup(plan, mcmc, rng_key, args, init_params)
+        record = store.commit(0, state_arrays(mcmc.post_warmup_state), stats, [])
+        on_segment(0, stats, False)
         template = mcmc.post_warmup_state
     else:  # the state's structure, and the kernel set up for num_warmup, by the public init
         keys = jax.random.split(rng_key, plan.num_chains) if plan.num_chains > 1 else rng_key
@@ -201,7 +238,9 @@ def run_segments(
     with the segment's committed arrays (``"sample/<site>"``, ``"extra/<field>"``, ``(chain,
     draw, ...)``, and ``"time/seconds"``, its wall time): ``replayed=True`` for the segments a
     resume (or the read-back of a finished run) found committed, ``False`` for each new one
-    after its commit.
+    after its commit. Warmup comes first, as segment 0, with its statistics (``"time/seconds"``,
+    ``"time/iterations"``, ``"extra/<field>"`` per warmup iteration, ``"state/step_size"``; see
+    ``_warmup``), unless the folder was written without them.
 
     Returns the :class:`Draws` of all segments (verified reads of every draws file).
     """
@@ -228,6 +267,9 @@ def run_segments(
         )
     finished = record is not None and record.segment > 0 and record.draws_done == total
     on_segment = on_segment or (lambda *_: None)
+    warmup = store.load_warmup(record) if record is not None else None
+    if warmup is not None:
+        on_segment(0, warmup, True)
     parts = store.load_draws(record) if record is not None else []
     for k, part in enumerate(parts, start=1):
         on_segment(k, part, True)

@@ -824,6 +824,12 @@ def _cases() -> list[Case]:
     )
     add(
         "fit",
+        "progress_every",
+        counts(optional=True),
+        lambda v: checkpointed(progress_every=v),
+    )
+    add(
+        "fit",
         "checkpoint_dir",
         st.one_of(st.none(), st.integers(), st.floats(), st.booleans(), st.just([b"a"])),
         lambda v: checkpointed(checkpoint_dir=v),

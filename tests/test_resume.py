@@ -470,19 +470,41 @@ def _progress(folder):
     return [json.loads(line) for line in (Path(folder) / "progress.jsonl").read_text().splitlines()]
 
 
-def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
-    """progress.jsonl: one line per segment, equal to running_metrics of the finished
-    Posterior; a run resumed after segment 1 (killed before its line was written) writes the
-    same file but for the resumed segment's wall time; a finished rerun changes nothing."""
+def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path, monkeypatch):
+    """progress.jsonl: warmup's line, then a line per draw (progress_every=1, two segments),
+    equal to running_metrics of the finished Posterior; a run resumed after segment 1 (killed
+    before its lines were written) writes the same file but for the resumed segment's wall
+    time; a finished rerun changes nothing, or, with another progress_every, the spacing.
+    Each segment's draws are predicted at x_test once, and the Posterior reuses those
+    predictions: bit for bit those of one prediction call over all draws (what it held before)."""
+    from bnn_ppl import pointwise
     from bnn_ppl.progress import running_metrics
 
     c = cfg.HMCConfig(num_warmup=5, num_samples=4, trajectory_length=0.3)
-    data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2}
+    data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2, "progress_every": 1}
+    calls, predict = [], pointwise.chain_predictions
+
+    def counted(model, samples, x, **kwargs):
+        calls.append(next(iter(samples.values())).shape[:2])
+        return predict(model, samples, x, **kwargs)
+
+    monkeypatch.setattr(pointwise, "chain_predictions", counted)
     post = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=tmp_path / "a", **every)
-    lines = _progress(tmp_path / "a")
-    assert [(p["segment"], p["draws"]) for p in lines] == [(1, 2), (2, 4)]
-    assert all(p["wall_seconds"] > 0 and p["grad_evals"] > 0 for p in lines)
-    for line, point in zip(lines, running_metrics(post, every=2), strict=True):
+    assert calls == [(1, 2), (1, 2)]  # one call per segment, none for the Posterior
+    monkeypatch.undo()
+    again = post.replace(predictions={}).with_data(_model(), *data)  # predicts all draws at once
+    for group in ("predictions", "log_likelihood", "observed"):
+        want, got = getattr(again, group), getattr(post, group)
+        assert set(got) == set(want), group
+        for name, value in want.items():
+            np.testing.assert_array_equal(got[name], value, err_msg=f"{group}.{name}")
+    warm, *lines = _progress(tmp_path / "a")
+    assert warm["phase"] == "warmup" and warm["iterations"] == 5
+    assert warm["wall_seconds"] > 0 and warm["grad_evals"] > 0 and warm["step_size"] > 0
+    assert [(p["segment"], p["draws"]) for p in lines] == [(1, 1), (1, 2), (2, 3), (2, 4)]
+    assert all(p["grad_evals"] > 0 for p in lines)
+    assert [p["wall_seconds"] is None for p in lines] == [True, False, True, False]
+    for line, point in zip(lines, running_metrics(post, every=1), strict=True):
         assert line.keys() == point.keys() | {"segment", "wall_seconds"}
         for k, v in point.items():
             assert line[k] == pytest.approx(v, rel=1e-6), k
@@ -494,8 +516,13 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path):
     again = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
     assert again.config["resumed_after_segment"] == 1
     resumed = _progress(folder)
-    assert resumed[0] == lines[0]  # rebuilt from the committed segment, wall time included
-    assert {**resumed[1], "wall_seconds": 0} == {**lines[1], "wall_seconds": 0}
+    # rebuilt from the committed warmup and segment, wall times included
+    assert resumed[:3] == [warm, *lines[:2]]
+    assert [{**p, "wall_seconds": 0} for p in resumed[3:]] == [
+        {**p, "wall_seconds": 0} for p in lines[2:]
+    ]
     before = _snapshot(folder)
     fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, **every)
     assert _snapshot(folder) == before
+    fit(_model(), data, c, jax.random.key(0), checkpoint_dir=folder, checkpoint_every=2)
+    assert _progress(folder) == [resumed[0], resumed[2], resumed[4]]  # one line per segment
