@@ -95,7 +95,8 @@ def fit_run(
             recorded in ``config.json`` beside the config's fields.
         split: the data set's split number, where it has several.
         extra: more JSON-able entries for ``metrics.json``; ``wall_time_s`` and ``summary``
-            (``{"chains": chain_summary(posterior)}``) are added.
+            (``{"chains": chain_summary(posterior)}``, and for SG-MCMC ``"accuracy"``: the
+            :func:`~bnn_ppl.inference.accuracy_summary` of the run) are added.
 
     Returns:
         The fitted :class:`~bnn_ppl.Posterior` and the ``metrics.json`` record (its test metrics
@@ -133,6 +134,8 @@ def fit_run(
         raise
     wall = time.perf_counter() - start
     summary = {"chains": chain_summary(post)}
+    if "accuracy" in post.config:  # SG-MCMC: what accuracy_summary found
+        summary["accuracy"] = post.config["accuracy"]
     record = runs.save_posterior(
         folder,
         post,

@@ -112,6 +112,12 @@ def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method):
     # a given step size is used as is and nothing is measured
     given = fit(linear_model(), (x, y), dataclasses.replace(c, step_size=step), KEY)
     assert given.config["scales"] is None and given.config["step_size"] == step
+    # what check_accuracy finds at the 5 collected cycle ends of both chains is kept
+    report = post.config["accuracy"]
+    assert report["steps"] == 10 and isinstance(report["problems"], list)
+    assert np.isfinite(report["noise_share"])
+    if method == "atmc":
+        assert report["kinetic_temperature"] > 0 and "beta_mean" in report
 
 
 def test_a_fitted_posterior_round_trips_and_arviz_reads_it(tmp_path):
