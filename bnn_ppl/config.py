@@ -90,6 +90,26 @@ class Config:
         """The fields and ``"method"``, JSON-able."""
         return {"method": self.method, **dataclasses.asdict(self)}
 
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], **overrides: Any) -> Config:
+        """The config from a script's options: every entry of ``options`` that names one of
+        this config's fields (the rest are ignored), then ``overrides`` (which must be fields).
+
+        Example:
+            >>> opts = {"num_warmup": 10, "num_samples": 20, "width": 50, "seed": 0}
+            >>> HMCConfig.from_options(opts, num_chains=2).to_dict()["num_chains"]
+            2
+        """
+        if not isinstance(options, Mapping):
+            raise InputTypeError(f"options must be a mapping, got {type(options).__name__}.")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise InputValueError(
+                f"{cls.__name__} has no field(s) {unknown}; it has {sorted(known)}."
+            )
+        return cls(**{k: v for k, v in options.items() if k in known}, **overrides)
+
 
 @dataclass(frozen=True)
 class _MCMCConfig(Config):
