@@ -97,8 +97,9 @@ class Config:
 
         Example:
             >>> opts = {"num_warmup": 10, "num_samples": 20, "width": 50, "seed": 0}
-            >>> HMCConfig.from_options(opts, num_chains=2).to_dict()["num_chains"]
-            2
+            >>> c = HMCConfig.from_options(opts, num_chains=2, num_samples=5)
+            >>> c.num_warmup, c.num_samples, c.num_chains
+            (10, 5, 2)
         """
         if not isinstance(options, Mapping):
             raise InputTypeError(f"options must be a mapping, got {type(options).__name__}.")
@@ -108,7 +109,7 @@ class Config:
             raise InputValueError(
                 f"{cls.__name__} has no field(s) {unknown}; it has {sorted(known)}."
             )
-        return cls(**{k: v for k, v in options.items() if k in known}, **overrides)
+        return cls(**{k: v for k, v in options.items() if k in known} | overrides)
 
 
 @dataclass(frozen=True)
