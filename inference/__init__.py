@@ -56,7 +56,12 @@ from bnn_ppl.inference.sgmcmc_accuracy import (
 )
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
 from bnn_ppl.inference.sgnht import SGNHT
-from bnn_ppl.inference.step_size import GradientScales, gradient_scales, recommended_step_size
+from bnn_ppl.inference.step_size import (
+    GradientScales,
+    gradient_scales,
+    recommended_step_size,
+    recommended_step_sizes,
+)
 from bnn_ppl.inference.svi import SVIResult, svi_mean_field
 from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
 
@@ -104,6 +109,7 @@ __all__ = [
     "map_estimate",
     "nuts",
     "recommended_step_size",
+    "recommended_step_sizes",
     "reference_hmc",
     "run_segments",
     "schedules",

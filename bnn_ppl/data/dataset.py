@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -86,6 +87,43 @@ class Dataset(NamedTuple):
                 )
             out = out._replace(**{f"x_{split}": x[:limit], f"y_{split}": y[:limit]})
         return out
+
+    def as_images(self) -> Dataset:
+        """Rows of a square single-channel image's pixels, ``(n, side * side)``, as images
+        ``(n, side, side, 1)`` for a convolutional network; ``x_mean`` and ``x_std`` are
+        reshaped alike, so ``x * x_std + x_mean`` still gives the pixels. A Dataset of images
+        is returned as it is.
+
+        Example:
+            >>> import bnn_ppl as bp
+            >>> d = bp.data.load("digits").as_images()
+            >>> d.x_train.shape[1:], d.x_mean.shape
+            ((8, 8, 1), (8, 8, 1))
+
+        Raises:
+            ValueError: the rows are not square images (or not 2-D).
+        """
+        if self.x_train.ndim == 4:
+            return self
+        side = math.isqrt(self.x_train.shape[-1]) if self.x_train.ndim == 2 else 0
+        if side == 0 or side * side != self.x_train.shape[-1]:
+            raise InputValueError(
+                f"{self.name}'s inputs of shape {self.x_train.shape[1:]} are not rows of a "
+                "square image's pixels; as_images() needs (n, side * side)."
+            )
+
+        def image(a: np.ndarray) -> np.ndarray:
+            return np.reshape(a, (*a.shape[:-1], side, side, 1))
+
+        def stat(a: np.ndarray) -> np.ndarray:
+            return image(np.broadcast_to(a, side * side).copy())
+
+        return self._replace(
+            x_train=image(self.x_train),
+            x_test=image(self.x_test),
+            x_mean=stat(self.x_mean),
+            x_std=stat(self.x_std),
+        )
 
 
 class DataNotFoundError(InputError, FileNotFoundError):
