@@ -110,3 +110,66 @@ def test_git_commit_reads_the_checkout(tmp_path):
     commit = git_commit(here)
     if head:  # (a source tree without .git: None)
         assert commit is not None and commit.removesuffix("+dirty") == head
+
+
+def test_as_images_keeps_the_pixels(digits):
+    img = digits.as_images()
+    assert img.x_train.shape == (len(digits.x_train), 8, 8, 1)
+    np.testing.assert_allclose(  # x * x_std + x_mean still gives the pixels
+        (img.x_test * img.x_std + img.x_mean).reshape(len(digits.x_test), 64),
+        digits.x_test * digits.x_std + digits.x_mean, rtol=1e-6)  # fmt: skip
+    assert img.as_images() is img
+    with pytest.raises(ValueError, match="not rows of a square image"):
+        bp.data.load("wine").as_images()  # 13 features
+
+
+def _posterior(method, rng, **kw):
+    from bnn_ppl.posterior import Posterior
+
+    return Posterior(method, {"w": rng.normal(size=(2, 15, 3))},
+                     predictions={"probs": rng.dirichlet([1.0, 1.0, 1.0], size=(2, 15, 5))},
+                     observed={"y_test": np.array([0, 1, 2, 1, 0])}, **kw)  # fmt: skip
+
+
+def test_posterior_sampler_table_is_sampler_table_of_the_posteriors():
+    from bnn_ppl.metrics import efficiency as eff
+    from bnn_ppl.metrics.comparison import posterior_predictions
+
+    rng = np.random.default_rng(0)
+    posts = {"HMC": _posterior("hmc", rng, sample_stats={"n_steps": np.full((2, 15), 4)}),
+             "SGHMC": _posterior("sghmc", rng, config={"num_samples": 15, "cycle_length": 10,
+                                                       "num_chains": 2, "batch_size": 25})}
+    got = eff.posterior_sampler_table(posts, num_train=50, reference="HMC")
+    want = eff.sampler_table(
+        {m: posterior_predictions(p, chains=True) for m, p in posts.items()},
+        {m: p.samples for m, p in posts.items()}, np.array([0, 1, 2, 1, 0]),
+        {"HMC": 120.0, "SGHMC": 15 * 10 * 2 * 25 / 50}, reference="HMC")  # fmt: skip
+    assert got == want
+    assert set(eff.TABLE1_COLUMNS) | set(eff.SAMPLER_COLUMNS) - {"step_size"} <= set(got["HMC"])
+    with pytest.raises(ValueError, match="reference 'ATMC'"):
+        eff.posterior_sampler_table(posts, num_train=50, reference="ATMC")
+    with pytest.raises(ValueError, match="neither"):
+        eff.full_batch_gradients(_posterior("svi", rng), num_train=50)
+
+
+def test_recommended_step_sizes_are_each_samplers_at_the_measured_scales():
+    import jax
+
+    from bnn_ppl.inference import (
+        full_batch_potential,
+        gradient_scales,
+        recommended_step_size,
+        recommended_step_sizes,
+    )
+    from bnn_ppl.inference.step_size import SAMPLERS
+
+    x = np.linspace(-1, 1, 40, dtype=np.float32)[:, None]
+    model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+    pot = full_batch_potential(model, x, 2 * x[:, 0])
+    position = {"Dense_0.kernel": np.full((1, 1), 2.0, np.float32),
+                "Dense_0.bias": np.zeros(1, np.float32)}  # fmt: skip
+    steps, scales = recommended_step_sizes(pot, position, 10, rng_key=jax.random.key(1))
+    assert scales == gradient_scales(pot, pot.unconstrain(position), 10, rng_key=jax.random.key(1))
+    assert steps == {s: recommended_step_size(s, scales) for s in SAMPLERS}
+    with pytest.raises(TypeError, match="FullBatchPotential"):
+        recommended_step_sizes(lambda z: z, position, 10, rng_key=jax.random.key(1))
