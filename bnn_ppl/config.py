@@ -103,12 +103,7 @@ class Config:
         """
         if not isinstance(options, Mapping):
             raise InputTypeError(f"options must be a mapping, got {type(options).__name__}.")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise InputValueError(
-                f"{cls.__name__} has no field(s) {unknown}; it has {sorted(known)}."
-            )
+        known = _fields(cls, overrides)
         return cls(**{k: v for k, v in options.items() if k in known} | overrides)
 
 
@@ -363,9 +358,14 @@ def from_dict(record: Mapping[str, Any]) -> Config:
     method = fields.pop("method", None)
     if method not in CONFIGS:
         raise InputValueError(f"record['method'] must be one of {sorted(CONFIGS)}, got {method!r}.")
-    cls = CONFIGS[method]
+    _fields(CONFIGS[method], fields)
+    return CONFIGS[method](**fields)
+
+
+def _fields(cls: type[Config], names: Mapping[str, Any]) -> set[str]:
+    """``cls``'s field names; any of ``names`` that is not one is an error naming it."""
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(fields) - known)
+    unknown = sorted(set(names) - known)
     if unknown:
         raise InputValueError(f"{cls.__name__} has no field(s) {unknown}; it has {sorted(known)}.")
-    return cls(**fields)
+    return known
