@@ -22,6 +22,8 @@ Example:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ __all__ = [
     "SGMCMCAccuracyWarning",
     "accuracy_summary",
     "check_accuracy",
+    "info_accuracy_summary",
     "warn_minibatch_settings",
 ]
 
@@ -134,8 +137,26 @@ def accuracy_summary(mcmc: Any) -> dict[str, Any]:
     problems = check_accuracy(mcmc)
     extra = mcmc.get_extra_fields()
     info = extra["info"] if "info" in extra else mcmc.last_state.info
+    return _summary(problems, info._asdict())
+
+
+def info_accuracy_summary(kernel: SGMCMCKernel, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`accuracy_summary` of a run whose ``Info`` records were stored field by field
+    (``fields``: name -> values, e.g. a checkpointed run's ``"info.<name>"`` arrays); warns
+    as :func:`check_accuracy` does."""
+    if not isinstance(kernel, SGMCMCKernel):
+        raise InputTypeError(
+            f"kernel must be a bnn_ppl SG-MCMC kernel, got {type(kernel).__name__}."
+        )
+    problems = kernel.accuracy_problems(SimpleNamespace(**fields))
+    for message in problems:
+        warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=2)
+    return _summary(problems, fields)
+
+
+def _summary(problems: list[str], fields: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"problems": problems}
-    for name, value in info._asdict().items():
+    for name, value in fields.items():
         a = np.asarray(value, np.float64)
         if name == "noise_share":
             out[name] = float(np.max(a))

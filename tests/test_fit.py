@@ -98,7 +98,7 @@ def test_fit_map_and_ensemble_put_members_on_the_chain_axis():
 
 
 @pytest.mark.parametrize("method", ["sgld", "atmc"])
-def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method):
+def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method, tmp_path):
     x, y = data()
     c = cfg.CONFIGS[method](num_warmup=1, num_samples=5, num_chains=2, cycle_length=20,
                             batch_size=10, map_steps=50)  # fmt: skip
@@ -118,6 +118,12 @@ def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method):
     assert np.isfinite(report["noise_share"])
     if method == "atmc":
         assert report["kinetic_temperature"] > 0 and "beta_mean" in report
+        # a checkpointed run stores the Info too and reports the same
+        seg = fit(linear_model(), (x, y), dataclasses.replace(c, step_size=step), KEY,
+                  checkpoint_dir=tmp_path, checkpoint_every=5)  # fmt: skip
+        got, want = dict(seg.config["accuracy"]), dict(given.config["accuracy"])
+        assert got.pop("problems") == want.pop("problems")
+        assert got == pytest.approx(want, rel=1e-5)
 
 
 def test_a_fitted_posterior_round_trips_and_arviz_reads_it(tmp_path):

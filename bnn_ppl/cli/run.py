@@ -107,7 +107,7 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
             "batch_size": c.batch_size,  # type: ignore[attr-defined]
             "step_size": post.config.get("step_size_used", c.step_size),  # type: ignore[attr-defined]
             "resumed_after_segment": resumed,
-            "accuracy": post.config.get("accuracy"),  # None when checkpointed
+            "accuracy": post.config.get("accuracy"),  # what check_accuracy found
         }
     elif s.method == "svi":
         losses = np.asarray(post.trace["loss"])
