@@ -90,6 +90,22 @@ class Config:
         """The fields and ``"method"``, JSON-able."""
         return {"method": self.method, **dataclasses.asdict(self)}
 
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], **overrides: Any) -> Config:
+        """The config from a script's options: every entry of ``options`` that names one of
+        this config's fields (the rest are ignored), then ``overrides`` (which must be fields).
+
+        Example:
+            >>> opts = {"num_warmup": 10, "num_samples": 20, "width": 50, "seed": 0}
+            >>> c = HMCConfig.from_options(opts, num_chains=2, num_samples=5)
+            >>> c.num_warmup, c.num_samples, c.num_chains
+            (10, 5, 2)
+        """
+        if not isinstance(options, Mapping):
+            raise InputTypeError(f"options must be a mapping, got {type(options).__name__}.")
+        known = _fields(cls, overrides)
+        return cls(**{k: v for k, v in options.items() if k in known} | overrides)
+
 
 @dataclass(frozen=True)
 class _MCMCConfig(Config):
@@ -342,9 +358,14 @@ def from_dict(record: Mapping[str, Any]) -> Config:
     method = fields.pop("method", None)
     if method not in CONFIGS:
         raise InputValueError(f"record['method'] must be one of {sorted(CONFIGS)}, got {method!r}.")
-    cls = CONFIGS[method]
+    _fields(CONFIGS[method], fields)
+    return CONFIGS[method](**fields)
+
+
+def _fields(cls: type[Config], names: Mapping[str, Any]) -> set[str]:
+    """``cls``'s field names; any of ``names`` that is not one is an error naming it."""
     known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(fields) - known)
+    unknown = sorted(set(names) - known)
     if unknown:
         raise InputValueError(f"{cls.__name__} has no field(s) {unknown}; it has {sorted(known)}.")
-    return cls(**fields)
+    return known

@@ -1,4 +1,5 @@
-"""Figures: reliability diagrams, R-hat in weight vs function space, 1-D regression bands.
+"""Figures: reliability diagrams, R-hat in weight vs function space, 1-D regression bands,
+metrics against a setting.
 
 Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented API
 (``Figure(...)``, not :mod:`matplotlib.pyplot`): nothing here selects a backend, opens a window,
@@ -39,6 +40,7 @@ __all__ = [
     "reliability_diagram",
     "rhat_histograms",
     "regression_band",
+    "metric_curves",
     "trace_plot",
     "rank_plot",
     "save_figure",
@@ -306,6 +308,46 @@ def rank_plot(idata: object, var_names: list[str] | None = None) -> Figure:
     """ArviZ's rank plot (``arviz.plot_rank``) as a matplotlib figure."""
     az = _imports.arviz()
     return _arviz_figure(az.plot_rank(idata, var_names=var_names, backend="matplotlib"))
+
+
+def metric_curves(
+    curves: Mapping[str, Mapping[float, Mapping[str, float]]],
+    *,
+    xlabel: str,
+    metrics: Mapping[str, str] | None = None,
+    xscale: str = "linear",
+    title: str | None = None,
+) -> Figure:
+    """Metrics against a setting, one panel per metric and one line per curve.
+
+    Args:
+        curves: label -> x -> metric name -> value (e.g. prior family -> scale -> metrics).
+        xlabel: the x axis' label; ``xscale``: ``"linear"`` or ``"log"``.
+        metrics: metric name -> y label, one panel each (default: BMA test accuracy and NLL).
+        title: the figure's title.
+
+    Example:
+        >>> fig = metric_curves({"normal": {0.1: {"accuracy": 0.9, "nll": 0.3},
+        ...                                 1.0: {"accuracy": 0.8, "nll": 0.5}}},
+        ...                     xlabel="prior scale", xscale="log")
+        >>> [ax.get_ylabel() for ax in fig.axes]
+        ['BMA test accuracy', 'BMA test NLL']
+    """
+    metrics = metrics or {"accuracy": "BMA test accuracy", "nll": "BMA test NLL"}
+    if not curves or not metrics:
+        raise InputValueError("metric_curves needs at least one curve and one metric.")
+    fig = Figure(figsize=(4.5 * len(metrics), 3.6), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(metrics)))
+    for ax, (metric, ylabel) in zip(axes, metrics.items(), strict=True):
+        for label, by_x in curves.items():
+            xs = sorted(by_x)
+            ax.plot(xs, [by_x[x][metric] for x in xs], marker="o", label=label)
+        ax.set(xscale=xscale, xlabel=xlabel, ylabel=ylabel)
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    if title:
+        fig.suptitle(title)
+    return fig
 
 
 def save_figure(fig: Figure, path: str | os.PathLike, *, dpi: float = 150) -> None:

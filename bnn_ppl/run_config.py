@@ -52,6 +52,7 @@ __all__ = [
     "PROGRESS",
     "CHECKPOINTS",
     "versions",
+    "git_commit",
     "array_sha256",
     "data_identity",
     "make_config",
@@ -85,6 +86,30 @@ def versions() -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
+
+
+def git_commit(where: str | os.PathLike) -> str | None:
+    """The commit checked out at ``where`` (a folder in a git checkout), with ``+dirty`` when
+    tracked files have uncommitted changes; ``None`` outside git or without git. Read it when
+    a run starts: it records the code that runs, not whatever HEAD is when the run ends.
+
+    Example:
+        >>> import tempfile
+        >>> git_commit(tempfile.mkdtemp()) is None  # not a checkout
+        True
+    """
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    try:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def array_sha256(*arrays: Any) -> str:

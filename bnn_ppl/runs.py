@@ -21,7 +21,8 @@ pickle, checked against its SHA-256 when read):
   an ensemble.
 * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
-  without it holds an unfinished run.
+  without it holds an unfinished run; one whose record says ``"status": "diverged"``
+  (:func:`save_diverged`) a run whose draws or loss became NaN/inf, with the reason.
 * ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - a killed run resumes from it.
 
 This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
@@ -108,6 +109,7 @@ __all__ = [
     "claim",
     "save_results",
     "save_posterior",
+    "save_diverged",
     "load_run",
     "dataset_name",
     "method_name",
@@ -278,6 +280,19 @@ def save_posterior(
     )
 
 
+def save_diverged(
+    folder: str | os.PathLike, method: str, reason: str, *, extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Write ``metrics.json`` (atomically) for a claimed run that diverged: ``"status":
+    "diverged"``, the ``method`` and the ``reason`` (the error's message), so that the folder
+    says what happened instead of looking unfinished; :func:`load_run` refuses it, naming the
+    reason. A rerun with the same options overwrites the record. Returns the record."""
+    record = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "status": "diverged",
+              "method": method, "reason": reason, **dict(extra or {})}  # fmt: skip
+    write_json(os.path.join(os.fspath(folder), METRICS), record)
+    return record
+
+
 def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
     """Read a finished run folder (checksums checked, nothing unpickled).
 
@@ -286,8 +301,8 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         samples: also read ``samples.npz`` (only evaluation's weight-space diagnostics need it).
 
     Raises:
-        ValueError: the folder does not exist, is not a run folder, holds an unfinished run, or
-            a file is damaged (the message names it).
+        ValueError: the folder does not exist, is not a run folder, holds an unfinished or a
+            diverged run (:func:`save_diverged`), or a file is damaged (the message names it).
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
@@ -307,6 +322,11 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
     if not isinstance(record, dict):
         record = {}
+    if record.get("status") == "diverged":
+        raise InputValueError(
+            f"{folder} holds a run that diverged ({record.get('method')}); there is nothing to "
+            f"evaluate. Its record says: {record.get('reason')}"
+        )
     files = record.get("files") if isinstance(record.get("files"), dict) else {}
     missing = [k for k in _RECORD_KEYS if k not in record]
     missing += [f"files.{k}" for k in (PREDICTIONS, SAMPLES) if not isinstance(files.get(k), str)]

@@ -35,7 +35,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from matplotlib.figure import Figure
 
 import bnn_ppl as bp
 from bnn_ppl.config import EnsembleConfig, HMCConfig, SVIConfig
@@ -43,64 +42,45 @@ from bnn_ppl.inference import fit_run
 from bnn_ppl.io import write_json
 from bnn_ppl.metrics.comparison import format_table
 from bnn_ppl.metrics.suite import predictive_metrics
-from bnn_ppl.plots import save_figure
+from bnn_ppl.models import mlp_bnn
+from bnn_ppl.plots import metric_curves, save_figure
 
-NAMES = {"hmc": "HMC", "ensemble": "ensemble", "svi": "SVI"}
 SEVERITIES = (0, 1, 2, 3, 4, 5)  # 0: the clean test set
-
-
-def shifted_test_sets(data: bp.data.Dataset, kinds: list[str], max_test: int | None) -> dict:
-    """``(kind, severity) -> (x, y)``, the first ``max_test`` rows; severity 0 is the clean
-    test set (kind ``"clean"``). Digits: corrupted offline; CIFAR-10: read from
-    ``cifar10_corrupted`` (raises ``DataNotFoundError`` when it is not prepared)."""
-    if data.name == "cifar10":
-        sets = bp.data.load_corrupted(data, corruptions=kinds, severities=SEVERITIES[1:])
-    else:
-        sets = {(k, s): bp.data.corrupt_test_set(data, k, s) for k in kinds for s in SEVERITIES[1:]}
-    sets = {("clean", 0): (data.x_test, data.y_test), **sets}
-    return {key: (x[:max_test], y[:max_test]) for key, (x, y) in sets.items()}
+XLABEL = "corruption severity (0 = clean)"
 
 
 def compare(args: argparse.Namespace, data: bp.data.Dataset, test_sets: dict,
             rng_key: jax.Array) -> dict[str, Any]:
     """Fit every method on ``data``, evaluate on ``test_sets``; print and return the results."""
-    model = bp.BNN(bp.models.MLP(hidden=(args.width,), out=data.num_classes),
-                   prior=bp.priors.Normal(args.prior_scale),
-                   likelihood=bp.likelihoods.Categorical())  # fmt: skip
-    print(f"{data.name}: {len(data.x_train)} train rows, {len(test_sets)} test sets "
+    model = mlp_bnn(data, args.width, args.prior_scale)
+    print(f"\n{data.name}: {len(data.x_train)} train rows, {len(test_sets)} test sets "
           f"({len(test_sets['clean', 0][0])} rows each); MLP(hidden=({args.width},)), "
           f"{model.num_params(data.x_train[:1])} parameters", flush=True)
-    configs = {
-        "hmc": HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
-                         num_chains=args.num_chains),
-        "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.map_steps),
-        "svi": SVIConfig(map_steps=args.map_steps, num_steps=args.num_steps,
-                         num_samples=args.svi_samples),
-    }  # fmt: skip
+    opts = vars(args)  # HMC: warmup, samples, chains; SVI: map steps, steps; ensemble: members
+    configs = {"HMC": HMCConfig.from_options(opts),
+               "ensemble": EnsembleConfig.from_options(opts, num_steps=args.map_steps),
+               "SVI": SVIConfig.from_options(opts, num_samples=args.svi_samples)}  # fmt: skip
     options = {"width": args.width, "prior_scale": args.prior_scale}
     results, walls = {}, {}
     for (name, config), key in zip(configs.items(), jax.random.split(rng_key, 3), strict=True):
-        folder = os.path.join(args.out, data.name, name)
-        post, record = fit_run(folder, model, data, config, key, options=options)
-        walls[NAMES[name]] = record["wall_time_s"]
-        draws = post.flat_samples()
-        results[NAMES[name]] = {
+        post, record = fit_run(os.path.join(args.out, data.name, name.lower()), model, data,
+                               config, key, options=options)  # fmt: skip
+        walls[name], draws = record["wall_time_s"], post.flat_samples()
+        results[name] = {
             f"{k}/{s}": {m: v for m, v in predictive_metrics(
                 bp.predict(model, draws, x), y, task="classification").items()
                 if m in ("accuracy", "nll")}
             for (k, s), (x, y) in test_sets.items()
         }  # fmt: skip
-        print(f"  {NAMES[name]}: {walls[NAMES[name]]:.1f} s", flush=True)
+        print(f"  {name}: {walls[name]:.1f} s", flush=True)
+    metrics = {"accuracy": "acc", "nll": "NLL"}  # mean over the kinds, per severity
     curves = {m: {s: {k: float(np.mean([v[k] for key, v in r.items() if key.endswith(f"/{s}")]))
-                      for k in ("accuracy", "nll")} for s in SEVERITIES}
-              for m, r in results.items()}  # fmt: skip
+                      for k in metrics} for s in SEVERITIES} for m, r in results.items()}
     drops = {m: c[0]["accuracy"] - c[5]["accuracy"] for m, c in curves.items()}
     print(f"\nBMA test accuracy and NLL, mean over {', '.join(args.kinds)}")
-    columns = {f"{m}/{k}": f"{m} {h}" for m in curves for k, h in (("accuracy", "acc"),
-                                                                    ("nll", "NLL"))}  # fmt: skip
+    columns = {f"{m}/{k}": f"{m} {h}" for m in curves for k, h in metrics.items()}
     table = {("clean" if s == 0 else str(s)): {f"{m}/{k}": curves[m][s][k] for m in curves
-                                              for k in ("accuracy", "nll")}
-             for s in SEVERITIES}  # fmt: skip
+                                              for k in metrics} for s in SEVERITIES}  # fmt: skip
     print(format_table(table, columns, label="severity"))
     print("\naccuracy drop clean -> severity 5: "
           + ", ".join(f"{m} {d:.4f}" for m, d in drops.items()))
@@ -111,48 +91,30 @@ def compare(args: argparse.Namespace, data: bp.data.Dataset, test_sets: dict,
             "supported": supported, "wall_time_s": walls}  # fmt: skip
 
 
-def plot(curves: dict[str, dict[int, dict[str, float]]], title: str) -> Figure:
-    """Accuracy and NLL against corruption severity (0 = clean), one line per method."""
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
-    axes = fig.subplots(1, 2)
-    for method, c in curves.items():
-        for ax, metric in zip(axes, ("accuracy", "nll"), strict=True):
-            ax.plot(SEVERITIES, [c[s][metric] for s in SEVERITIES], marker="o", label=method)
-    for ax, label in zip(axes, ("BMA test accuracy", "BMA test NLL"), strict=True):
-        ax.set(xlabel="corruption severity (0 = clean)", ylabel=label)
-        ax.grid(alpha=0.3)
-    axes[0].legend()
-    fig.suptitle(title)
-    return fig
-
-
 def main(args: argparse.Namespace) -> None:
     digits_key, cifar_key = jax.random.split(jax.random.key(args.seed))
     payload: dict[str, Any] = {"args": vars(args)}
     data = bp.data.load("digits").head(args.max_train)
-    payload["digits"] = compare(args, data, shifted_test_sets(data, args.kinds, None), digits_key)
-    png = os.path.join(args.out, "covariate_shift.png")
-    save_figure(plot(payload["digits"]["by_severity"],
-                     f"digits, MLP({args.width}): covariate shift"), png)  # fmt: skip
-    print()
+    payload["digits"] = compare(args, data, bp.data.shifted_test_sets(data, args.kinds), digits_key)
+    png, path = (os.path.join(args.out, f) for f in ("covariate_shift.png", "summary.json"))
+    save_figure(metric_curves(payload["digits"]["by_severity"], xlabel=XLABEL,
+                              title=f"digits, MLP({args.width}): covariate shift"), png)
     if args.cifar10 == "none":
-        print("CIFAR-10-C part skipped (--cifar10 none)")
+        print("\nCIFAR-10-C part skipped (--cifar10 none)")
     else:
         try:
             cifar = bp.data.load("cifar10").head(args.cifar_max_train)
-            test_sets = shifted_test_sets(cifar, args.kinds, args.cifar_max_test)
+            test_sets = bp.data.shifted_test_sets(cifar, args.kinds, max_test=args.cifar_max_test)
         except bp.data.DataNotFoundError as err:
-            reason = str(err).split(",")[0]
-            print(f"CIFAR-10-C part skipped: {reason} (bnn_ppl never downloads).")
-            payload["cifar10"] = {"skipped": reason}
+            payload["cifar10"] = {"skipped": (reason := str(err).split(",")[0])}
+            print(f"\nCIFAR-10-C part skipped: {reason} (bnn_ppl never downloads).")
         else:
             payload["cifar10"] = compare(args, cifar, test_sets, cifar_key)
-            save_figure(plot(payload["cifar10"]["by_severity"], f"CIFAR-10-C, MLP({args.width})"),
+            save_figure(metric_curves(payload["cifar10"]["by_severity"], xlabel=XLABEL,
+                                      title=f"CIFAR-10-C, MLP({args.width})"),
                         os.path.join(args.out, "covariate_shift_cifar10.png"))  # fmt: skip
-    print(f"wrote {png}")
-    path = os.path.join(args.out, "summary.json")
     write_json(path, payload)
-    print(f"wrote {path}")
+    print(f"wrote {png}\nwrote {path}")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -174,8 +136,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="auto: run the CIFAR-10-C part when the data are prepared")
     p.add_argument("--cifar-max-train", type=int, default=5000)
     p.add_argument("--cifar-max-test", type=int, default=1000)
-    p.add_argument("--full", action="store_true",
-                   help="the longer setting: width 100, 2 chains x 500 + 500, 10 members")
+    p.add_argument("--full", action="store_true", help="width 100, 2 x 500 + 500, 10 members")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/covariate_shift", help="run folders and figures")
     args = p.parse_args(argv)

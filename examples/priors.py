@@ -33,13 +33,13 @@ import os
 
 import jax
 import numpy as np
-from matplotlib.figure import Figure
 
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig
 from bnn_ppl.inference import fit_run
 from bnn_ppl.io import write_json
-from bnn_ppl.plots import save_figure
+from bnn_ppl.models import mlp_bnn
+from bnn_ppl.plots import metric_curves, save_figure
 
 FAMILIES = ("normal", "laplace", "student_t", "logistic")
 
@@ -49,28 +49,16 @@ def prior_spec(family: str, scale: float, df: float) -> str:
     return f"student_t:{df:g},{scale:g}" if family == "student_t" else f"{family}:{scale:g}"
 
 
-def build_model(args: argparse.Namespace, num_classes: int, spec: str) -> bp.BNN:
-    """MLP with one hidden layer, the prior ``spec`` on every parameter, categorical likelihood."""
-    return bp.BNN(bp.models.MLP(hidden=(args.width,), out=num_classes),
-                  prior=bp.priors.from_string(spec),
-                  likelihood=bp.likelihoods.Categorical())  # fmt: skip
-
-
 def summarise(
     results: dict[str, dict[float, dict]], tolerance: float, acc_tolerance: float
 ) -> dict[str, float | bool]:
     """Family effect vs scale effect, and the Normal prior's best NLL vs the best overall."""
     families, scales = list(results), sorted(next(iter(results.values())))
-
-    def spread(values: list[float]) -> float:
-        return max(values) - min(values)
-
     out: dict[str, float | bool] = {}
     for metric in ("accuracy", "nll"):
-        out[f"family_effect_{metric}"] = float(np.mean(
-            [spread([results[f][s][metric] for f in families]) for s in scales]))  # fmt: skip
-        out[f"scale_effect_{metric}"] = float(np.mean(
-            [spread([results[f][s][metric] for s in scales]) for f in families]))  # fmt: skip
+        grid = np.array([[results[f][s][metric] for s in scales] for f in families])
+        out[f"family_effect_{metric}"] = float(np.ptp(grid, axis=0).mean())  # over families
+        out[f"scale_effect_{metric}"] = float(np.ptp(grid, axis=1).mean())  # over scales
     best = {f: min(r["nll"] for r in results[f].values()) for f in families}
     out["best_family"] = min(best, key=best.get)
     out["best_nll"] = best[out["best_family"]]
@@ -81,36 +69,19 @@ def summarise(
     return out
 
 
-def plot(results: dict[str, dict[float, dict]], title: str) -> Figure:
-    """Accuracy and NLL of the BMA against the prior scale, one line per family."""
-    fig = Figure(figsize=(9, 3.6), layout="constrained")
-    axes = fig.subplots(1, 2)
-    for family, by_scale in results.items():
-        scales = sorted(by_scale)
-        for ax, metric in zip(axes, ("accuracy", "nll"), strict=True):
-            ax.plot(scales, [by_scale[s][metric] for s in scales], marker="o", label=family)
-    for ax, label in zip(axes, ("BMA test accuracy", "BMA test NLL"), strict=True):
-        ax.set(xscale="log", xlabel="prior scale", ylabel=label)
-        ax.grid(alpha=0.3)
-    axes[0].legend()
-    fig.suptitle(title)
-    return fig
-
-
 def main(args: argparse.Namespace) -> None:
     data = bp.data.load("digits").head(args.max_train)
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows; "
           f"MLP(hidden=({args.width},)); HMC {args.num_chains} chain(s) x "
           f"{args.num_warmup} warmup + {args.num_samples} samples per prior", flush=True)
-    config = HMCConfig(num_warmup=args.num_warmup, num_samples=args.num_samples,
-                       num_chains=args.num_chains, trajectory_length=args.trajectory_length)
+    config = HMCConfig.from_options(vars(args))  # warmup, samples, chains, trajectory length
     results: dict[str, dict[float, dict]] = {}
     table = [f"{'prior':<22}{'accuracy':>10}{'NLL':>10}{'accept':>9}{'leapfrog':>10}{'time s':>9}"]
     for family in args.families:
         for scale in args.scales:
             spec = prior_spec(family, scale, args.df)
-            folder = os.path.join(args.out, family, f"{scale:g}")
-            _, record = fit_run(folder, build_model(args, data.num_classes, spec), data, config,
+            model = mlp_bnn(data, args.width, bp.priors.from_string(spec))
+            _, record = fit_run(os.path.join(args.out, family, f"{scale:g}"), model, data, config,
                                 jax.random.key(args.seed),  # the same key: only the prior changes
                                 options={"prior": spec, "width": args.width})  # fmt: skip
             r = {k: record["metrics"][k] for k in ("accuracy", "nll")}
@@ -120,7 +91,6 @@ def main(args: argparse.Namespace) -> None:
                          f"{np.mean([c['accept_prob'] for c in chains]):>9.3f}"
                          f"{np.mean([c['num_steps'] for c in chains]):>10.1f}{wall:>9.1f}")
             print(f"  {spec}: {wall:.1f} s", flush=True)
-
     summary = summarise(results, args.tolerance, args.acc_tolerance)
     print("\n" + "\n".join(table) + "\n")
     print(f"family effect (max - min over families, mean over scales): accuracy "
@@ -136,7 +106,8 @@ def main(args: argparse.Namespace) -> None:
           f"best: {'yes' if summary['normal_close'] else 'no'}): {verdict} here")
 
     png, path = os.path.join(args.out, "priors.png"), os.path.join(args.out, "summary.json")
-    save_figure(plot(results, f"digits, MLP({args.width}), HMC BMA per prior"), png)
+    save_figure(metric_curves(results, xlabel="prior scale", xscale="log",
+                              title=f"digits, MLP({args.width}), HMC BMA per prior"), png)
     write_json(path, {
         "args": vars(args), "summary": summary,
         "results": {f: {f"{s:g}": r for s, r in v.items()} for f, v in results.items()},
@@ -163,8 +134,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--acc-tolerance", type=float, default=0.02,
                    help="largest mean spread of accuracy over families that counts as robust")
     p.add_argument("--full", action="store_true",
-                   help="the longer setting: width 100, 2 chains x 400 warmup + 400 samples, "
-                        "Izmailov et al.'s trajectory length per prior")
+                   help="width 100, 2 chains x 400 + 400, Izmailov et al.'s trajectory length")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/priors")
     args = p.parse_args(argv)

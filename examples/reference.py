@@ -29,95 +29,45 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 import time
 import warnings
 
 import jax
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 
 import bnn_ppl as bp
 from bnn_ppl.inference import ReferenceNotConvergedWarning, reference_hmc
 from bnn_ppl.io import save_npz, write_json
-
-
-def dataset_name(name: str) -> str:
-    """``yacht`` -> ``uci/yacht`` for the UCI sets; other names as given."""
-    return f"uci/{name}" if name in bp.data.uci.FOLDERS else name
-
-
-def get_data(args: argparse.Namespace) -> bp.data.Dataset:
-    options = {"split": args.split} if args.dataset.startswith("uci/") else {}
-    data = bp.data.load(args.dataset, **options)
-    if args.max_train is not None:
-        data = data._replace(x_train=data.x_train[: args.max_train],
-                             y_train=data.y_train[: args.max_train])
-    if args.max_test is not None:
-        data = data._replace(x_test=data.x_test[: args.max_test],
-                             y_test=data.y_test[: args.max_test])
-    return data
-
-
-def build_model(args: argparse.Namespace, data: bp.data.Dataset) -> bp.BNN:
-    """MLP(width): categorical for a classification set; for regression a Gaussian likelihood
-    whose noise has a HalfNormal(1) prior (the model of examples/uci_regression.py)."""
-    if data.num_classes:
-        out, likelihood = data.num_classes, bp.likelihoods.Categorical()
-    else:
-        out, likelihood = 1, bp.likelihoods.Gaussian(scale=dist.HalfNormal(1.0))
-    return bp.BNN(bp.models.MLP(hidden=(args.width,), out=out),
-                  bp.priors.Normal(args.prior_scale), likelihood)
-
-
-def git_commit() -> str | None:
-    """The checkout's commit (with ``+dirty`` for uncommitted changes), or None outside git."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
-                               capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")
+from bnn_ppl.models import mlp_bnn
+from bnn_ppl.run_config import git_commit, versions
 
 
 def reference_predictive(model, run, data) -> tuple[dict, dict]:
-    """The BMA at the test inputs as arrays, and the test metrics computed from those arrays."""
+    """The BMA at the test inputs as arrays, and the test metrics computed from those arrays:
+    NLL and accuracy, or the Gaussian NLL and RMSE of the moment-matched predictive in
+    standardised units and in the target's own (the UCI protocol's test RMSE and LL)."""
     pred = bp.bma(bp.predict(model, run.posterior.samples, data.x_test, chunk_size=512))
+    y, y_std = data.y_test, float(data.y_std)
     if isinstance(pred, bp.likelihoods.GaussianPrediction):
         mean, scale = np.asarray(pred.mean).reshape(-1), np.asarray(pred.scale).reshape(-1)
-        arrays = {"mean": mean, "scale": scale, "y_test": data.y_test}
-        arrays["y_std"] = np.asarray(data.y_std, np.float64)
-        metrics = regression_metrics(arrays)
-    else:
-        probs = np.asarray(pred)
-        arrays = {"probs": probs, "y_test": data.y_test}
-        metrics = {"nll": float(bp.metrics.nll(probs, data.y_test)),
-                   "accuracy": float(bp.metrics.accuracy(probs, data.y_test))}
-    return arrays, metrics
-
-
-def regression_metrics(arrays: dict) -> dict:
-    """Gaussian NLL and RMSE of the stored moment-matched predictive, in standardised units and
-    in the target's own (the UCI protocol's test RMSE and log-likelihood)."""
-    mean, scale, y, y_std = (arrays[k] for k in ("mean", "scale", "y_test", "y_std"))
-    nll = float(bp.metrics.gaussian_nll(mean, scale, y))
-    rmse = float(bp.metrics.rmse(mean, y))
-    return {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * float(y_std),
-            "test_ll_original": -nll - float(np.log(y_std))}
+        arrays = {"mean": mean, "scale": scale, "y_test": y, "y_std": np.asarray(y_std)}
+        nll, rmse = float(bp.metrics.gaussian_nll(mean, scale, y)), float(bp.metrics.rmse(mean, y))
+        return arrays, {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * y_std,
+                        "test_ll_original": -nll - float(np.log(y_std))}  # fmt: skip
+    probs = np.asarray(pred)
+    return {"probs": probs, "y_test": y}, {"nll": float(bp.metrics.nll(probs, y)),
+                                           "accuracy": float(bp.metrics.accuracy(probs, y))}
 
 
 def main(args: argparse.Namespace) -> None:
-    args.dataset = dataset_name(args.dataset)
+    data = bp.data.load_subset(args.dataset, split=args.split, max_train=args.max_train,
+                               max_test=args.max_test)  # fmt: skip
+    args.dataset = data.name  # yacht -> uci/yacht
     if args.prior_scale is None:  # the scales the repo's examples use: digits 0.3, UCI 1.0
         args.prior_scale = 1.0 if args.dataset.startswith("uci/") else 0.3
-    commit = git_commit()  # the code that runs, not whatever HEAD is when the run ends
-    data = get_data(args)
-    model = build_model(args, data)
+    commit = git_commit(os.path.dirname(os.path.abspath(__file__)))  # the code that runs
+    model = mlp_bnn(data, args.width, args.prior_scale)  # regression: HalfNormal(1) noise prior
     t0 = time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -144,9 +94,7 @@ def main(args: argparse.Namespace) -> None:
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "seed": args.seed,
         "commit": commit,
-        "versions": {"bnn_ppl": bp.__version__, "jax": jax.__version__,
-                     "numpyro": numpyro.__version__, "numpy": np.__version__,
-                     "backend": jax.default_backend()},
+        "versions": versions() | {"backend": jax.default_backend()},
         "data": {"name": args.dataset, "split": args.split, "train_rows": len(data.x_train),
                  "test_rows": len(data.x_test), "targets": "standardised (training statistics)"},
         "model": {"network": f"MLP(hidden=({args.width},))", "prior": f"Normal({args.prior_scale})",

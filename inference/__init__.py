@@ -50,10 +50,19 @@ from bnn_ppl.inference.resume import MCMCPlan, run_segments
 from bnn_ppl.inference.run_folder import chain_summary, fit_run
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
-from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, check_accuracy
+from bnn_ppl.inference.sgmcmc_accuracy import (
+    SGMCMCAccuracyWarning,
+    accuracy_summary,
+    check_accuracy,
+)
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
 from bnn_ppl.inference.sgnht import SGNHT
-from bnn_ppl.inference.step_size import GradientScales, gradient_scales, recommended_step_size
+from bnn_ppl.inference.step_size import (
+    GradientScales,
+    gradient_scales,
+    recommended_step_size,
+    recommended_step_sizes,
+)
 from bnn_ppl.inference.svi import SVIResult, svi_mean_field
 from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
 
@@ -90,6 +99,7 @@ __all__ = [
     "from_map",
     "from_mcmc",
     "from_svi",
+    "accuracy_summary",
     "check_accuracy",
     "default_trajectory_length",
     "full_batch_estimator",
@@ -101,6 +111,7 @@ __all__ = [
     "map_estimate",
     "nuts",
     "recommended_step_size",
+    "recommended_step_sizes",
     "reference_hmc",
     "run_segments",
     "schedules",

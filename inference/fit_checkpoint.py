@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from typing import Any
 
 import jax
@@ -118,7 +119,7 @@ def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
 
     kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
     n = c.cycle_length
-    plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n)
+    plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("info",))
     return plan, pot, init, run_key, extra
 
 
@@ -139,6 +140,7 @@ def fit_checkpointed(
     from bnn_ppl.inference.fitting import sgmcmc_posterior
     from bnn_ppl.inference.progress_log import ProgressLog
     from bnn_ppl.inference.resume import run_segments
+    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, info_accuracy_summary
     from bnn_ppl.inference.to_posterior import from_draws
 
     sg = isinstance(config, _SGMCMCConfig)
@@ -164,7 +166,12 @@ def fit_checkpointed(
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
     if sg:
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
-        post = sgmcmc_posterior(config, samples, extra | progress)
+        info = {k[5:]: v for k, v in draws.extra.items() if k.startswith("info.")}
+        with warnings.catch_warnings():  # (the kernel's construction warned already)
+            warnings.simplefilter("ignore", SGMCMCAccuracyWarning)
+            kernel = plan.kernel()
+        accuracy = info_accuracy_summary(kernel, info) if info else None  # (older checkpoints)
+        post = sgmcmc_posterior(config, samples, extra | progress | {"accuracy": accuracy})
     else:
         from bnn_ppl.chain_health import check_chains
 

@@ -13,9 +13,11 @@ record, so scripts, the examples and the command line compare methods through on
 
 The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
 cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
-recommended step size measured at a MAP estimate. Given test inputs, the Posterior also holds the
-predictions at them and per-row log-likelihoods of the training (and test) targets, so
-:meth:`~bnn_ppl.Posterior.to_inference_data` supports ``az.loo``.
+recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
+``config["accuracy"]``, what :func:`~bnn_ppl.inference.accuracy_summary` finds. Given test
+inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
+training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
+``az.loo``.
 
 Example:
     >>> import jax, numpy as np
@@ -223,6 +225,7 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
 
 def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
     from bnn_ppl.inference.cycles import cycle_end_samples
+    from bnn_ppl.inference.sgmcmc_accuracy import accuracy_summary
 
     kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
     n = c.cycle_length
@@ -236,9 +239,10 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
         progress_bar=False,
         jit_model_args=True,
     )
-    mcmc.run(run_key, *pot.args, init_params=init)
+    mcmc.run(run_key, *pot.args, init_params=init, extra_fields=("info",))
     samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
-    return sgmcmc_posterior(c, samples, extra)
+    # what the kernel's Info (at the collected cycle ends) shows went wrong: warned and kept
+    return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
 
 
 def _reference(model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey) -> Posterior:

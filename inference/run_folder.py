@@ -5,8 +5,10 @@ script: :func:`fit_run` claims ``folder`` for the run's configuration (the data 
 method's config, the seed, the caller's model options and the data's fingerprint) before
 anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
 (:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
-per-chain sampler summary (:func:`chain_summary`). The examples write one folder per fitted
-method or setting this way, so every number they print can be recomputed from a folder.
+per-chain sampler summary (:func:`chain_summary`); a fit that diverges leaves a
+``metrics.json`` saying so (``"status": "diverged"`` and the reason) and its error propagates.
+The examples write one folder per fitted method or setting this way, so every number they print
+can be recomputed from a folder.
 
 Example:
     >>> import os, tempfile
@@ -37,6 +39,7 @@ import numpy as np
 from bnn_ppl import runs
 from bnn_ppl.config import Config
 from bnn_ppl.data import Dataset
+from bnn_ppl.divergence import DivergedError
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -92,7 +95,8 @@ def fit_run(
             recorded in ``config.json`` beside the config's fields.
         split: the data set's split number, where it has several.
         extra: more JSON-able entries for ``metrics.json``; ``wall_time_s`` and ``summary``
-            (``{"chains": chain_summary(posterior)}``) are added.
+            (``{"chains": chain_summary(posterior)}``, and for SG-MCMC ``"accuracy"``: the
+            :func:`~bnn_ppl.inference.accuracy_summary` of the run) are added.
 
     Returns:
         The fitted :class:`~bnn_ppl.Posterior` and the ``metrics.json`` record (its test metrics
@@ -102,6 +106,8 @@ def fit_run(
         TypeError: ``data`` is not a Dataset.
         ValueError: ``folder`` holds another run (every difference is named), or what
             :func:`~bnn_ppl.inference.fit` refuses.
+        DivergedError: the fit's loss or draws became NaN/inf; ``metrics.json`` then records
+            ``"status": "diverged"`` and the reason (:func:`bnn_ppl.runs.save_diverged`).
     """
     from bnn_ppl.inference.fitting import fit
 
@@ -120,9 +126,16 @@ def fit_run(
     }
     runs.claim(folder, runs.make_config(arguments, data=runs.data_identity(data, split=split)))
     start = time.perf_counter()
-    post = fit(model, data, config, key)
+    try:
+        post = fit(model, data, config, key)
+    except DivergedError as err:  # the claimed folder says so, rather than look unfinished
+        wall = time.perf_counter() - start
+        runs.save_diverged(folder, config.method, str(err), extra={"wall_time_s": wall})
+        raise
     wall = time.perf_counter() - start
     summary = {"chains": chain_summary(post)}
+    if "accuracy" in post.config:  # SG-MCMC: what accuracy_summary found
+        summary["accuracy"] = post.config["accuracy"]
     record = runs.save_posterior(
         folder,
         post,

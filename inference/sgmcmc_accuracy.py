@@ -5,7 +5,9 @@ Settings known to be inaccurate warn at construction (:func:`warn_minibatch_sett
 each kernel's ``__init__``), and :func:`check_accuracy` reads a finished run's ``Info`` records
 (the gradient noise's share of the heat, SGNHT's Euler bias ``hξ/2``, ATMC's ``(βh)²/12`` and
 kinetic temperature) through the kernel's ``accuracy_problems``. Both warn with
-:class:`SGMCMCAccuracyWarning`.
+:class:`SGMCMCAccuracyWarning`. :func:`accuracy_summary` is the JSON-able record of the same
+check that :func:`~bnn_ppl.inference.fit` keeps in an SG-MCMC Posterior's
+``config["accuracy"]`` (and ``fit_run`` in ``metrics.json``'s ``summary``).
 
 Example:
     >>> import warnings
@@ -20,12 +22,22 @@ Example:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
+
+import numpy as np
 
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["SGMCMCAccuracyWarning", "check_accuracy", "warn_minibatch_settings"]
+__all__ = [
+    "SGMCMCAccuracyWarning",
+    "accuracy_summary",
+    "check_accuracy",
+    "info_accuracy_summary",
+    "warn_minibatch_settings",
+]
 
 
 class SGMCMCAccuracyWarning(UserWarning):
@@ -101,3 +113,54 @@ def check_accuracy(mcmc: Any) -> list[str]:
     for message in problems:
         warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=2)
     return problems
+
+
+def accuracy_summary(mcmc: Any) -> dict[str, Any]:
+    """:func:`check_accuracy` (which warns) as a JSON-able record: ``problems`` (its messages),
+    ``steps`` (how many ``Info`` records were read, all chains), the mean over them of every
+    ``Info`` field but the step size and potential energy (``kinetic_temperature``: 1 at
+    equilibrium; ``xi_mean``, ``beta_mean``, ``friction_mean``, ...) and the largest
+    ``noise_share``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, warnings
+        >>> from numpyro.infer import MCMC
+        >>> from bnn_ppl.inference import SGNHT, accuracy_summary
+        >>> mcmc = MCMC(SGNHT(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2), step_size=0.5),
+        ...             num_warmup=10, num_samples=100, progress_bar=False)
+        >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2), extra_fields=("info",))
+        >>> with warnings.catch_warnings(record=True):
+        ...     report = accuracy_summary(mcmc)
+        >>> report["steps"], sorted(report)[:3], report["problems"][0][:25]
+        (100, ['kinetic_temperature', 'noise_share', 'problems'], 'SGNHT: the Euler friction')
+    """
+    problems = check_accuracy(mcmc)
+    extra = mcmc.get_extra_fields()
+    info = extra["info"] if "info" in extra else mcmc.last_state.info
+    return _summary(problems, info._asdict())
+
+
+def info_accuracy_summary(kernel: SGMCMCKernel, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`accuracy_summary` of a run whose ``Info`` records were stored field by field
+    (``fields``: name -> values, e.g. a checkpointed run's ``"info.<name>"`` arrays); warns
+    as :func:`check_accuracy` does."""
+    if not isinstance(kernel, SGMCMCKernel):
+        raise InputTypeError(
+            f"kernel must be a bnn_ppl SG-MCMC kernel, got {type(kernel).__name__}."
+        )
+    problems = kernel.accuracy_problems(SimpleNamespace(**fields))
+    for message in problems:
+        warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=2)
+    return _summary(problems, fields)
+
+
+def _summary(problems: list[str], fields: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"problems": problems}
+    for name, value in fields.items():
+        a = np.asarray(value, np.float64)
+        if name == "noise_share":
+            out[name] = float(np.max(a))
+        elif name not in ("step_size", "potential_energy", "preconditioner"):
+            out[name] = float(np.mean(a))
+        out["steps"] = int(a.size)
+    return dict(sorted(out.items()))

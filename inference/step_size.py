@@ -58,7 +58,13 @@ from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.types import Params, PRNGKey
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["GradientScales", "gradient_scales", "recommended_step_size", "SAMPLERS"]
+__all__ = [
+    "GradientScales",
+    "gradient_scales",
+    "recommended_step_size",
+    "recommended_step_sizes",
+    "SAMPLERS",
+]
 
 SAMPLERS = ("SGLD", "SGHMC", "SGNHT", "ATMC")
 
@@ -200,3 +206,39 @@ def recommended_step_size(
                 lo, hi = (mid, hi) if cold(mid) <= 0.01 else (lo, mid)
             h = lo
     return h
+
+
+def recommended_step_sizes(
+    potential: FullBatchPotential,
+    position: Params,
+    batch_size: int | None,
+    *,
+    rng_key: PRNGKey,
+    samplers: tuple[str, ...] = SAMPLERS,
+) -> tuple[dict[str, float], GradientScales]:
+    """Every sampler's :func:`recommended_step_size` at the :func:`gradient_scales` measured at
+    ``position`` (constrained parameters, one chain's: e.g. a posterior draw), and the scales.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import MAPConfig
+        >>> from bnn_ppl.inference import full_batch_potential
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 40, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...                bp.likelihoods.Gaussian(0.1))
+        >>> pot = full_batch_potential(model, x, 2 * x[:, 0])
+        >>> fitted = bp.fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=50), jax.random.key(0))
+        >>> position = {k: v[0, 0] for k, v in fitted.samples.items()}  # (chain, draw, ...)
+        >>> steps, scales = recommended_step_sizes(pot, position, 10, rng_key=jax.random.key(1))
+        >>> sorted(steps) == sorted(SAMPLERS), scales.batch_size
+        (True, 10)
+    """
+    if not isinstance(potential, FullBatchPotential):
+        raise InputTypeError(
+            f"potential must be a FullBatchPotential, got {type(potential).__name__}."
+        )
+    scales = gradient_scales(potential, potential.unconstrain(position), batch_size,
+                             rng_key=rng_key)  # fmt: skip
+    return {name: recommended_step_size(name, scales) for name in samplers}, scales

@@ -125,6 +125,22 @@ def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
     assert evaluation["plots"] == ["reliability.png", "rhat.png"]
 
 
+def test_evaluate_draws_its_reliability_diagram_from_the_library_bma(
+    ensemble_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reliability diagram is of the BMA (bp.bma: the mean of the members' probabilities)."""
+    import bnn_ppl as bp
+
+    seen = []
+    curve = bp.metrics.reliability_curve
+    monkeypatch.setattr(bp.metrics, "reliability_curve",
+                        lambda probs, *a, **k: seen.append(probs) or curve(probs, *a, **k))
+    ok("evaluate", str(ensemble_run), "--quiet")
+    probs = load_npz(ensemble_run / runs.PREDICTIONS)["probs"]  # (members, n, K)
+    (avg,) = seen
+    np.testing.assert_allclose(avg, probs.mean(axis=0), rtol=1e-6)
+
+
 def test_hmc_without_checkpoints_draws_the_same_chain(hmc_run: Path, folder: Path) -> None:
     out = folder / "hmc_plain"
     ok("run", *HMC, "--num-chains", "2", "--out", str(out), "--quiet")
@@ -544,7 +560,10 @@ def test_a_diverging_fit_is_a_clean_error(case: str, tmp_path: Path) -> None:
     rc, out, err = bnn_ppl("run", method, *TINY, *steps, *extra, "--out", str(tmp_path / "run"))
     assert rc == 2, out + err
     assert message in err and "less extreme --prior" in err and "Traceback" not in err
-    assert not (tmp_path / "run" / runs.METRICS).exists()
+    record = read_json(tmp_path / "run" / runs.METRICS)  # the folder says why it has no results
+    assert record["status"] == "diverged" and message in record["reason"]
+    rc, _, err = bnn_ppl("evaluate", str(tmp_path / "run"))
+    assert rc == 2 and "diverged" in err and message in err
 
 
 def test_a_tiny_prior_scale_gives_the_prior_predictive(tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ CNN_FLAGS = ["--cnn-dataset", "digits", "--cnn-max-train", "60"]
 
 EXPECTED_ROWS: dict[str, list[str]] = {
     "sgmcmc.py": ["single acc", "BMA acc", "agree", "ESS/kgrad", "w var", "f var", "ATMC",
-                  "SGNHT", "SGHMC", "SGLD", "scales at HMC's last draw", "summary.json"],
+                  "SGNHT", "SGHMC", "SGLD", "scales at HMC's last draw", "summary.json",
+                  "check_accuracy ATMC", "check_accuracy SGLD"],
 }  # fmt: skip
 
 TABLE1 = ("single_accuracy", "single_nll", "accuracy", "nll", "agreement", "tv")
@@ -162,6 +163,18 @@ def _check_sgmcmc(stdout: str, out_dir: Path, variant: str) -> None:
         results = payload[part]["results"]
         assert payload[part]["diverged"] == []
         assert set(results) == set(METHODS)
+        # what check_accuracy found in each SG-MCMC run: printed, in summary.json and in the
+        # run folder's metrics.json (the kernels' Info at the cycle ends, one per cycle/chain)
+        accuracy = payload[part]["accuracy"]
+        assert set(accuracy) == set(METHODS[1:])
+        for m, report in accuracy.items():
+            record = runs.load_run(out_dir / part / m.lower()).record
+            assert record["summary"]["accuracy"] == report
+            assert report["steps"] == payload["args"]["cycles"] * payload["args"]["sg_chains"]
+            assert isinstance(report["problems"], list) and 0 <= report["noise_share"]
+            assert ("kinetic_temperature" in report) == (m != "SGLD")
+            line = next(r for r in stdout.splitlines() if r.startswith(f"  check_accuracy {m}:"))
+            assert line.endswith("; ".join(report["problems"]) or "no problems")
         probs, draws, labels, num_steps = _load(out_dir, part)
         want = _recompute(probs, draws, labels, num_steps, payload, part)
         for m in METHODS:

@@ -98,7 +98,7 @@ def test_fit_map_and_ensemble_put_members_on_the_chain_axis():
 
 
 @pytest.mark.parametrize("method", ["sgld", "atmc"])
-def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method):
+def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method, tmp_path):
     x, y = data()
     c = cfg.CONFIGS[method](num_warmup=1, num_samples=5, num_chains=2, cycle_length=20,
                             batch_size=10, map_steps=50)  # fmt: skip
@@ -112,6 +112,18 @@ def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method):
     # a given step size is used as is and nothing is measured
     given = fit(linear_model(), (x, y), dataclasses.replace(c, step_size=step), KEY)
     assert given.config["scales"] is None and given.config["step_size"] == step
+    # what check_accuracy finds at the 5 collected cycle ends of both chains is kept
+    report = post.config["accuracy"]
+    assert report["steps"] == 10 and isinstance(report["problems"], list)
+    assert np.isfinite(report["noise_share"])
+    if method == "atmc":
+        assert report["kinetic_temperature"] > 0 and "beta_mean" in report
+        # a checkpointed run stores the Info too and reports the same
+        seg = fit(linear_model(), (x, y), dataclasses.replace(c, step_size=step), KEY,
+                  checkpoint_dir=tmp_path, checkpoint_every=5)  # fmt: skip
+        got, want = dict(seg.config["accuracy"]), dict(given.config["accuracy"])
+        assert got.pop("problems") == want.pop("problems")
+        assert got == pytest.approx(want, rel=1e-5)
 
 
 def test_a_fitted_posterior_round_trips_and_arviz_reads_it(tmp_path):

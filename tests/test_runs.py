@@ -12,7 +12,7 @@ from bnn_ppl import cli, runs
 from bnn_ppl import config as cfg
 from bnn_ppl.data import Dataset
 from bnn_ppl.inference import fit
-from bnn_ppl.io import read_jsonl
+from bnn_ppl.io import read_json, read_jsonl
 from bnn_ppl.likelihoods import prediction_from_fields
 from bnn_ppl.metrics.suite import flat_draws
 from bnn_ppl.progress import running_metrics
@@ -92,6 +92,31 @@ def test_fit_run_writes_a_folder_evaluate_reads_and_refuses_another_run(tmp_path
     with pytest.raises(TypeError, match="bp.data.Dataset"):
         fit_run(tmp_path / "other", linear_model(), (d.x_train, d.y_train), config,
                 jax.random.key(0))
+
+
+def test_a_diverged_fit_run_leaves_a_record_saying_so_that_evaluate_reports(tmp_path, capsys):
+    """A fit whose draws become NaN raises, and its claimed folder says why (not "unfinished");
+    evaluate refuses it with that reason, as a user error (exit 2, no traceback)."""
+    from bnn_ppl.divergence import DivergedError
+    from bnn_ppl.inference import fit_run
+
+    d, folder = _dataset(), tmp_path / "run"
+    config = cfg.SGLDConfig(num_warmup=1, num_samples=2, cycle_length=5, batch_size=10,
+                            step_size=1e6)  # fmt: skip
+    with pytest.raises(DivergedError) as caught:
+        fit_run(folder, linear_model(), d, config, jax.random.key(0))
+    record = read_json(folder / runs.METRICS)
+    assert record["status"] == "diverged" and record["method"] == "sgld"
+    assert record["reason"] == str(caught.value) and record["wall_time_s"] > 0
+    with pytest.raises(ValueError, match="diverged .sgld.; there is nothing to evaluate"):
+        runs.load_run(folder)
+    assert cli.main(["evaluate", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "sgld diverged: the draws" in err and "Traceback" not in err
+    # the same run again is allowed (the folder is its own) and diverges the same way
+    with pytest.raises(DivergedError):
+        fit_run(folder, linear_model(), d, config, jax.random.key(0))
+    assert read_json(folder / runs.METRICS)["reason"] == record["reason"]
 
 
 def test_chain_summary_reads_the_sample_statistics_per_chain():

@@ -39,6 +39,7 @@ from bnn_ppl.inference import (
     SGNHT,
     GradientScales,
     SGMCMCAccuracyWarning,
+    accuracy_summary,
     check_accuracy,
     full_batch_potential,
     gradient_estimator,
@@ -334,6 +335,15 @@ def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
     mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(2)}, extra_fields=("info",))
     with pytest.warns(SGMCMCAccuracyWarning, match="cold by about"):
         check_accuracy(mcmc)
+    # ... and the same check as a JSON-able record (what fit keeps in config["accuracy"])
+    with pytest.warns(SGMCMCAccuracyWarning, match="cold by about"):
+        report = accuracy_summary(mcmc)
+    info = mcmc.get_extra_fields()["info"]
+    assert report["problems"] == [m for m in report["problems"] if "cold by about" in m]
+    assert report["steps"] == 200
+    assert report["kinetic_temperature"] == pytest.approx(float(np.mean(info.kinetic_temperature)))
+    assert report["xi_mean"] == pytest.approx(float(np.mean(info.xi_mean)))
+    assert report["noise_share"] == pytest.approx(float(np.max(info.noise_share)))
     # SGHMC whose gradient noise exceeds what friction can absorb at this step
     with pytest.warns(SGMCMCAccuracyWarning, match="noise"):
         problems = check_accuracy(run(SGHMC(small_potential, batch_size=2, step_size=0.05)))

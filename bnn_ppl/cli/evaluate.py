@@ -167,7 +167,7 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
 
     written = []
     if run.task == "classification":
-        avg = runs.flat_draws(run.predictions, run.chains).mean(axis=0)
+        avg = np.asarray(bp.bma(runs.flat_draws(run.predictions, run.chains)))
         curve = bp.metrics.reliability_curve(avg, run.targets, num_bins=num_bins)
         fig = plots.reliability_diagram(
             {f"{method} BMA": curve}, title=f"{dataset}: {method}, test set"

@@ -69,11 +69,16 @@ def _diverged(s: RunSettings, what: str, value: Any, index: Any) -> InputValueEr
 
 @contextlib.contextmanager
 def _flags_for_divergence(s: RunSettings) -> Iterator[None]:
-    """The library's DivergedError, restated with the options that usually cause it."""
+    """The library's DivergedError, restated with the options that usually cause it and
+    recorded in the run folder's ``metrics.json`` (``"status": "diverged"``)."""
     try:
         yield
     except DivergedError as e:
-        raise _diverged(s, e.what, e.value, e.index) from None
+        from bnn_ppl import runs
+
+        err = _diverged(s, e.what, e.value, e.index)
+        runs.save_diverged(s.options.out, s.method, str(err))  # not left looking unfinished
+        raise err from None
 
 
 def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
@@ -102,6 +107,7 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
             "batch_size": c.batch_size,  # type: ignore[attr-defined]
             "step_size": post.config.get("step_size_used", c.step_size),  # type: ignore[attr-defined]
             "resumed_after_segment": resumed,
+            "accuracy": post.config.get("accuracy"),  # what check_accuracy found
         }
     elif s.method == "svi":
         losses = np.asarray(post.trace["loss"])

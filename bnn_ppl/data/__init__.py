@@ -48,7 +48,13 @@ from typing import Any
 
 from bnn_ppl.data import embedded, synthetic, text, uci
 from bnn_ppl.data import tfds as _tfds
-from bnn_ppl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt, corrupt_test_set
+from bnn_ppl.data.corruptions import (
+    CORRUPTIONS,
+    SEVERITIES,
+    corrupt,
+    corrupt_test_set,
+    shifted_test_sets,
+)
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise, standardise_images
 from bnn_ppl.data.tfds_corrupted import CorruptedTestSets, load_corrupted
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -65,7 +71,9 @@ __all__ = [
     "embedded",
     "load",
     "load_corrupted",
+    "load_subset",
     "standardise",
+    "shifted_test_sets",
     "standardise_images",
     "synthetic",
     "text",
@@ -122,3 +130,35 @@ def load(name: str, **options: Any) -> Dataset:
             f"load({name!r}) got unexpected option(s) {unknown}; it accepts {accepted}."
         )
     return loader(**options)
+
+
+def load_subset(
+    name: str,
+    *,
+    split: int | None = None,
+    data_dir: str | None = None,
+    max_train: int | None = None,
+    max_test: int | None = None,
+) -> Dataset:
+    """:func:`load` by a script's short name, its first ``max_train`` / ``max_test`` rows.
+
+    A UCI set may be named without its prefix (``"yacht"`` is ``"uci/yacht"``); ``split`` and
+    ``data_dir`` are passed only to the data sets that take them (``None``: their defaults).
+
+    Example:
+        >>> import bnn_ppl as bp
+        >>> d = bp.data.load_subset("digits", split=3, max_train=50, max_test=20)
+        >>> d.name, len(d.x_train), len(d.x_test)
+        ('digits', 50, 20)
+
+    Raises:
+        what :func:`load` and :meth:`Dataset.head` raise.
+    """
+    if isinstance(name, str) and name in uci.FOLDERS:
+        name = f"uci/{name}"
+    if name not in _LOADERS:
+        return load(name)  # (raises, naming the known data sets)
+    given = {"split": split, "data_dir": data_dir}
+    accepted = _options(_LOADERS[name])
+    options = {k: v for k, v in given.items() if v is not None and k in accepted}
+    return load(name, **options).head(max_train, max_test)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -197,3 +197,33 @@ def corrupt_test_set(
     corrupted = corrupt(images, kind, severity, seed=seed) * peak
     x_new = (corrupted.reshape(x.shape) - data.x_mean) / data.x_std
     return x_new.astype(data.x_test.dtype), data.y_test
+
+
+def shifted_test_sets(
+    data: Dataset,
+    kinds: Sequence[str],
+    *,
+    severities: Sequence[int] = SEVERITIES,
+    max_test: int | None = None,
+) -> dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]:
+    """``(kind, severity) -> (x, y)``: the clean test set as ``("clean", 0)``, then ``data``'s
+    test set under every corruption of ``kinds`` at every severity, each cut to its first
+    ``max_test`` rows. CIFAR-10 is read from ``cifar10_corrupted``
+    (:func:`~bnn_ppl.data.load_corrupted`: raises ``DataNotFoundError`` when it is not
+    prepared); the other image sets are corrupted here (:func:`corrupt_test_set`).
+
+    Example:
+        >>> import bnn_ppl as bp
+        >>> sets = shifted_test_sets(bp.data.load("digits"), ["contrast"], severities=[1, 5],
+        ...                          max_test=10)
+        >>> list(sets), sets["contrast", 5][0].shape
+        ([('clean', 0), ('contrast', 1), ('contrast', 5)], (10, 64))
+    """
+    if data.name == "cifar10":
+        from bnn_ppl.data.tfds_corrupted import load_corrupted
+
+        sets: Any = load_corrupted(data, corruptions=kinds, severities=severities)
+    else:
+        sets = {(k, s): corrupt_test_set(data, k, s) for k in kinds for s in severities}
+    sets = {("clean", 0): (data.x_test, data.y_test), **sets}
+    return {key: (x[:max_test], y[:max_test]) for key, (x, y) in sets.items()}

@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -57,29 +58,72 @@ class Dataset(NamedTuple):
         """``"classification"`` or ``"regression"``."""
         return "classification" if self.num_classes > 0 else "regression"
 
-    def head(self, max_train: int | None) -> Dataset:
-        """The first ``max_train`` training rows (``None``: all of them); the test split and the
-        standardisation statistics are unchanged.
+    def head(self, max_train: int | None, max_test: int | None = None) -> Dataset:
+        """The first ``max_train`` training rows and ``max_test`` test rows (``None``: all of
+        them); the standardisation statistics are unchanged.
 
         Example:
             >>> import bnn_ppl as bp
-            >>> bp.data.load("digits").head(100).x_train.shape
-            (100, 64)
+            >>> d = bp.data.load("digits").head(100, max_test=30)
+            >>> d.x_train.shape, d.y_test.shape
+            ((100, 64), (30,))
 
         Raises:
-            ValueError: ``max_train`` is not a positive int, or above the training rows.
+            ValueError: ``max_train`` or ``max_test`` is not a positive int, or above the rows
+                of its split.
         """
-        if max_train is None:
+        out = self
+        for name, limit, split in (("max_train", max_train, "train"),
+                                   ("max_test", max_test, "test")):  # fmt: skip
+            if limit is None:
+                continue
+            x, y = getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
+            if isinstance(limit, bool) or not isinstance(limit, int | np.integer):
+                raise InputValueError(f"{name} must be an int or None, got {limit!r}.")
+            if not 1 <= limit <= len(x):
+                raise InputValueError(
+                    f"{name} must be between 1 and the {len(x)} {split}ing rows of "
+                    f"{self.name}, got {limit}; pass None to use them all."
+                )
+            out = out._replace(**{f"x_{split}": x[:limit], f"y_{split}": y[:limit]})
+        return out
+
+    def as_images(self) -> Dataset:
+        """Rows of a square single-channel image's pixels, ``(n, side * side)``, as images
+        ``(n, side, side, 1)`` for a convolutional network; ``x_mean`` and ``x_std`` are
+        reshaped alike, so ``x * x_std + x_mean`` still gives the pixels. A Dataset of images
+        is returned as it is.
+
+        Example:
+            >>> import bnn_ppl as bp
+            >>> d = bp.data.load("digits").as_images()
+            >>> d.x_train.shape[1:], d.x_mean.shape
+            ((8, 8, 1), (8, 8, 1))
+
+        Raises:
+            ValueError: the rows are not square images (or not 2-D).
+        """
+        if self.x_train.ndim == 4:
             return self
-        n = len(self.x_train)
-        if isinstance(max_train, bool) or not isinstance(max_train, int | np.integer):
-            raise InputValueError(f"max_train must be an int or None, got {max_train!r}.")
-        if not 1 <= max_train <= n:
+        side = math.isqrt(self.x_train.shape[-1]) if self.x_train.ndim == 2 else 0
+        if side == 0 or side * side != self.x_train.shape[-1]:
             raise InputValueError(
-                f"max_train must be between 1 and the {n} training rows of {self.name}, got "
-                f"{max_train}; pass None to use them all."
+                f"{self.name}'s inputs of shape {self.x_train.shape[1:]} are not rows of a "
+                "square image's pixels; as_images() needs (n, side * side)."
             )
-        return self._replace(x_train=self.x_train[:max_train], y_train=self.y_train[:max_train])
+
+        def image(a: np.ndarray) -> np.ndarray:
+            return np.reshape(a, (*a.shape[:-1], side, side, 1))
+
+        def stat(a: np.ndarray) -> np.ndarray:
+            return image(np.broadcast_to(a, side * side).copy())
+
+        return self._replace(
+            x_train=image(self.x_train),
+            x_test=image(self.x_test),
+            x_mean=stat(self.x_mean),
+            x_std=stat(self.x_std),
+        )
 
 
 class DataNotFoundError(InputError, FileNotFoundError):

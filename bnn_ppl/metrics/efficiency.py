@@ -14,7 +14,8 @@ chain spreads, against a reference sampler (full-batch HMC):
   chains', the noise floor of the ratio (NaN with one chain).
 
 :func:`sampler_table` puts these beside the closeness to the reference
-(:mod:`bnn_ppl.metrics.comparison`) for every sampler: the shape of the ATMC paper's Table 1.
+(:mod:`bnn_ppl.metrics.comparison`) for every sampler: the shape of the ATMC paper's Table 1;
+:func:`posterior_sampler_table` computes it from fitted Posteriors.
 
 Example:
     >>> import numpy as np
@@ -40,7 +41,36 @@ import numpy as np
 
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["chain_variances", "sampler_efficiency", "sampler_table"]
+__all__ = [
+    "SAMPLER_COLUMNS",
+    "TABLE1_COLUMNS",
+    "chain_variances",
+    "full_batch_gradients",
+    "posterior_sampler_table",
+    "sampler_efficiency",
+    "sampler_table",
+]
+
+
+TABLE1_COLUMNS = {
+    "single_accuracy": "single acc",
+    "single_nll": "single NLL",
+    "accuracy": "BMA acc",
+    "nll": "BMA NLL",
+    "agreement": "agree",
+    "tv": "TV",
+}
+"""The ATMC paper's Table 1 columns of :func:`sampler_table` (key -> header), for
+:func:`~bnn_ppl.metrics.comparison.format_table`."""
+SAMPLER_COLUMNS = {
+    "step_size": "h0",
+    "gradients": "grads",
+    "ess": "ESS",
+    "ess_per_kgrad": "ESS/kgrad",
+    "weight_var_ratio": "w var",
+    "function_var_ratio": "f var",
+}
+"""The sampler columns of :func:`sampler_table` (``step_size`` is the caller's to add)."""
 
 
 def chain_variances(probs: Any, samples: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -62,6 +92,31 @@ def chain_variances(probs: Any, samples: Mapping[str, Any]) -> tuple[np.ndarray,
     ).mean(1)  # fmt: skip
     f = np.var(probs, axis=1, ddof=1).reshape(len(probs), -1).mean(1)
     return w, f
+
+
+def full_batch_gradients(posterior: Any, num_train: int) -> float:
+    """The work of a fitted Markov-chain Posterior's sampling phase in full-batch gradients:
+    HMC/NUTS: its leapfrog steps (``sample_stats["n_steps"]``, all chains); SG-MCMC: steps x
+    batch rows / ``num_train`` (``num_samples`` cycles of ``cycle_length`` steps per chain).
+
+    Example:
+        >>> from bnn_ppl.posterior import Posterior
+        >>> sg = Posterior("sgld", {"w": np.zeros((2, 3))}, config={"num_samples": 3,
+        ...                "cycle_length": 10, "num_chains": 2, "batch_size": 5})
+        >>> full_batch_gradients(sg, num_train=100)  # 3 x 10 steps x 2 chains x 5 / 100 rows
+        3.0
+    """
+    c = posterior.config
+    if "n_steps" in posterior.sample_stats:
+        return float(np.sum(posterior.sample_stats["n_steps"]))
+    if not {"num_samples", "cycle_length", "num_chains", "batch_size"} <= set(c):
+        raise InputValueError(
+            f"full_batch_gradients needs an HMC/NUTS Posterior (sample_stats['n_steps']) or an "
+            f"SG-MCMC one (config: num_samples, cycle_length, num_chains, batch_size); this "
+            f"{posterior.method} Posterior has neither."
+        )
+    batch = c["batch_size"] or num_train
+    return c["num_samples"] * c["cycle_length"] * c["num_chains"] * batch / num_train
 
 
 def sampler_efficiency(
@@ -143,3 +198,39 @@ def sampler_table(
             probs[m], samples[m], labels, gradients[m], ref
         )
     return results
+
+
+def posterior_sampler_table(
+    posteriors: Mapping[str, Any], num_train: int, *, reference: str
+) -> dict[str, dict[str, float]]:
+    """:func:`sampler_table` of fitted Markov-chain :class:`~bnn_ppl.Posterior` objects (fitted
+    with test data, as :func:`~bnn_ppl.inference.fit` does): their per-chain test
+    probabilities, draws and test labels, and the work :func:`full_batch_gradients` counts on
+    ``num_train`` training rows.
+
+    Example:
+        >>> from bnn_ppl.posterior import Posterior
+        >>> rng = np.random.default_rng(0)
+        >>> def post(method, **kw):
+        ...     return Posterior(method, {"w": rng.normal(size=(2, 20, 3))},
+        ...                      predictions={"probs": rng.dirichlet([1, 1], size=(2, 20, 4))},
+        ...                      observed={"y_test": np.array([0, 1, 1, 0])}, **kw)
+        >>> table = posterior_sampler_table(
+        ...     {"HMC": post("hmc", sample_stats={"n_steps": np.full((2, 20), 8)}),
+        ...      "SGLD": post("sgld", config={"num_samples": 20, "cycle_length": 5,
+        ...                                   "num_chains": 2, "batch_size": 10})},
+        ...     num_train=100, reference="HMC")
+        >>> table["HMC"]["gradients"], table["SGLD"]["gradients"]
+        (320.0, 20.0)
+    """
+    from bnn_ppl.metrics.comparison import posterior_predictions
+
+    if reference not in posteriors:
+        raise InputValueError(f"reference {reference!r} is not one of {sorted(posteriors)}.")
+    return sampler_table(
+        {m: posterior_predictions(p, chains=True) for m, p in posteriors.items()},
+        {m: p.samples for m, p in posteriors.items()},
+        posteriors[reference].observed["y_test"],
+        {m: full_batch_gradients(p, num_train) for m, p in posteriors.items()},
+        reference=reference,
+    )
