@@ -65,7 +65,10 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 
 # the slowest smoke tests (ResNet compile for gpu.py, 20-60 s each on 2 cores) run under
 # ``-m slow`` only, to keep the default suite within its time budget
-SLOW_CASES = {"gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead"}
+SLOW_CASES = {
+    "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
+    "scaling", "sharding",
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(

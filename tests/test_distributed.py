@@ -364,6 +364,8 @@ def _model_magnitudes(pot, u, x, y):
                                    grad_mag, rest_grad)
 
 
+@pytest.mark.slow  # ~20 s quiet; the BNN two-process test runs by default, the model path
+# is test_model_potential's four-device equality
 def test_two_processes_evaluate_a_numpyro_model_like_one_process(tmp_path):
     """model_potential over 2 processes x 2 devices (37 rows, 11 of them padding) gives the
     value, gradient and constrained sites of one process on one device, to float32 tolerance;

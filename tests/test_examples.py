@@ -256,7 +256,15 @@ def _scripts() -> list[str]:
 
 
 # runs that repeat another's code path on other data: -m slow only (suite time budget)
-SLOW_RUNS = {("compare_hmc_svi.py", "diabetes"), ("reference.py", "default")}
+SLOW_RUNS = {
+    ("compare_hmc_svi.py", "diabetes"),
+    ("reference.py", "default"),
+    # 30-40 s each on quiet CI cores, mostly compilation of code paths the library tests and
+    # compare_hmc_svi's run (which stays) cover: -m slow (the default suite's 8-minute budget)
+    ("rhat.py", "default"),
+    ("prior_functions.py", "default"),
+    ("numpyro_model.py", "default"),
+}
 
 
 def _runs() -> list[Any]:

@@ -208,6 +208,7 @@ def _recompute(pred, data) -> dict[str, tuple[float, float, int]]:
     }
 
 
+@pytest.mark.slow  # ~40 s quiet; the UCI loaders and fit paths have their own tests
 def test_uci_regression_reports_what_its_predictions_give(tmp_path: Path, capsys):
     """The UCI example's summary.json, table and verdict equal the metrics recomputed (float64,
     by hand) from the predictions saved in its run folders, on the standard yacht splits; every

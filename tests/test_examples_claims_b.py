@@ -139,7 +139,7 @@ def test_registered_scripts_exist() -> None:
 
 # each run is 60-90 s of compilation on a 2-core CI machine: these with -m slow only, so that
 # the default suite stays within its budget (their checks are the same code paths)
-SLOW = {"covariate_shift.py", "priors.py"}
+SLOW = {"agreement.py", "covariate_shift.py", "priors.py"}
 
 
 @pytest.mark.parametrize(

@@ -208,7 +208,9 @@ CHECKS: dict[str, Callable[[str, Path, str], None]] = {"sgmcmc.py": _check_sgmcm
 
 @pytest.mark.parametrize(
     ("script", "variant"),
-    [*((s, "default") for s in sorted(TINY_FLAGS)),
+    # both -m slow (~45 s quiet for the MLP part, mostly compilation): the SG-MCMC recipe, its
+    # accuracy summary and run folders are test_fit's and test_cli's in the default suite
+    [*(pytest.param(s, "default", marks=pytest.mark.slow) for s in sorted(TINY_FLAGS)),
      pytest.param("sgmcmc.py", "cnn", marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_example_runs(script: str, variant: str, tmp_path: Path) -> None:

@@ -147,7 +147,9 @@ def test_same_seed_same_samples_and_noise_prior_is_constrained():
         bp.priors.Normal(1.0),
         bp.likelihoods.Gaussian(scale=dist.HalfNormal(1.0)),
     )
-    kw = dict(rng_key=jax.random.key(7), num_warmup=30, num_samples=20, num_chains=2)
+    # (at most 8 leapfrog steps a draw: the default trajectory is hundreds of tiny steps here)
+    kw = dict(rng_key=jax.random.key(7), num_warmup=30, num_samples=20, num_chains=2,
+              max_num_steps=8)  # fmt: skip
     a = hmc(model, x, y, **kw).get_samples()
     b = hmc(model, x, y, **kw).get_samples()
     for k in a:

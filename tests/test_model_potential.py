@@ -127,10 +127,22 @@ def _reference(model, kw, temperature, temper):
 
 
 # -------------------------------------------------------------------------------- tests
+# every model untempered; tempering (model-independent code) on two of them by default, the
+# other combinations -m slow (each is a 64-bit compilation of the model: 5-20 s quiet)
+_TEMPERED = [(0.5, "likelihood"), (0.5, "posterior")]
+_TEMPERED_BY_DEFAULT = {"mlp", "two_obs"}
+
+
 @pytest.mark.parametrize(
-    "temperature,temper", [(1.0, "likelihood"), (0.5, "likelihood"), (0.5, "posterior")]
+    "name,temperature,temper",
+    [(name, 1.0, "likelihood") for name in MODELS]
+    + [
+        pytest.param(name, t, mode, marks=()
+                     if name in _TEMPERED_BY_DEFAULT else pytest.mark.slow)  # fmt: skip
+        for name in MODELS
+        for t, mode in _TEMPERED
+    ],
 )
-@pytest.mark.parametrize("name", list(MODELS))
 def test_potential_equals_numpyro_potential_energy(x64, name, temperature, temper):
     model, keys = MODELS[name]
     data = {k: v for k, v in _data().items() if k in keys}
@@ -411,6 +423,7 @@ def test_nuts_on_the_potential_and_on_the_model_agree_within_mcse():
     assert pred["y"].shape == (1200, 3)
 
 
+@pytest.mark.slow  # ~30 s quiet; test_resume's default tests cover run_segments for the BNN
 def test_a_model_potential_run_checkpoints_and_resumes_bit_for_bit(tmp_path):
     """run_segments (NumPyro's public API) takes any kernel: NUTS on a model_potential run in
     segments, stopped after the first and resumed, equals one MCMC.run draw for draw."""
