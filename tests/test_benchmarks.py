@@ -67,7 +67,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 # ``-m slow`` only, to keep the default suite within its time budget
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
-    "scaling", "sharding",
+    "scaling", "sharding", "potential",
 }  # fmt: skip
 
 

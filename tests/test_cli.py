@@ -126,11 +126,13 @@ def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
 
 
 def test_evaluate_draws_its_reliability_diagram_from_the_library_bma(
-    ensemble_run: Path, monkeypatch: pytest.MonkeyPatch
+    ensemble_run: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """The reliability diagram is of the BMA (bp.bma: the mean of the members' probabilities)."""
     import bnn_ppl as bp
 
+    # a copy: evaluate writes evaluation.json, and other tests check the shared folder has none
+    ensemble_run = Path(shutil.copytree(ensemble_run, tmp_path / "ensemble"))
     seen = []
     curve = bp.metrics.reliability_curve
     monkeypatch.setattr(bp.metrics, "reliability_curve",
