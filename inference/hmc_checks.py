@@ -13,8 +13,9 @@ checks refuse settings that would hang or silently not do what was asked:
 * a ``max_tree_depth`` beyond :data:`MAX_TREE_DEPTH` (``2**depth`` gradients per iteration).
 
 After: :func:`check_finished` warns (:class:`~bnn_ppl.chain_health.StuckChainWarning`) about
-every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's adapted step size
-was held at its floor; :class:`CheckedMCMC` reports both in ``print_summary``.
+every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
+shortened to ``max_num_steps`` steps of its adapted step size; :class:`CheckedMCMC` reports
+both in ``print_summary``.
 
 Example:
     >>> from bnn_ppl.inference.hmc_checks import check_hmc_kwargs
@@ -290,9 +291,9 @@ def check_extra_fields(extra_fields: Any) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- after the run
 class LeapfrogLimitWarning(UserWarning):
-    """HMC's adapted step size wanted more than ``max_num_steps`` leapfrog steps per iteration
-    and was held at ``trajectory_length / max_num_steps``: the chain ran, with a larger step
-    than dual averaging chose (so a lower acceptance)."""
+    """HMC's adapted step size wanted more than ``max_num_steps`` leapfrog steps per iteration,
+    so the trajectory was shortened to ``max_num_steps`` steps of it: the chain ran, with the
+    step dual averaging chose but shorter trajectories than asked for (slower mixing)."""
 
 
 class CheckedMCMC(MCMC):
@@ -311,7 +312,8 @@ class CheckedMCMC(MCMC):
 
 def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
     """Warn if a chain did not move (:func:`bnn_ppl.chain_health.check_chains`, computed on the
-    device: only small masks are transferred) or if HMC's adapted step size sat at its floor."""
+    device: only small masks are transferred) or if HMC's trajectory was shortened to
+    ``max_num_steps`` steps of its adapted step size."""
     state = mcmc.last_state
     health = check_chains(
         mcmc.get_samples(group_by_chain=True),
@@ -328,10 +330,10 @@ def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
     held = np.flatnonzero(step <= floor * (1 + 1e-5))
     if held.size:
         warnings.warn(
-            f"chain(s) {held.tolist()}: the adapted step size reached its floor "
-            f"{float(floor[held[0]]):.3g} (trajectory_length / max_num_steps), so every "
-            f"iteration took max_num_steps={max_num_steps} leapfrog steps with a larger step "
-            "than dual averaging wanted (check the acceptance). Raise max_num_steps, or shorten "
+            f"chain(s) {held.tolist()}: the adapted step size {float(step[held[0]]):.3g} needed "
+            f"more than max_num_steps={max_num_steps} leapfrog steps per trajectory, so the "
+            f"trajectories were shortened to {float(length[held[0]]):.3g} (max_num_steps steps) "
+            "and the chain explores less per iteration. Raise max_num_steps, or shorten "
             "trajectory_length.",
             LeapfrogLimitWarning,
             stacklevel=4,

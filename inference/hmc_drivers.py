@@ -256,7 +256,8 @@ def hmc(
 
     The step size is adapted in warmup by dual averaging (towards ``target_accept_prob``) and the
     number of leapfrog steps follows as ``ceil(trajectory_length / step_size)``, kept between 1
-    and ``max_num_steps`` (see :class:`HMC`).
+    and ``max_num_steps`` (see :class:`HMC`: a step size that would need more keeps its value
+    and the trajectory is shortened to ``max_num_steps`` steps).
 
     Defaults, and why. A trajectory length is a time in the metric (the inverse mass matrix).
     By default a diagonal mass matrix is adapted and the trajectory is a quarter period *in the
@@ -276,8 +277,8 @@ def hmc(
     Every argument is checked before anything compiles (a bad one is an
     :class:`~bnn_ppl.validation.InputError` naming it). After the run every chain is checked
     (:func:`bnn_ppl.diagnostics.check_chains`): one that did not move is a
-    :class:`~bnn_ppl.diagnostics.StuckChainWarning`, a step size held at its floor a
-    :class:`LeapfrogLimitWarning`.
+    :class:`~bnn_ppl.diagnostics.StuckChainWarning`, a trajectory shortened to ``max_num_steps``
+    steps of the adapted step size a :class:`LeapfrogLimitWarning`.
 
     Args:
         model, x, y: the BNN and its data (validated before anything compiles).

@@ -260,14 +260,19 @@ class HMC(_OnPotential, numpyro.infer.HMC):
 
     Differences from NumPyro's kernel:
 
-    * With a ``trajectory_length`` the step size is kept in
-      ``[trajectory_length / max_num_steps, trajectory_length]`` (:meth:`bound_step_size`,
-      applied to the state after ``init`` and after every ``sample``): every iteration takes
-      between 1 and ``max_num_steps`` leapfrog steps. NumPyro alone lets dual averaging push the
-      step size to float32's maximum when every proposal is accepted, after which
+    * With a ``trajectory_length`` every iteration takes between 1 and ``max_num_steps``
+      leapfrog steps (:meth:`bound_step_size`, applied to the state after ``init`` and after
+      every ``sample``): the step size is held at most ``trajectory_length`` (NumPyro alone lets
+      dual averaging push it to float32's maximum when every proposal is accepted, after which
       ``ceil(trajectory_length / step_size)`` is 0: no step, acceptance 1.0, a chain that never
-      moves. Or to a tiny value, after which one iteration never ends. A fixed step size outside
-      that range is refused.
+      moves), and an adapted step size so small that the trajectory would need more than
+      ``max_num_steps`` steps is *kept*, the trajectory shortened to ``max_num_steps`` steps
+      of it (as NUTS's maximum tree depth does), rather than the step raised to
+      ``trajectory_length / max_num_steps``: a raised step is one dual averaging has just
+      found too large, and on a posterior much narrower than the metric (a UCI MLP in warmup's
+      identity-metric windows) its acceptance was 0 - frozen chains, from whose draws the mass
+      matrix was then estimated (``benchmarks/reference_convergence.py``). A fixed step size
+      needing more than ``max_num_steps`` steps is refused.
     * ``metric_trajectory_length`` (default ``None``: unused): the trajectory length once the
       metric is no longer the identity (after the first mass-matrix adaptation window, or from
       the start with an ``inverse_mass_matrix``); ``trajectory_length`` then applies only while
@@ -297,30 +302,38 @@ class HMC(_OnPotential, numpyro.infer.HMC):
         """``state`` with the trajectory length of its metric: ``metric_trajectory_length`` once
         ``state.adapt_state.inverse_mass_matrix`` is not the identity, else
         ``trajectory_length`` (NumPyro starts from the identity and replaces it at the end of
-        each slow adaptation window). Unchanged without a ``metric_trajectory_length``."""
-        if self.metric_trajectory_length is None or state.trajectory_length is None:
+        each slow adaptation window). Without a ``metric_trajectory_length``: always
+        ``trajectory_length`` (undoing a shortening by :meth:`bound_step_size`)."""
+        if state.trajectory_length is None:
             return state
+        dtype = jnp.result_type(state.trajectory_length)
+        if self.metric_trajectory_length is None:
+            nominal = self.settings["trajectory_length"]  # as given, or NumPyro's default
+            length = jnp.full_like(state.trajectory_length, nominal, dtype)
+            return state._replace(trajectory_length=length)
         m = state.adapt_state.inverse_mass_matrix
         if self.dense_mass:
             identity = jnp.all(m == jnp.eye(m.shape[-1], dtype=m.dtype), axis=(-2, -1))
         else:
             identity = jnp.all(m == 1, axis=-1)
         length = jnp.where(identity, self.identity_trajectory_length, self.metric_trajectory_length)
-        length = length.astype(jnp.result_type(state.trajectory_length))
-        return state._replace(trajectory_length=length)
+        return state._replace(trajectory_length=length.astype(dtype))
 
     def bound_step_size(self, state: HMCState) -> HMCState:
-        """``state`` with its step size clipped to ``[L / (max_num_steps - 1/2), L]``, where
-        ``L = state.trajectory_length``: then ``ceil(L / step)`` (NumPyro's number of leapfrog
-        steps) lies in ``[1, max_num_steps]``. A state without a trajectory length (fixed
-        ``num_steps``) is returned as is. Uses only the documented fields of ``HMCState`` and
-        ``HMCAdaptState`` (``step_size``: the step size of the next iteration)."""
+        """``state`` with at most ``max_num_steps`` leapfrog steps per iteration and at least
+        one: its step size held at most ``L = state.trajectory_length``, and ``L`` shortened to
+        ``(max_num_steps - 1/2)`` steps when the step size is below ``L / (max_num_steps -
+        1/2)`` (``ceil(L / step)``, NumPyro's number of steps, is then ``max_num_steps``). A
+        state without a trajectory length (fixed ``num_steps``) is returned as is. Uses only the
+        documented fields of ``HMCState`` and ``HMCAdaptState`` (``step_size``: the step size of
+        the next iteration)."""
         length = state.trajectory_length
         if length is None:
             return state
-        low = length / (self.max_num_steps - 0.5)
-        step = jnp.minimum(jnp.maximum(state.adapt_state.step_size, low), length)
-        return state._replace(adapt_state=state.adapt_state._replace(step_size=step))
+        step = jnp.minimum(state.adapt_state.step_size, length)
+        length = jnp.minimum(length, step * (self.max_num_steps - 0.5)).astype(length.dtype)
+        return state._replace(trajectory_length=length,
+                              adapt_state=state.adapt_state._replace(step_size=step))  # fmt: skip
 
     def adjust(self, state: HMCState) -> HMCState:
         """:meth:`bound_step_size` of :meth:`follow_metric`: applied after ``init`` and after

@@ -37,7 +37,11 @@ predictions Izmailov et al. (2021) published:
 * **Honesty.** The result (:class:`ReferenceRun`) carries every check's figures and says why
   it stopped; a run that ran out of budget has ``converged=False`` and raises a
   :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence
-  it did not reach.
+  it did not reach. The record also holds each chain's log-posterior level
+  (:func:`bnn_ppl.chain_levels.chain_levels`: mean ``lp``, its gap below the best chain and
+  its drift between the halves of the draws), and the warning names chains that sit apart or
+  still drift (chains tens of nats apart are in different modes or not yet in the typical
+  set: more draws alone will not converge them).
 
 Example:
     >>> import warnings
@@ -70,6 +74,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl import validation
+from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.diagnostics import convergence
@@ -131,7 +136,8 @@ class ReferenceRun(NamedTuple):
     """What :func:`reference_hmc` returns.
 
     ``posterior``: every post-warmup draw, its sample statistics and ``config`` (the settings,
-    plus ``"convergence"``: the last check, ``converged``, ``stop_reason`` and every check);
+    plus ``"convergence"``: the last check, ``converged``, ``stop_reason``, every check,
+    ``chain_levels`` and ``chains_apart``, see the module doc);
     ``values``: the checked ``quantity`` at ``x_test``, ``(chains, draws, n, ...)``;
     ``checks``: one :class:`ConvergenceCheck` per segment; ``converged``; ``stop_reason``:
     ``"converged"``, ``"max_draws"`` or ``"max_seconds"``.
@@ -320,9 +326,14 @@ def reference_hmc(
         break
 
     last = checks[-1]
+    lp = np.concatenate([p.sample_stats["lp"] for p in parts], axis=1)
+    levels = chain_levels(lp)
+    apart = describe_levels(levels)
     record = {
         **{k: (_json(v) if isinstance(v, float) else v) for k, v in last._asdict().items()},
         "stop_reason": reason,
+        "chain_levels": [c._asdict() for c in levels],
+        "chains_apart": apart,
         "quantity": quantity,
         "trajectory_length_used": float(np.mean(np.asarray(mcmc.last_state.trajectory_length))),
         "checks": [{k: (_json(v) if isinstance(v, float) else v) for k, v in ch._asdict().items()}
@@ -340,8 +351,10 @@ def reference_hmc(
             ReferenceNotConvergedWarning(
                 f"reference_hmc stopped at its budget ({reason}) before converging: "
                 f"{last.describe()}; needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} "
-                f"for {c.min_share:.0%} of the {quantity!r} values. Raise max_draws / "
-                "max_seconds."
+                f"for {c.min_share:.0%} of the {quantity!r} values. "
+                + (f"The chains are not at one level: {apart} (not samples of one "
+                   "distribution; more draws will not fix that - see README, 'Reference "
+                   "posteriors')." if apart else "Raise max_draws / max_seconds.")
             ),
             stacklevel=2,
         )

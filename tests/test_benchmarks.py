@@ -4,8 +4,9 @@ Each script is run as a user would run it (``python benchmarks/<name>.py --quick
 repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
-``memory``, ``vs_blackjax``, ``reference_mass_matrix`` and ``hmc_overhead`` run under
-``-m slow`` only (20-60 s each on 2 cores).
+``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead`` and
+``reference_convergence`` (which needs the UCI data) run under ``-m slow`` only (20-90 s each on
+2 cores).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
@@ -102,3 +103,14 @@ def test_vs_blackjax_skips_cleanly_without_blackjax(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "blackjax is not installed" in proc.stdout
+
+
+@pytest.mark.slow  # ~60-90 s on 2 busy cores: two HMC compilations and an Adam loop
+def test_reference_convergence_benchmark_runs_quick(monkeypatch):
+    from conftest import UCI_DIR
+
+    if not (UCI_DIR / "yacht").is_dir():
+        pytest.skip(f"no UCI data at {UCI_DIR}")
+    monkeypatch.setenv("BNN_PPL_DATA", str(UCI_DIR))
+    out, _ = run_script("reference_convergence", ["--quick"], None)
+    assert "function-space check: R-hat max" in out and "MAP (Adam" in out, out[-2000:]

@@ -208,7 +208,8 @@ def _state(step, inverse_mass_matrix, length):
 
 def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
     """hmc()'s kernel: Izmailov et al.'s length while the metric is the identity, π/2 once it
-    is adapted; the step size clipped to [L / (max_num_steps - 1/2), L], per chain."""
+    is adapted; the step size at most L, and a step size below L / (max_num_steps - 1/2) kept
+    with the trajectory shortened to max_num_steps steps, per chain."""
     from bnn_ppl.inference.hmc_drivers import hmc_kernel
 
     x, y = data()
@@ -226,7 +227,18 @@ def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
     np.testing.assert_array_equal(length, [izmailov, np.float32(np.pi / 2)])
     np.testing.assert_array_equal(step, length)  # a runaway step size is held at L: 1 step
     length, step = guarded([1e-12, 1e-12], [[1.0, 1.0, 1.0], [0.01, 1.0, 1.0]])
-    assert np.all(np.ceil(length / step) == 100)  # a vanishing one at L/99.5: 100 steps
+    np.testing.assert_array_equal(step, np.float32(1e-12))  # a vanishing one is kept,
+    assert np.all(np.ceil(length / step) == 100)  # the trajectory shortened to 100 of its steps
+    # and the next iteration starts again from the metric's full length (also without an
+    # adapted metric, where the length is the one given)
+    m = [[1.0, 1.0, 1.0], [0.01, 1.0, 1.0]]
+    s = kernel.adjust(_state([0.05, 0.05], m, [1e-10, 1e-10]))
+    np.testing.assert_array_equal(s.trajectory_length, [izmailov, np.float32(np.pi / 2)])
+    fixed = hmc_kernel(full_batch_potential(model, x, y), trajectory_length=0.7,
+                       adapt_mass_matrix=False)  # fmt: skip
+    s = fixed.adjust(_state([0.05, 1e-12], m, [1e-10, 1e-10]))
+    assert np.asarray(s.trajectory_length)[0] == np.float32(0.7)
+    assert np.ceil(np.asarray(s.trajectory_length)[1] / 1e-12) == 1024
     length, step = guarded([0.05, 0.05], [[1.0, 1.0, 1.0], [0.01, 1.0, 1.0]])
     np.testing.assert_array_equal(step, np.float32(0.05))  # inside the range: untouched
     # without mass-matrix adaptation the metric stays the identity: Izmailov et al.'s length

@@ -134,6 +134,11 @@ def test_a_budget_too_small_warns_and_reports_its_figures():
     assert last.gradients == int(run.posterior.sample_stats["n_steps"].sum()) > 0
     assert run.posterior.config["convergence"]["stop_reason"] == "max_draws"
     assert len(run.posterior.config["convergence"]["checks"]) == 2
+    levels = run.posterior.config["convergence"]["chain_levels"]  # each chain's lp level
+    assert [c["chain"] for c in levels] == [0, 1, 2, 3]
+    lp = run.posterior.sample_stats["lp"]
+    np.testing.assert_allclose([c["lp_mean"] for c in levels], lp.mean(axis=1), rtol=1e-6)
+    assert "chains_apart" in run.posterior.config["convergence"]
 
     # the same key gives the same draws, segments included
     with pytest.warns(ReferenceNotConvergedWarning):

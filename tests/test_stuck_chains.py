@@ -233,11 +233,15 @@ def test_leapfrog_steps_are_bounded_and_a_held_step_size_is_reported():
             num_samples=20,
             trajectory_length=3.0,
             max_num_steps=3,
-            extra_fields=("num_steps", "adapt_state.step_size"),
+            extra_fields=("num_steps", "adapt_state.step_size", "trajectory_length"),
         )
-    steps = np.asarray(mcmc.get_extra_fields()["num_steps"])
-    assert np.all(steps == 3)
-    assert np.all(np.asarray(mcmc.get_extra_fields()["adapt_state.step_size"]) >= 3.0 / 3)
+    fields = {k: np.asarray(v) for k, v in mcmc.get_extra_fields().items()}
+    assert np.all(fields["num_steps"] == 3)
+    # the adapted step size is kept; the trajectory is shortened to 3 of its steps
+    assert np.all(fields["trajectory_length"] <= 3.0)
+    assert np.any(fields["trajectory_length"] < 3.0)
+    np.testing.assert_allclose(fields["trajectory_length"],
+                               np.minimum(3.0, 2.5 * fields["adapt_state.step_size"]), rtol=1e-6)
 
 
 def _near_prior_model():
