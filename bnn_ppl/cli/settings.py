@@ -118,7 +118,7 @@ class ChainRunOptions(RunOptions):
     """The shared options, and checkpoints for the methods whose draws are Markov chains."""
 
     checkpoint_every: int | None = None  # commit every k draws (SG-MCMC: cycles); rerun resumes
-    progress_every: int | None = None  # checkpoints/progress.jsonl line every k draws (cycles)
+    progress_every: int | None = None  # with --checkpoint-every: progress line every k draws
 
 
 @dataclass(frozen=True)
