@@ -5,7 +5,9 @@ metrics of the Bayesian model average over the first ``t`` draws of every chain
 (:func:`bnn_ppl.metrics.suite.predictive_metrics`: accuracy, NLL, ECE and Brier score for a
 classifier, RMSE and NLL for regression, each prefixed ``test_``) and the sampler's health over
 those draws: mean acceptance probability, divergences, gradient evaluations per chain (leapfrog
-steps of the kept draws; ``None`` when unknown, e.g. with ``thinning > 1`` or SG-MCMC). For an
+steps of the kept draws, ``None`` with ``thinning > 1``; SG-MCMC: one minibatch gradient per
+step, counted in full-batch gradients, ``cycle_length x batch rows / training rows`` per draw, as
+:func:`bnn_ppl.metrics.efficiency.full_batch_gradients` counts them). For an
 optimiser (SVI, MAP, deep ensembles) a point is the loss at an optimisation step (the mean over
 an ensemble's members, with each member's loss in ``member_losses``).
 
@@ -63,6 +65,7 @@ def chain_point(
     *,
     thinning: int = 1,
     y_std: float = 1.0,
+    gradients_per_draw: float | None = None,
 ) -> dict[str, Any]:
     """One point of a chain method's curve after ``draws`` draws per chain.
 
@@ -76,6 +79,9 @@ def chain_point(
             (``acceptance_rate``, ``diverging``, ``n_steps``).
         thinning: the run's thinning; gradient evaluations are known only when it is 1.
         y_std: the targets' scale, to report regression metrics in original units.
+        gradients_per_draw: a kernel without ``n_steps`` whose cost per draw is known
+            (SG-MCMC: :func:`bnn_ppl.metrics.efficiency.sgmcmc_gradients_per_draw`):
+            ``grad_evals`` is ``draws`` times it.
 
     Returns:
         ``{"draws", "accept_prob", "divergences", "grad_evals", "test_...": ...}``; a quantity
@@ -85,17 +91,27 @@ def chain_point(
     accept = stats.get("acceptance_rate")
     diverging = stats.get("diverging")
     steps = stats.get("n_steps")
+    grads = None if gradients_per_draw is None else float(draws * gradients_per_draw)
+    if steps is not None:
+        grads = None if thinning != 1 else float(np.sum(steps, dtype=np.float64) / len(steps))
     point: dict[str, Any] = {
         "draws": int(draws),
         "accept_prob": None if accept is None else float(np.mean(accept)),
         "divergences": None if diverging is None else int(np.sum(diverging)),
-        "grad_evals": None
-        if steps is None or thinning != 1
-        else float(np.sum(steps, dtype=np.float64) / np.shape(steps)[0]),
+        "grad_evals": grads,
     }
     if predictions and y_test is not None:
         point |= _test_metrics(predictions, y_test, y_std)
     return point
+
+
+def _posterior_gradients_per_draw(posterior: Posterior) -> float | None:
+    from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
+
+    c, y = posterior.config, posterior.observed.get("y")
+    if "n_steps" in posterior.sample_stats or "cycle_length" not in c or y is None:
+        return None
+    return sgmcmc_gradients_per_draw(c["cycle_length"], c.get("batch_size"), len(y))
 
 
 def _points(length: int, every: int | None) -> list[int]:
@@ -138,6 +154,7 @@ def running_metrics(
         return loss_points(posterior.trace, every)
     y_test = posterior.observed.get("y_test")
     thinning = posterior.config.get("thinning", 1)
+    per_draw = _posterior_gradients_per_draw(posterior)
     return [
         chain_point(
             t,
@@ -146,6 +163,7 @@ def running_metrics(
             {k: v[:, :t] for k, v in posterior.sample_stats.items()},
             thinning=thinning if isinstance(thinning, int) else 1,
             y_std=y_std,
+            gradients_per_draw=per_draw,
         )
         for t in _points(posterior.num_draws, every)
     ]

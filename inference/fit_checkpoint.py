@@ -142,12 +142,15 @@ def fit_checkpointed(
     from bnn_ppl.inference.resume import run_segments
     from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, info_accuracy_summary
     from bnn_ppl.inference.to_posterior import from_draws
+    from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 
     sg = isinstance(config, _SGMCMCConfig)
     make = _sgmcmc_plan if sg else _mcmc_plan
     plan, pot, init, run_key, extra = make(model, d, config, key)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     fingerprint = run_fingerprint(config.to_dict(), d.x, d.y, key, pot.potential_fn, one)
+    # SG-MCMC: one minibatch gradient per step, in full-batch gradients (progress.jsonl)
+    per_step = sgmcmc_gradients_per_draw(1, config.batch_size, pot.num_data) if sg else None
     log = ProgressLog(
         checkpoint_dir,
         model,
@@ -158,6 +161,7 @@ def fit_checkpointed(
         chunk_size=config.chunk_size,
         y_std=d.y_std,
         progress_every=progress_every,
+        gradients_per_step=per_step,
     )
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
         draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log)

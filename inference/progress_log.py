@@ -3,9 +3,10 @@ the running metrics of the sampling segments, written as the run goes.
 
 The first line (``segment`` 0, ``"phase": "warmup"``) is warmup's: its ``iterations`` per chain
 (SG-MCMC: steps), ``wall_seconds`` (compilation included), ``grad_evals`` (leapfrog steps per
-chain over all warmup iterations), ``accept_prob`` and ``divergences`` over them, and the
-adapted ``step_size`` (mean over chains); what a kernel does not report is ``None`` (SG-MCMC:
-all but the time and iterations). Each later line is :func:`bnn_ppl.progress.chain_point` over
+chain over all warmup iterations; SG-MCMC: its steps x ``gradients_per_step``), ``accept_prob``
+and ``divergences`` over them, and the adapted ``step_size`` (mean over chains); what a kernel
+does not report is ``None`` (SG-MCMC: the acceptance, divergences and step size). Each later
+line is :func:`bnn_ppl.progress.chain_point` over
 all draws so far (draws per chain, mean acceptance probability, divergences, gradient
 evaluations per chain, and, when the data have test targets, the running BMA's test metrics)
 with its ``segment`` and ``wall_seconds`` (the segment's sampling time, compilation included, on
@@ -64,7 +65,8 @@ class ProgressLog:
     """The ``on_segment`` callback of :func:`~bnn_ppl.inference.resume.run_segments` that keeps
     ``<folder>/progress.jsonl``; ``cycle_length`` (SG-MCMC) keeps cycle-end draws only;
     ``progress_every`` adds a line every that many draws per chain (default: one line per
-    segment, at its end)."""
+    segment, at its end); ``gradients_per_step`` (SG-MCMC: batch rows / training rows) is a
+    step's cost in full-batch gradients, from which ``grad_evals`` is counted."""
 
     def __init__(
         self,
@@ -78,12 +80,13 @@ class ProgressLog:
         chunk_size: int | None = None,
         y_std: float = 1.0,
         progress_every: int | None = None,
+        gradients_per_step: float | None = None,
     ):
         self.path = os.path.join(os.fspath(folder), FILE)
         self.model, self.chunk_size = model, chunk_size
         self.x_test, self.y_test = (x_test, y_test) if y_test is not None else (None, None)
         self.thinning, self.cycle_length, self.y_std = thinning, cycle_length, y_std
-        self.every = progress_every
+        self.every, self.per_step = progress_every, gradients_per_step
         self.draws = 0
         self.predictions: list[dict[str, np.ndarray]] = []
         self.stats: list[dict[str, np.ndarray]] = []
@@ -94,7 +97,10 @@ class ProgressLog:
         seconds = arrays.get("time/seconds")
         seconds = None if seconds is None else float(seconds)
         if segment == 0:
-            self.lines.append({"segment": 0, **_warmup_point(arrays), "wall_seconds": seconds})
+            point = _warmup_point(arrays)
+            if point["grad_evals"] is None and self.per_step and point["iterations"] is not None:
+                point["grad_evals"] = point["iterations"] * self.per_step
+            self.lines.append({"segment": 0, **point, "wall_seconds": seconds})
         else:
             self._add_segment(segment, arrays, seconds)
         if not replayed:
@@ -119,6 +125,9 @@ class ProgressLog:
                 chain_predictions(self.model, samples, self.x_test, chunk_size=self.chunk_size)
             )
         predictions, stats = _joined(self.predictions), _joined(self.stats)
+        per_draw = None
+        if self.per_step is not None and self.cycle_length is not None:
+            per_draw = self.per_step * self.cycle_length
         for t in _line_draws(first, self.draws, self.every):
             point = chain_point(
                 t,
@@ -127,6 +136,7 @@ class ProgressLog:
                 {k: v[:, :t] for k, v in stats.items()},
                 thinning=self.thinning,
                 y_std=self.y_std,
+                gradients_per_draw=per_draw,
             )
             # the segment's sampling time belongs to its last line
             wall = seconds if t == self.draws else None

@@ -206,6 +206,23 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
     assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
 
 
+def test_a_resume_may_respace_progress_but_not_change_options(hmc_run: Path, folder: Path) -> None:
+    """--progress-every is not in config.json: rerunning the finished run with it reuses the
+    folder, reads the same draws back and rewrites checkpoints/progress.jsonl at the new
+    spacing (one line per segment of 20 draws before)."""
+    copy = folder / "hmc_progress"
+    shutil.copytree(hmc_run, copy)
+    log = copy / runs.CHECKPOINTS / runs.PROGRESS
+    assert [p["draws"] for p in map(json.loads, log.read_text().splitlines())] == [0, 20]
+    out = ok("run", *HMC_CHECKPOINTED, "--progress-every", "5", "--out", str(copy))
+    assert "reusing the run folder" in out and "resumed after checkpoint segment 1" in out
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [p["draws"] for p in lines] == [0, 5, 10, 15, 20]
+    assert lines[-1]["test_accuracy"] > 0.5
+    assert "progress_every" not in read_json(copy / runs.CONFIG)["arguments"]
+    assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
+
+
 def test_sgmcmc_with_one_chain_skips_rhat_and_says_why(folder: Path) -> None:
     out_dir = folder / "sgmcmc"
     rc, out, err = bnn_ppl(
@@ -273,7 +290,8 @@ def test_run_method_help_shows_its_options_and_no_other_methods(
     own = _fields(config.CONFIGS[method]) | _fields(shared)
     for flag in own:
         assert flag in out, f"bnn-ppl run {method} --help lacks {flag}"
-    others = set().union(*(_fields(c) for c in config.CONFIGS.values())) | {"--checkpoint-every"}
+    others = set().union(*(_fields(c) for c in config.CONFIGS.values()))
+    others |= _fields(cli.ChainRunOptions)
     for flag in others - own:
         assert f"{flag} " not in out, f"bnn-ppl run {method} --help shows {flag}"
     for name, value in cli.CLI_DEFAULTS[method].items():
@@ -331,6 +349,14 @@ BAD_RUNS = {
     "checkpoints of a method without chains": (
         ["ensemble", "--checkpoint-every", "2"],
         "--checkpoint-every does not apply to bnn-ppl run ensemble",
+    ),
+    "progress without checkpoints": (
+        ["--progress-every", "5"],
+        "--progress-every needs --checkpoint-every: its lines go to <out>/checkpoints/",
+    ),
+    "zero progress spacing": (
+        ["--checkpoint-every", "5", "--progress-every", "0"],
+        "--progress-every must be an integer >= 1, got 0",
     ),
     "option of another network": (
         ["--model", "lenet5", "--width", "4"],
@@ -662,6 +688,8 @@ def test_an_incomplete_run_record_is_named(key: str, hmc_run: Path, tmp_path: Pa
 
 
 def test_evaluate_refuses_more_bins_than_test_rows(ensemble_run: Path) -> None:
+    # (another test of this module may have evaluated the shared run already)
+    (ensemble_run / runs.EVALUATION).unlink(missing_ok=True)
     rc, out, err = bnn_ppl("evaluate", str(ensemble_run), "--num-bins", str(10**12))
     assert rc == 2 and "--num-bins 1000000000000 exceeds the 360 test rows" in err
     assert out == "" and not (ensemble_run / runs.EVALUATION).exists()

@@ -56,6 +56,16 @@ def test_thinned_runs_do_not_claim_gradient_evaluations():
     assert point == {"draws": 4, "accept_prob": None, "divergences": None, "grad_evals": None}
 
 
+def test_sgmcmc_draws_cost_a_cycle_of_minibatch_gradients():
+    """No n_steps: a draw is a cycle of 10 steps on 5 of 100 rows, 0.5 full-batch gradients."""
+    post = Posterior("sgld", {"w": np.zeros((C, S))}, observed={"y": np.zeros(100)},
+                     config={"cycle_length": 10, "batch_size": 5})  # fmt: skip
+    assert [p["grad_evals"] for p in running_metrics(post, every=3)] == [1.5, 3.0, 3.5]
+    full = post.replace(config={"cycle_length": 10, "batch_size": None})  # full batch
+    assert running_metrics(full)[-1]["grad_evals"] == 10.0 * S
+    assert running_metrics(post.replace(observed={}))[-1]["grad_evals"] is None  # n unknown
+
+
 def test_regression_points_use_the_mixture_and_the_targets_scale():
     mean, scale = RNG.normal(size=(C, S, N)), RNG.uniform(0.5, 1.0, size=(C, S, N))
     y = RNG.normal(size=N)

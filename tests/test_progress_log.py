@@ -5,6 +5,8 @@ fits anyway.)"""
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -136,3 +138,17 @@ def test_progress_every_is_checked_before_anything_runs(tmp_path):
         fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path / "a",
             progress_every=1.5)  # fmt: skip
     assert not (tmp_path / "a").exists()
+
+
+def test_sgmcmc_lines_count_minibatch_gradients_in_full_batch_units(tmp_path):
+    """SG-MCMC reports no n_steps: every step is one gradient over batch_size of the 16 rows,
+    so warmup's line counts its steps x 8/16 and each draw (a cycle of 3 steps) 3 x 8/16,
+    as running_metrics of the finished Posterior does."""
+    c = cfg.SGLDConfig(num_warmup=1, num_samples=2, cycle_length=3, batch_size=8, step_size=1e-5)
+    every = {"checkpoint_every": 2, "progress_every": 1}  # one sampling segment: two lines
+    post = fit(_model(), (X, Y, X[:5], Y[:5]), c, jax.random.key(0), checkpoint_dir=tmp_path,
+               **every)  # fmt: skip
+    warm, *lines = map(json.loads, (tmp_path / "progress.jsonl").read_text().splitlines())
+    assert warm["iterations"] == 3 and warm["grad_evals"] == pytest.approx(1.5)
+    assert [(p["draws"], p["grad_evals"]) for p in lines] == [(1, 1.5), (2, 3.0)]
+    assert [p["grad_evals"] for p in running_metrics(post, every=1)] == [1.5, 3.0]

@@ -19,7 +19,9 @@ by tyro (:mod:`~bnn_ppl.cli.parser`), next to the options every method shares
 Markov-chain methods take ``--checkpoint-every k``: the run is committed to ``<out>/checkpoints``
 every k draws (SG-MCMC: cycles) per chain, a killed run resumes bit-exactly when started again
 with the same options, and a folder written with other options is refused, naming every option
-that differs. The earlier spelling ``bnn-ppl run --method M`` is refused with the new one.
+that differs (but ``--progress-every k``, a line of ``<out>/checkpoints/progress.jsonl`` every
+k draws, which a resume may change). The earlier spelling ``bnn-ppl run --method M`` is refused
+with the new one.
 
 Every option is checked before the run folder is claimed (:func:`run_settings`, then
 :func:`check_feasible` once the data and model are known: batch sizes, memory, float32 range,

@@ -6,7 +6,9 @@ checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run
 claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
 :mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
 ``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
-run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly.
+run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly;
+``--progress-every k`` adds a line to ``<out>/checkpoints/progress.jsonl`` every k draws (a
+resume may change it: it only respaces that file).
 
 ::
 
@@ -94,6 +96,7 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
         checkpoints = {
             "checkpoint_dir": os.path.join(s.options.out, runs.CHECKPOINTS),
             "checkpoint_every": s.checkpoint_every,
+            "progress_every": s.progress_every,  # may differ on a resume: not in config.json
         }
     post = fit(model, data, s.config, jax.random.key(s.options.seed), **checkpoints)
     resumed = post.config.get("resumed_after_segment")

@@ -4,7 +4,8 @@ method's :mod:`bnn_ppl.config` dataclass, and :func:`run_settings`, the checks t
 
 A run's settings are a :class:`RunSettings`: the shared options and the method's config. What
 ``config.json`` records and a resumed run must repeat is :meth:`RunSettings.arguments`, one flat
-JSON record from which :meth:`RunSettings.from_arguments` rebuilds them. This module imports
+JSON record from which :meth:`RunSettings.from_arguments` rebuilds them; ``--progress-every`` is
+not in it (it only respaces ``progress.jsonl``, so a resume may change it). This module imports
 neither tyro nor JAX: the option parser (:mod:`bnn_ppl.cli.parser`) is built from these classes
 only when a subcommand is parsed.
 
@@ -78,7 +79,9 @@ MAX_COUNT = 2**31 - 1
 """Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
 MAX_TREE_DEPTH = 30
 """nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
-_AT_LEAST = {"width": 1, "max_train": 1, "split": 0, "checkpoint_every": 1}
+_AT_LEAST = {"width": 1, "max_train": 1, "split": 0, "checkpoint_every": 1, "progress_every": 1}
+UNRECORDED = ("out", "data_dir", "quiet", "progress_every")
+"""Options :meth:`RunSettings.arguments` leaves out: a resumed run may give them differently."""
 
 
 class CLIError(InputValueError):
@@ -115,6 +118,7 @@ class ChainRunOptions(RunOptions):
     """The shared options, and checkpoints for the methods whose draws are Markov chains."""
 
     checkpoint_every: int | None = None  # commit every k draws (SG-MCMC: cycles); rerun resumes
+    progress_every: int | None = None  # with --checkpoint-every: progress line every k draws
 
 
 @dataclass(frozen=True)
@@ -134,12 +138,17 @@ class RunSettings:
     def checkpoint_every(self) -> int | None:
         return getattr(self.options, "checkpoint_every", None)
 
+    @property
+    def progress_every(self) -> int | None:
+        return getattr(self.options, "progress_every", None)
+
     def arguments(self) -> dict[str, Any]:
         """What ``config.json`` records (and a resumed run must repeat): the options but the
-        paths and ``quiet``, and the config's fields."""
+        :data:`UNRECORDED` ones (paths, ``quiet``, ``progress_every``), and the config's
+        fields."""
         shared = dataclasses.asdict(self.options)
-        for name in ("out", "data_dir", "quiet"):
-            shared.pop(name)
+        for name in UNRECORDED:
+            shared.pop(name, None)
         return {**shared, **self.config.to_dict()}
 
     @classmethod
@@ -213,6 +222,13 @@ def run_settings(
                 "int32 iteration counters hold."
             )
     _check_iterations(config)
+    chain = {n: getattr(options, n, None) for n in ("checkpoint_every", "progress_every")}
+    if chain["progress_every"] is not None and chain["checkpoint_every"] is None:
+        raise InputValueError(
+            "--progress-every needs --checkpoint-every: its lines go to <out>/checkpoints/"
+            "progress.jsonl as the checkpointed run goes (without checkpoints the run folder's "
+            "progress.jsonl is written once, at the end)."
+        )
     depth = options.depth
     if depth is not None and depth < (0 if model == "mlp" else 1):
         raise InputValueError(

@@ -49,6 +49,7 @@ __all__ = [
     "posterior_sampler_table",
     "sampler_efficiency",
     "sampler_table",
+    "sgmcmc_gradients_per_draw",
 ]
 
 
@@ -94,6 +95,17 @@ def chain_variances(probs: Any, samples: Mapping[str, Any]) -> tuple[np.ndarray,
     return w, f
 
 
+def sgmcmc_gradients_per_draw(cycle_length: int, batch_size: int | None, num_train: int) -> float:
+    """An SG-MCMC draw's cost per chain in full-batch gradients: a cycle of ``cycle_length``
+    steps, each one gradient over ``batch_size`` of ``num_train`` rows (``None``: all).
+
+    Example:
+        >>> sgmcmc_gradients_per_draw(100, 128, 1280)
+        10.0
+    """
+    return cycle_length * (batch_size or num_train) / num_train
+
+
 def full_batch_gradients(posterior: Any, num_train: int) -> float:
     """The work of a fitted Markov-chain Posterior's sampling phase in full-batch gradients:
     HMC/NUTS: its leapfrog steps (``sample_stats["n_steps"]``, all chains); SG-MCMC: steps x
@@ -115,8 +127,8 @@ def full_batch_gradients(posterior: Any, num_train: int) -> float:
             f"SG-MCMC one (config: num_samples, cycle_length, num_chains, batch_size); this "
             f"{posterior.method} Posterior has neither."
         )
-    batch = c["batch_size"] or num_train
-    return c["num_samples"] * c["cycle_length"] * c["num_chains"] * batch / num_train
+    per_draw = sgmcmc_gradients_per_draw(c["cycle_length"], c["batch_size"], num_train)
+    return c["num_samples"] * c["num_chains"] * per_draw
 
 
 def sampler_efficiency(
