@@ -88,9 +88,7 @@ def plot(results: dict[str, dict[str, float]], title: str) -> Figure:
 
 def main(args: argparse.Namespace) -> None:
     data = bp.data.load("digits").head(args.max_train)
-    model = bp.BNN(bp.models.MLP(hidden=(args.width,), out=data.num_classes),
-                   prior=bp.priors.Normal(args.prior_scale),
-                   likelihood=bp.likelihoods.Categorical())  # fmt: skip
+    model = bp.models.mlp_bnn(data, args.width, args.prior_scale)  # Categorical, Normal prior
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows; "
           f"MLP(hidden=({args.width},)), {model.num_params(data.x_train[:1])} parameters",
           flush=True)  # fmt: skip

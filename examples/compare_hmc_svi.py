@@ -36,7 +36,6 @@ import os
 
 import jax
 import numpy as np
-import numpyro.distributions as dist
 
 import bnn_ppl as bp
 from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SVIConfig
@@ -50,19 +49,6 @@ COLUMNS = {
                        "agreement": "agree w/ HMC", "tv": "TV w/ HMC"},
     "regression": {"rmse": "RMSE", "nll": "NLL", "rmse_vs_reference": "RMSE vs HMC mean"},
 }  # fmt: skip
-
-
-def build_model(args: argparse.Namespace, data: bp.data.Dataset) -> bp.BNN:
-    """MLP with one hidden layer and an isotropic Normal prior; a categorical likelihood, or a
-    Gaussian one with noise ``--noise`` (or a HalfNormal(``--noise-prior``) prior on it)."""
-    if data.task == "classification":
-        likelihood, out = bp.likelihoods.Categorical(), data.num_classes
-    else:
-        noise = args.noise if args.noise_prior is None else dist.HalfNormal(args.noise_prior)
-        likelihood, out = bp.likelihoods.Gaussian(scale=noise), 1
-    return bp.BNN(bp.models.MLP(hidden=(args.width,), out=out),
-                  prior=bp.priors.Normal(args.prior_scale), likelihood=likelihood,
-                  temperature=args.temperature)  # fmt: skip
 
 
 def configs(args: argparse.Namespace) -> dict[str, Config]:
@@ -96,7 +82,12 @@ def diagnostics(name: str, post: bp.Posterior, record: dict) -> dict[str, float]
 
 def main(args: argparse.Namespace) -> None:
     data = bp.data.load(args.dataset).head(args.max_train)
-    model = build_model(args, data)
+    # MLP(width), Normal prior; regression: noise --noise, or inferred under --noise-prior
+    inferred = args.noise_prior is not None
+    model = bp.models.mlp_bnn(data, args.width, args.prior_scale,
+                              noise_prior=args.noise_prior if inferred else 1.0,
+                              noise=None if inferred else args.noise,
+                              temperature=args.temperature)  # fmt: skip
     out = args.out or os.path.join("runs", f"compare_{args.dataset}")
     print(f"{args.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test "
           f"rows; MLP(hidden=({args.width},)) with {model.num_params(data.x_train)} parameters")

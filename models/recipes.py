@@ -32,6 +32,7 @@ def mlp_bnn(
     prior: float | Any,
     *,
     noise_prior: float = 1.0,
+    noise: float | None = None,
     temperature: float = 1.0,
     temper: str = "likelihood",
 ) -> BNN:
@@ -45,6 +46,8 @@ def mlp_bnn(
         prior: a float (the scale of an isotropic ``Normal`` prior) or a prior of
             :mod:`bnn_ppl.priors` (e.g. ``bp.priors.from_string("laplace:0.3")``).
         noise_prior: regression only: the HalfNormal's scale (standardised targets).
+        noise: regression only: a fixed noise sd instead of the HalfNormal prior
+            (``None``, the default: the sd is inferred).
         temperature, temper: as :class:`~bnn_ppl.BNN`'s.
 
     Raises:
@@ -66,7 +69,8 @@ def mlp_bnn(
     if data.task == "classification":
         likelihood, out = likelihoods.Categorical(), data.num_classes
     else:
-        likelihood, out = likelihoods.Gaussian(scale=dist.HalfNormal(noise_prior)), 1
+        scale = dist.HalfNormal(noise_prior) if noise is None else noise
+        likelihood, out = likelihoods.Gaussian(scale=scale), 1
     if isinstance(prior, int | float) and not isinstance(prior, bool):
         prior = priors.Normal(prior)
     return BNN(MLP(hidden=(width,), out=out), prior, likelihood, temperature=temperature,

@@ -34,6 +34,10 @@ def test_mlp_bnn_picks_the_likelihood_of_the_task(digits):
     assert reg.prior == bp.priors.from_string("laplace:0.2")
     assert isinstance(reg.likelihood, bp.likelihoods.Gaussian)
     assert float(reg.likelihood.scale.scale) == pytest.approx(0.7)  # HalfNormal(0.7)
+    fixed = mlp_bnn(bp.data.load("gap1d"), width=4, prior=1.0, noise=0.25)
+    assert fixed.likelihood == bp.likelihoods.Gaussian(0.25)  # a fixed sd: nothing inferred
+    with pytest.raises(ValueError, match="scale"):
+        mlp_bnn(bp.data.load("gap1d"), width=4, prior=1.0, noise=0.0)
     with pytest.raises(TypeError, match="bp.data.Dataset"):
         mlp_bnn((digits.x_train, digits.y_train), width=8, prior=0.3)
     with pytest.raises(ValueError, match="scale"):
