@@ -168,12 +168,12 @@ def fit_checkpointed(
         log.write()  # (complete already, unless a kill came between a commit and its line)
     # how the run went (not part of the fingerprint): resumed after which segment, if any
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
+    with warnings.catch_warnings():  # (the kernel's construction warned already)
+        warnings.simplefilter("ignore", SGMCMCAccuracyWarning)
+        kernel = plan.kernel()  # what reads the draws' statistics
     if sg:
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
         info = {k[5:]: v for k, v in draws.extra.items() if k.startswith("info.")}
-        with warnings.catch_warnings():  # (the kernel's construction warned already)
-            warnings.simplefilter("ignore", SGMCMCAccuracyWarning)
-            kernel = plan.kernel()
         accuracy = info_accuracy_summary(kernel, info) if info else None  # (older checkpoints)
         post = sgmcmc_posterior(config, samples, extra | progress | {"accuracy": accuracy})
     else:
@@ -189,7 +189,7 @@ def fit_checkpointed(
         post = from_draws(
             draws.samples,
             draws.extra,
-            plan.kernel(),
+            kernel,
             method=config.method,
             config=meta | config.to_dict() | progress,
         )
