@@ -1,39 +1,51 @@
-"""Benchmark: ResNet20FRN full-batch gradient over 50,000 x 32x32x3 on one GPU.
+"""Benchmark: full-batch gradients and HMC at the papers' scale on one accelerator.
 
-Izmailov et al.'s CIFAR-10 setting (ResNet-20 with FRN and swish, 274k parameters) as one
-full-batch ``value_and_grad`` of our potential on ONE device, from one process. Prints:
+Izmailov et al.'s settings as one full-batch ``value_and_grad`` of our potential on ONE device,
+from one process, in sections that each print a line and append a JSON record to
+``--out/gpu.jsonl`` (so a run cut short keeps what it measured); a section that fails (out of
+memory, say) records its error and the next one runs. ``--deadline`` seconds after the start no
+new section begins. Sections, in order:
 
-* the time of one gradient (median over ``--repeats`` calls, compilation excluded) and of the
-  compilation;
-* FLOPs counted by XLA (``jax.jit(...).lower(...).cost_analysis()``) and the achieved TFLOP/s.
-  XLA's cost analysis counts a ``while`` body once, whatever its trip count, and the
-  potential's chunk loop is a ``lax.scan``; so the script scales the loop body by the number of
-  chunks: ``executed = outside + num_chunks * (lowered - outside)``, with ``outside`` the cost of
-  the prior's ``value_and_grad`` (the part of the program outside the loop). ``executed``
-  is what the compiled chunk loop executes; ``model`` FLOPs are those of one chunk of ``c`` rows
-  lowered without a loop, times rows / c - the useful work (the two agree when the loop adds
-  nothing; they differed when the chunk body was rematerialised). Both rates are printed;
-* the time per gradient inside ``mcmc.run`` of fixed-step HMC (``bnn_ppl.inference.HMC(pot,
-  num_steps=K)``, no adaptation; NumPyro's ``maybe_jit`` memoised so the sampling loop is not
-  recompiled per run, see ``_timing.py``) and its ratio to the raw gradient;
-* the device's peak memory where the backend reports it (``memory_stats()``).
+1. ``resnet``: ResNet20FRN (width 16, 274k parameters) over ``--n`` x 32x32x3 CIFAR-shaped
+   random inputs, 10 classes, for each ``--chunks`` size (rows per chunk of the potential's
+   loop), ascending, at JAX's default matmul precision (TF32 on Ampere+ GPUs). Per chunk size:
+   compile time, gradient time (median of ``--repeats``), FLOPs and TFLOP/s, share of the TF32
+   peak, XLA's temp buffer and the device's peak memory so far (``memory_stats()``; ascending
+   chunk sizes, so each peak is that size's). XLA's cost analysis counts a ``while`` body once,
+   whatever its trip count, so the loop body is scaled by the number of chunks:
+   ``executed = outside + num_chunks * (lowered - outside)``, ``outside`` being the prior's
+   ``value_and_grad``. ``model`` FLOPs come from one chunk lowered without a loop, times
+   rows / chunk: the useful work.
+2. ``hmc``: at the fastest chunk size, fixed-step HMC (``bnn_ppl.inference.HMC(pot,
+   num_steps=K)``, no adaptation) inside ``mcmc.run`` (NumPyro's ``maybe_jit`` memoised, see
+   ``_timing.py``; compilations while timed are counted), 1 chain and ``--chains`` vectorized
+   chains: time per gradient, divided by the raw gradient (the goal is <= 1.05; for C chains,
+   by C raw gradients).
+3. ``precision``: at the fastest chunk size, ``jax.default_matmul_precision`` ``float32``
+   (full fp32: no TF32) and ``bfloat16``.
+4. ``resnet_one_chunk``: the whole data set as one chunk (no loop), if it fits.
+5. ``cnn_lstm``: the CNN-LSTM on IMDB-shaped int tokens (25,000 x 400, vocabulary 20,000), and
+   ``mlp``: an MLP 784-256-256-10 on 60,000 x 784 (MNIST-shaped), each at chunk sizes 1,024
+   and one chunk.
 
-On a CPU this runs too (``--quick``: tiny sizes), but the numbers are not GPU numbers: the
-script says so.
+On a CPU it runs too (``--quick``: tiny sizes), but the numbers are not GPU numbers: it says so.
 
 Usage::
 
-    python benchmarks/gpu.py                # N=50k, chunk 1000, width 16, on jax.devices()[0]
-    python benchmarks/gpu.py --chunk-size 5000 --precision highest
-    python benchmarks/gpu.py --quick        # smoke test (seconds, any backend)
+    python benchmarks/gpu.py --out /tmp/gpu       # the sections above, N = 50k
+    python benchmarks/gpu.py --quick --out /tmp/q  # smoke test (seconds, any backend)
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import _timing
 import jax
@@ -43,7 +55,7 @@ from numpyro.infer import MCMC
 
 import bnn_ppl as bp
 from bnn_ppl.inference import HMC, full_batch_potential
-from bnn_ppl.models import ResNet20FRN
+from bnn_ppl.models import CNNLSTM, MLP, ResNet20FRN
 
 # Dense (no sparsity) TF32 tensor-core peaks from NVIDIA's data sheets, TFLOP/s, by the start
 # of ``device.device_kind``; the issue's goal is >= 40 % of this. Override with --peak-tflops.
@@ -64,40 +76,196 @@ def tf32_peak(device_kind: str) -> float | None:
     return None
 
 
-def flops(lowered: jax.stages.Lowered) -> float:
-    cost = lowered.cost_analysis()
-    if isinstance(cost, list | tuple):  # older jax: one dict per device program
-        cost = cost[0]
-    return float(cost.get("flops", float("nan"))) if cost else float("nan")
+def flops(lowered: jax.stages.Lowered, compiled: jax.stages.Compiled | None = None) -> float:
+    """XLA's FLOP count of a program: from the lowered HLO where the backend counts it there
+    (CPU), else from the compiled program (GPU: the lowered count is empty)."""
+    for stage in (lowered, compiled):
+        if stage is None:
+            stage = lowered.compile()
+        cost = stage.cost_analysis()
+        if isinstance(cost, list | tuple):  # older jax: one dict per device program
+            cost = cost[0] if cost else None
+        if cost and "flops" in cost:
+            return float(cost["flops"])
+    return float("nan")
+
+
+class Recorder:
+    """Prints each record and appends it to ``out/gpu.jsonl``; tracks the deadline."""
+
+    def __init__(self, out: Path | None, deadline_s: float) -> None:
+        self.path = None if out is None else out / "gpu.jsonl"
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.perf_counter()
+        self.deadline_s = deadline_s
+
+    def time_left(self) -> float:
+        return self.deadline_s - (time.perf_counter() - self.t0)
+
+    def record(self, rec: dict[str, Any]) -> None:
+        rec = {"t_s": round(time.perf_counter() - self.t0, 1), **rec}
+        print(json.dumps(rec), flush=True)
+        if self.path is not None:
+            with self.path.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+    def section(self, name: str, fn: Callable[[], dict[str, Any]], **tags: Any) -> dict | None:
+        """Run one measurement; record its result or its error; skip it past the deadline."""
+        if self.time_left() <= 0:
+            self.record({"section": name, **tags, "skipped": "deadline"})
+            return None
+        try:
+            rec = {"section": name, **tags, **fn()}
+        except Exception as e:  # noqa: BLE001 - a benchmark records every failure and goes on
+            rec = {"section": name, **tags, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+        self.record(rec)
+        return rec
+
+
+def precision_ctx(precision: str) -> contextlib.AbstractContextManager:
+    if precision == "default":
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision(precision)
+
+
+def peak_bytes(device: jax.Device) -> int | None:
+    stats = device.memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
+
+
+def gradient(
+    model: bp.BNN,
+    x: np.ndarray,
+    y: np.ndarray,
+    chunk: int,
+    precision: str,
+    repeats: int,
+    device: jax.Device,
+    peak_tflops: float | None,
+    count_flops: bool = True,
+) -> tuple[dict[str, Any], Any]:
+    """Compile and time one full-batch ``value_and_grad``; FLOPs, memory; return (record, pot)."""
+    with precision_ctx(precision):
+        pot = full_batch_potential(model, x, y, devices=[device], chunk_size=chunk)
+        u = jax.tree.map(jnp.asarray, pot.init_params(jax.random.key(0), method="network"))
+        vg = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
+        lowered = vg.lower(u, pot.data)
+        t0 = time.perf_counter()
+        compiled = lowered.compile()
+        compile_s = time.perf_counter() - t0
+        _timing.block(compiled(u, pot.data))
+        ts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            _timing.block(compiled(u, pot.data))
+            ts.append(time.perf_counter() - t0)
+        g = _timing.summary(ts)
+        rec: dict[str, Any] = {
+            "rows": len(x),
+            "chunk": pot.chunk_size,
+            "num_chunks": pot.num_chunks,
+            "params": pot.num_params,
+            "precision": precision,
+            "compile_s": round(compile_s, 2),
+            "grad_ms": round(g["median"], 3),
+            "grad_ms_min": round(g["min"], 3),
+            "grad_ms_iqr": [round(g["q1"], 3), round(g["q3"], 3)],
+            "xla_temp_mib": round(compiled.memory_analysis().temp_size_in_bytes / 2**20, 1),
+        }
+        peak = peak_bytes(device)
+        if peak is not None:
+            rec["device_peak_gib"] = round(peak / 2**30, 3)
+        if count_flops:
+            spec = pot._x_spec
+            prior_vg = jax.jit(
+                jax.value_and_grad(
+                    lambda u: -model.prior_scale * model.log_prior(pot.constrain(u)[0], spec)
+                )
+            )
+            outside = flops(prior_vg.lower(u))
+            executed = outside + pot.num_chunks * (flops(lowered, compiled) - outside)
+            one = full_batch_potential(
+                model, x[:chunk], y[:chunk], devices=[device], chunk_size=chunk
+            )
+            one_vg = jax.jit(lambda u, d: jax.value_and_grad(one.potential_fn_gen(d))(u))
+            rows = pot.num_chunks * pot.chunk_size
+            model_flops = outside + rows / one.chunk_size * (
+                flops(one_vg.lower(u, one.data)) - outside
+            )
+            sec = g["median"] / 1e3
+            rec["gflop_executed"] = round(executed / 1e9, 1)
+            rec["gflop_model"] = round(model_flops / 1e9, 1)
+            rec["tflops_executed"] = round(executed / sec / 1e12, 2)
+            rec["tflops_model"] = round(model_flops / sec / 1e12, 2)
+            if peak_tflops:
+                rec["tf32_peak_share"] = round(executed / sec / 1e12 / peak_tflops, 4)
+    return rec, (pot, u, g["median"])
+
+
+def hmc_time(pot: Any, u: Any, chains: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Per-gradient time of fixed-step HMC in ``mcmc.run`` (``chains`` vectorized chains)."""
+    counter = _timing.CompileCounter()
+    K, S = args.steps, args.samples
+    kernel = HMC(pot, num_steps=K, step_size=1e-5, adapt_step_size=False, adapt_mass_matrix=False)
+    mcmc = MCMC(
+        kernel,
+        num_warmup=0,
+        num_samples=S,
+        num_chains=chains,
+        chain_method="vectorized",
+        jit_model_args=True,
+        progress_bar=False,
+    )
+    init = u if chains == 1 else jax.tree.map(lambda a: jnp.stack([a] * chains), u)
+    key = jax.random.key(1)
+    t0 = time.perf_counter()
+    mcmc.warmup(key, *pot.args, init_params=init)
+    mcmc.run(key, *pot.args)
+    _timing.block(mcmc.get_samples())
+    setup_s = time.perf_counter() - t0
+    c0 = counter.compiles
+    ts = []
+    for _ in range(args.hmc_runs):
+        t0 = time.perf_counter()
+        mcmc.run(key, *pot.args)
+        _timing.block((mcmc.last_state, mcmc.get_samples()))
+        ts.append((time.perf_counter() - t0) / (S * K))
+    h = _timing.summary(ts)
+    return {
+        "chains": chains,
+        "K": K,
+        "S": S,
+        "runs": args.hmc_runs,
+        "setup_s": round(setup_s, 1),
+        "compiles_while_timed": counter.compiles - c0,
+        "ms_per_gradient_step": round(h["median"], 3),
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=None, help="folder for gpu.jsonl")
+    p.add_argument("--deadline", type=float, default=1e9, help="seconds; no section after")
     p.add_argument("--n", type=int, default=50_000)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--blocks", type=int, default=3)
-    p.add_argument("--chunk-size", type=int, default=1000)
-    p.add_argument(
-        "--precision",
-        choices=["default", "high", "highest"],
-        default="default",
-        help="jax_default_matmul_precision (default: TF32 convs on Ampere+ GPUs)",
-    )
-    p.add_argument("--repeats", type=int, default=10, help="timed gradient calls")
+    p.add_argument("--chunks", type=int, nargs="+", default=[512, 2048, 10_000])
+    p.add_argument("--imdb", type=int, nargs=2, default=[25_000, 400], help="rows, tokens")
+    p.add_argument("--mnist", type=int, default=60_000, help="MLP rows")
+    p.add_argument("--repeats", type=int, default=5, help="timed gradient calls")
     p.add_argument("--steps", type=int, default=10, help="HMC leapfrog steps K per sample")
     p.add_argument("--samples", type=int, default=2, help="HMC samples per timed run")
     p.add_argument("--hmc-runs", type=int, default=3, help="timed mcmc.run calls")
-    p.add_argument(
-        "--peak-tflops",
-        type=float,
-        default=None,
-        help="the device's TF32 peak (default: looked up from the device kind, if known)",
-    )
+    p.add_argument("--chains", type=int, default=3, help="vectorized HMC chains")
+    p.add_argument("--skip", nargs="*", default=[], help="sections to skip")
+    p.add_argument("--peak-tflops", type=float, default=None, help="TF32 peak, TFLOP/s")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
     args = p.parse_args(argv)
     if args.quick:
-        args.n, args.image_size, args.width, args.blocks, args.chunk_size = 48, 8, 2, 1, 16
+        args.n, args.image_size, args.width, args.blocks, args.chunks = 48, 8, 2, 1, [16, 32]
+        args.imdb, args.mnist = [40, 16], 64
         args.repeats, args.steps, args.samples, args.hmc_runs = 2, 2, 1, 1
     return args
 
@@ -105,130 +273,94 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _timing.numpyro_jit_fix(True)
-    counter = _timing.CompileCounter()
-    t_start = time.perf_counter()
+    rec = Recorder(args.out, args.deadline)
     device = jax.devices()[0]
-    print("# bnn_ppl GPU benchmark: ResNet20FRN full-batch gradient on one device")
+    print("# bnn_ppl GPU benchmark (see the module docstring)")
     print(_timing.machine())
-    print(f"# device: {device.device_kind} ({device.platform}); precision {args.precision}")
-    if device.platform != "gpu":
-        print(f"# NOTE: not a GPU ({device.platform}): these are not GPU numbers.")
+    peak_tflops = args.peak_tflops or tf32_peak(device.device_kind)
+    import flax
+    import jaxlib
+    import numpyro
+
+    rec.record(
+        {
+            "section": "device",
+            "kind": device.device_kind,
+            "platform": device.platform,
+            "backend": jax.default_backend(),
+            "cpu_conv_workaround": jax.default_backend() == "cpu",
+            "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "numpyro": numpyro.__version__,
+            "flax": flax.__version__,
+            "tf32_peak_tflops": peak_tflops,
+            "not_a_gpu": device.platform != "gpu",
+        }
+    )
     rng = np.random.default_rng(0)
     s = args.image_size
     x = rng.standard_normal((args.n, s, s, 3), dtype=np.float32)
     y = rng.integers(0, 10, args.n).astype(np.int32)
-    model = bp.BNN(
+    resnet = bp.BNN(
         ResNet20FRN(out=10, width=args.width, blocks_per_stage=args.blocks),
         bp.priors.Normal(0.2),
         bp.likelihoods.Categorical(),
     )
-    precision = (
-        contextlib.nullcontext()
-        if args.precision == "default"
-        else jax.default_matmul_precision(args.precision)
-    )
-    with precision:
-        pot = full_batch_potential(model, x, y, devices=[device], chunk_size=args.chunk_size)
-        u = jax.tree.map(jnp.asarray, pot.init_params(jax.random.key(0), method="network"))
-        vg = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
-        lowered = vg.lower(u, pot.data)
-        t0 = time.perf_counter()
-        compiled = lowered.compile()
-        compile_s = time.perf_counter() - t0
+    common = dict(repeats=args.repeats, device=device, peak_tflops=peak_tflops)
+    best: tuple[float, int, Any] | None = None
+    for c in sorted(args.chunks):
 
-        # ---- FLOPs: loop body counted once by XLA -> scale it by the number of chunks
-        spec = pot._x_spec
-        prior_vg = jax.jit(
-            jax.value_and_grad(
-                lambda u: -model.prior_scale * model.log_prior(pot.constrain(u)[0], spec)
+        def run_chunk(c: int = c) -> dict[str, Any]:
+            nonlocal best
+            r, (pot, u, ms) = gradient(resnet, x, y, c, "default", **common)
+            if best is None or ms < best[0]:
+                best = (ms, c, (pot, u))
+            return r
+
+        rec.section("resnet", run_chunk)
+    if best is not None:
+        ms, c, (pot, u) = best
+        for chains in (1, args.chains):
+            if "hmc" not in args.skip:
+                rec.section(
+                    "hmc",
+                    lambda ch=chains: (
+                        lambda r: {
+                            **r,
+                            "raw_grad_ms": ms,
+                            "ratio": round(r["ms_per_gradient_step"] / (ms * r["chains"]), 4),
+                        }
+                    )(hmc_time(pot, u, ch, args)),
+                    chunk=c,
+                )
+        del pot, u
+        for prec in ("float32", "bfloat16"):
+            if "precision" not in args.skip:
+                rec.section(
+                    "precision",
+                    lambda p=prec: gradient(resnet, x, y, c, p, **common, count_flops=False)[0],
+                )
+    if "one_chunk" not in args.skip:
+        rec.section(
+            "resnet_one_chunk", lambda: gradient(resnet, x, y, args.n, "default", **common)[0]
+        )
+    n_imdb, t_imdb = args.imdb
+    tokens = rng.integers(0, 20_000, (n_imdb, t_imdb)).astype(np.int32)
+    labels = rng.integers(0, 2, n_imdb).astype(np.int32)
+    lstm = bp.BNN(CNNLSTM(out=2), bp.priors.Normal(1.0), bp.likelihoods.Categorical())
+    mnist = rng.standard_normal((args.mnist, 784), dtype=np.float32)
+    digits = rng.integers(0, 10, args.mnist).astype(np.int32)
+    mlp = bp.BNN(
+        MLP(hidden=(256, 256), out=10), bp.priors.Normal(1.0), bp.likelihoods.Categorical()
+    )
+    for name, model, xs, ys in (("cnn_lstm", lstm, tokens, labels), ("mlp", mlp, mnist, digits)):
+        if name in args.skip:
+            continue
+        for c in (1024, len(xs)):
+            rec.section(
+                name, lambda m=model, a=xs, b=ys, c=c: gradient(m, a, b, c, "default", **common)[0]
             )
-        )
-        outside = flops(prior_vg.lower(u))
-        executed = outside + pot.num_chunks * (flops(lowered) - outside)
-        one = full_batch_potential(
-            model,
-            x[: pot.chunk_size],
-            y[: pot.chunk_size],
-            devices=[device],
-            chunk_size=pot.chunk_size,
-        )
-        one_vg = jax.jit(lambda u, d: jax.value_and_grad(one.potential_fn_gen(d))(u))
-        rows = pot.num_chunks * pot.chunk_size
-        model_flops = outside + rows / pot.chunk_size * (flops(one_vg.lower(u, one.data)) - outside)
-
-        # ---- the gradient
-        _timing.block(compiled(u, pot.data))
-        grad_s = [0.0] * args.repeats
-        for i in range(args.repeats):
-            t0 = time.perf_counter()
-            _timing.block(compiled(u, pot.data))
-            grad_s[i] = time.perf_counter() - t0
-        g = _timing.summary(grad_s)
-
-        # ---- HMC around it
-        K, S = args.steps, args.samples
-        mcmc = MCMC(
-            HMC(pot, num_steps=K, step_size=1e-5, adapt_step_size=False, adapt_mass_matrix=False),
-            num_warmup=0,
-            num_samples=S,
-            jit_model_args=True,
-            progress_bar=False,
-        )
-        key = jax.random.key(1)
-        t0 = time.perf_counter()
-        mcmc.warmup(key, *pot.args, init_params=u)
-        mcmc.run(key, *pot.args)
-        _timing.block(mcmc.get_samples())
-        hmc_setup_s = time.perf_counter() - t0
-        c0 = counter.compiles
-        hmc_s = []
-        for _ in range(args.hmc_runs):
-            t0 = time.perf_counter()
-            mcmc.run(key, *pot.args)
-            _timing.block((mcmc.last_state, mcmc.get_samples()))
-            hmc_s.append((time.perf_counter() - t0) / (S * K))
-        hmc_compiles = counter.compiles - c0
-    h = _timing.summary(hmc_s)
-    stats = device.memory_stats() or {}
-    peak = stats.get("peak_bytes_in_use")
-    tflops = executed / (g["median"] / 1e3) / 1e12
-    useful = model_flops / (g["median"] / 1e3) / 1e12
-    print(
-        f"# N={args.n} {s}x{s}x3, width {args.width}, {args.blocks} blocks/stage: "
-        f"{pot.num_params} parameters; {pot.num_chunks} chunk(s) of {pot.chunk_size} rows "
-        f"({rows - args.n} padding rows)"
-    )
-    print(
-        f"compile (value_and_grad): {compile_s:.1f} s; "
-        f"XLA temp {compiled.memory_analysis().temp_size_in_bytes / 2**20:.1f} MiB"
-        + (f"; device peak memory {peak / 2**30:.2f} GiB" if peak else "")
-    )
-    print(
-        f"gradient: median {g['median']:.1f} ms, min {g['min']:.1f} ms "
-        f"(IQR {g['q1']:.1f}-{g['q3']:.1f}, {args.repeats} calls)"
-    )
-    print(
-        f"FLOPs per gradient: executed {executed / 1e9:.4g} GFLOP (chunk loop as compiled), model "
-        f"{model_flops / 1e9:.4g} GFLOP (one chunk, no loop); the lowered program as XLA counts it "
-        f"{flops(lowered) / 1e9:.4g} GFLOP (loop body once)"
-    )
-    print(f"achieved: {tflops:.4g} TFLOP/s executed, {useful:.4g} TFLOP/s model")
-    peak_tflops = args.peak_tflops or tf32_peak(device.device_kind)
-    if device.platform == "gpu" and peak_tflops:
-        frac = tflops / peak_tflops
-        print(
-            f"fraction of the TF32 peak ({peak_tflops:g} TFLOP/s): {frac:.1%} executed, "
-            f"{useful / peak_tflops:.1%} model   goal >= 40% -> "
-            + ("met" if frac >= 0.4 else "NOT met")
-        )
-    elif device.platform == "gpu":
-        print(f"TF32 peak of {device.device_kind!r} unknown: pass --peak-tflops")
-    print(
-        f"HMC (K={K} x S={S} per run, {args.hmc_runs} runs; setup {hmc_setup_s:.1f} s; "
-        f"compilations while timed: {hmc_compiles}): {h['median']:.1f} ms per gradient -> "
-        f"HMC step / gradient = {h['median'] / g['median']:.3f}"
-    )
-    print(f"# total {time.perf_counter() - t_start:.0f} s")
+    rec.record({"section": "done", "total_s": round(time.perf_counter() - rec.t0, 1)})
     return 0
 
 
