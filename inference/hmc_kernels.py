@@ -125,6 +125,8 @@ class _OnPotential:
         # init at the potential's initial values, compiled once per kernel (see init)
         self._init_at_default = jax.jit(self._default_states, static_argnums=1)
         self._initialized = False
+        # the num_warmup that NumPyro's init_kernel last set its sampler up for (see init)
+        self._set_up_for: int | None = None
 
     def _hmc_functions(self) -> HMCFunctions:
         return HMCFunctions(
@@ -226,15 +228,20 @@ class _OnPotential:
         if init_params is None:
             # MCMC.run calls init on every run, also when it continues from a post_warmup_state
             # and discards the result: compute it compiled (once per kernel), and set NumPyro's
-            # sampler up for num_warmup by tracing only (no computation)
+            # sampler up for num_warmup by tracing only (no computation). What init_kernel sets
+            # up (its warmup adapter, the number of warmup steps) depends on num_warmup and the
+            # kernel's settings alone, so the trace - a trace of the whole gradient, 0.3 s for
+            # a tiny MLP on a CPU, every run - is skipped when it is already set up for it.
             state = self._init_at_default(rng_key, num_warmup, model_args, model_kwargs)
-            jax.eval_shape(
-                lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
-                rng_key,
-                state.z,
-            )
+            if self._set_up_for != num_warmup:
+                jax.eval_shape(
+                    lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
+                    rng_key,
+                    state.z,
+                )
         else:  # as numpyro.infer.HMC.init computes it (eagerly)
             state = self._states(init, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        self._set_up_for = num_warmup
         self._initialized = True
         return self.adjust(state)
 
