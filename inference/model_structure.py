@@ -39,8 +39,8 @@ from bnn_ppl.types import Array, Params
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
-    "DeterministicSiteWarning", "Site", "check_globals", "check_sites", "data_dependent", "deterministic_sites",
-    "in_plate", "per_row", "site_lp", "size_dependent", "structure",
+    "DeterministicSiteWarning", "Site", "check_globals", "check_sites", "data_dependent",
+    "deterministic_sites", "in_plate", "per_row", "site_lp", "size_dependent", "structure",
 ]
 
 
