@@ -31,16 +31,15 @@ Example:
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl.io import load_npz, read_json
+from bnn_ppl.io import load_npz
 from bnn_ppl.likelihoods import Prediction, prediction_from_fields
-from bnn_ppl.run_config import METRICS, PREDICTIONS, SAMPLES, read_config
+from bnn_ppl.run_config import METRICS, PREDICTIONS, SAMPLES, read_config, read_record
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["Run", "load_run", "dataset_name", "method_name", "check_comparable"]
@@ -114,15 +113,9 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         )
     config = read_config(folder)
     path = os.path.join(folder, METRICS)
-    try:
-        record = read_json(path)
-    except FileNotFoundError:
-        raise InputValueError(
-            f"{folder} holds an unfinished run (no {METRICS}): it was interrupted or failed. "
-            "Re-run `bnn-ppl run` with the same options to finish (or resume) it."
-        ) from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
+    record = read_record(path, f"{folder} holds an unfinished run (no {METRICS}): it was "
+                         "interrupted or failed. Re-run `bnn-ppl run` with the same options to "
+                         "finish (or resume) it.")  # fmt: skip
     if not isinstance(record, dict):
         record = {}
     if record.get("status") == "diverged":
