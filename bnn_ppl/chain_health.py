@@ -10,7 +10,10 @@ cannot see this; the draws can. :func:`check_chains` looks at
 * the leapfrog steps, where collected (``num_steps``): an iteration with 0 steps cannot move,
 * the step size, where there is one: NaN, inf, <= 0 or absurdly large,
 
-and warns with a :class:`StuckChainWarning` naming each chain that is not moving.
+and warns with a :class:`StuckChainWarning` naming each chain that is not moving. The draws are
+judged only from :data:`MIN_DRAWS` draws per chain on: with fewer, a healthy chain repeats half
+its draws by chance too often for the verdict to mean anything, and the chain is reported as
+not judged on its draws (``judged=False``) instead (the other checks still apply).
 :func:`bnn_ppl.diagnostics.sampler_summary` reports the same per chain, and
 :func:`bnn_ppl.inference.hmc` / :func:`~bnn_ppl.inference.nuts` check every finished run.
 
@@ -43,6 +46,7 @@ from bnn_ppl.validation import InputValueError
 __all__ = [
     "StuckChainWarning",
     "STUCK_FRACTION",
+    "MIN_DRAWS",
     "ABSURD_STEP_SIZE",
     "ChainHealth",
     "check_chains",
@@ -61,6 +65,14 @@ STUCK_FRACTION = 0.5
 """A chain whose draw equals the previous one on at least this fraction of its transitions is
 stuck (HMC at the usual target acceptance of 0.8 repeats about 20 % of its draws)."""
 
+MIN_DRAWS = 20
+"""Fewer draws per chain than this, and the draws are not judged (neither "frozen" nor "stuck").
+Why 20: HMC at acceptance 0.8 repeats a draw with probability about 0.2 per transition, so of
+``d - 1`` transitions at least half are repeats with probability 5.8 % at 6 draws, 2.0 % at 10
+and 0.16 % at 20 (binomial tails); at acceptance 0.65, 24 % at 6 draws and 9 % at 20. Below 20
+the statistic would call healthy chains stuck; a chain frozen by a runaway step size is still
+caught at any length by the step size and 0-leapfrog-step checks."""
+
 ABSURD_STEP_SIZE = 1e10
 """A step size at or above this, or NaN, inf, or below float32's smallest normal number
 (1.2e-38, which includes 0 and negative values), is absurd: no parameter of a network has a
@@ -76,7 +88,9 @@ class ChainHealth(NamedTuple):
     ``identical_fraction``: the fraction of consecutive draw pairs identical in every parameter;
     ``zero_step_iterations``: kept iterations with 0 leapfrog steps (``None`` when ``num_steps``
     was not collected); ``step_size``: the final step size (``None`` if the sampler has none);
-    ``moving``: no problem found; ``problems``: what was found, in words.
+    ``moving``: no problem found; ``problems``: what was found, in words; ``judged``: whether
+    the draws were judged (at least :data:`MIN_DRAWS` of them; if not, ``moving`` rests on the
+    other checks only).
     """
 
     chain: int
@@ -86,6 +100,7 @@ class ChainHealth(NamedTuple):
     step_size: float | None
     moving: bool
     problems: tuple[str, ...]
+    judged: bool = True
 
 
 def _absurd(step: np.ndarray) -> np.ndarray:
@@ -128,7 +143,8 @@ def check_chains(
     """Per chain: did it move?
 
     A chain is *not moving* when any of these holds: at least :data:`STUCK_FRACTION` of its
-    consecutive draws are identical (all of them: "frozen"); some kept iteration took 0
+    consecutive draws are identical (all of them: "frozen"; judged only with at least
+    :data:`MIN_DRAWS` draws, else ``judged`` is False); some kept iteration took 0
     leapfrog steps (``extra_fields["num_steps"]``); its final step size, or any collected extra
     field named ``step_size`` or ``....step_size``, is absurd (:data:`ABSURD_STEP_SIZE`); or a
     draw is NaN/inf.
@@ -136,7 +152,8 @@ def check_chains(
     Args:
         samples: a pytree of ``(chains, draws, ...)`` arrays, as from
             ``mcmc.get_samples(group_by_chain=True)`` (with one draw per chain,
-            ``identical_fraction`` is NaN and only the other checks apply).
+            ``identical_fraction`` is NaN; below :data:`MIN_DRAWS` draws only the other checks
+            apply).
         extra_fields: ``mcmc.get_extra_fields(group_by_chain=True)``, if any (a record such as
             an SG-MCMC ``info`` is read field by field; anything else that is not an array is
             ignored).
@@ -168,13 +185,13 @@ def check_chains(
     if step_size is not None:
         final = np.broadcast_to(np.ravel(np.asarray(step_size, np.float64)), (chains,))
         steps.append(final[:, None])
-    out = []
+    out, judged = [], draws >= MIN_DRAWS  # fewer: the fraction says nothing (MIN_DRAWS)
     for c in range(chains):
         frac = float(np.mean(same[c])) if draws > 1 else float("nan")
         problems = []
-        if frac == 1.0:
+        if judged and frac == 1.0:
             problems.append(f"frozen: all {draws} draws are identical")
-        elif frac >= STUCK_FRACTION:
+        elif judged and frac >= STUCK_FRACTION:
             problems.append(f"stuck: {frac:.0%} of consecutive draws are identical")
         if zero is not None and zero[c].any():
             problems.append(
@@ -194,6 +211,7 @@ def check_chains(
                 step_size=None if final is None else float(final[c]),
                 moving=not problems,
                 problems=tuple(problems),
+                judged=judged,
             )
         )
     if warn:

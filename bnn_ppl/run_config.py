@@ -58,6 +58,7 @@ __all__ = [
     "make_config",
     "config_differences",
     "read_config",
+    "read_record",
     "claim",
 ]
 
@@ -179,17 +180,21 @@ def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> list
     return lines
 
 
-def read_config(folder: str) -> dict[str, Any]:
-    path = os.path.join(folder, CONFIG)
+def read_record(path: str, missing: str) -> Any:
+    """A run folder's JSON file; ``InputValueError(missing)`` if it does not exist, one naming
+    the file if it cannot be read or parsed."""
     try:
-        cfg = read_json(path)
+        return read_json(path)
     except FileNotFoundError:
-        raise InputValueError(
-            f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass the --out folder "
-            "of a `bnn-ppl run`."
-        ) from None
+        raise InputValueError(missing) from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
+
+
+def read_config(folder: str) -> dict[str, Any]:
+    path = os.path.join(folder, CONFIG)
+    cfg = read_record(path, f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass "
+                            "the --out folder of a `bnn-ppl run`.")  # fmt: skip
     if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
         raise InputValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
     if cfg.get("schema_version") != SCHEMA_VERSION:

@@ -13,7 +13,7 @@ full-batch gradients; ``w var``/``f var``: within-chain variance relative to HMC
 share, SGNHT's cold bias, ...). A diverged sampler is reported, not averaged (its run folder
 says why). ``summary.json`` holds the numbers. A second part repeats this with LeNet-5 on
 ``--cnn-dataset`` (``mnist``: the first ``--cnn-max-train`` images, skipped when tfds has not
-prepared it; ``digits``; ``none``). ``python examples/sgmcmc.py --cnn-dataset none``: about ten
+prepared it; ``digits``; ``none``). ``python examples/sgmcmc.py --cnn-dataset none``: about six
 minutes on 2 CPU cores.
 """
 

@@ -33,15 +33,13 @@ import os
 import time
 
 import jax
-import numpy as np
 import numpyro.distributions as dist
-from matplotlib.figure import Figure
 
 import bnn_ppl as bp
 from bnn_ppl.config import EnsembleConfig, HMCConfig, NUTSConfig, SVIConfig
 from bnn_ppl.inference import fit_run
 from bnn_ppl.io import write_json
-from bnn_ppl.metrics.splits import MC_DROPOUT_LL, mean_se, split_table
+from bnn_ppl.metrics.splits import MC_DROPOUT_LL, reference_verdicts, split_bars, split_table
 from bnn_ppl.plots import save_figure
 
 METHODS = ("HMC", "SVI", "ensemble")
@@ -64,25 +62,6 @@ def configs(args: argparse.Namespace) -> dict[str, bp.config.Config]:
                          num_samples=args.num_samples),
         "ensemble": EnsembleConfig(num_members=args.num_members, num_steps=args.map_steps),
     }  # fmt: skip
-
-
-def plot(results: dict) -> Figure:
-    """Test LL (mean ± SE over splits) per data set and method, MC-dropout as a black bar."""
-    names = list(results)
-    fig = Figure(figsize=(1.6 * len(names) + 3, 3.6), layout="constrained")
-    ax = fig.add_subplot()
-    width, pos = 0.8 / (len(METHODS) + 1), np.arange(len(names))
-    for i, m in enumerate(METHODS):
-        stats = [mean_se(results[n][m]["ll"]) for n in names]
-        ax.bar(pos + i * width, [s[0] for s in stats], width,
-               yerr=[s[1] if np.isfinite(s[1]) else 0 for s in stats], label=m)
-    ax.bar(pos + len(METHODS) * width, [MC_DROPOUT_LL.get(n, np.nan) for n in names], width,
-           color="k", label="MC dropout (Gal)")
-    ax.set_xticks(pos + 0.4 - width / 2, names)
-    ax.set_ylabel("test log-likelihood (original units)")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.legend(fontsize=8)
-    return fig
 
 
 def main(args: argparse.Namespace) -> None:
@@ -117,13 +96,12 @@ def main(args: argparse.Namespace) -> None:
           f"total wall time {wall:.0f} s")
     print(split_table(results, columns=[("rmse", "RMSE"), ("ll", "LL")],
                       reference=MC_DROPOUT_LL, reference_label="LL MC-dropout"))
-    for name, per_method in results.items():
-        if name in MC_DROPOUT_LL:
-            hmc = mean_se(per_method["HMC"]["ll"])[0]
-            verdict = "beats" if hmc > MC_DROPOUT_LL[name] else "does not beat"
-            print(f"  {name}: HMC LL {hmc:.2f} {verdict} MC dropout {MC_DROPOUT_LL[name]:.2f}")
+    for line in reference_verdicts(results, method="HMC", metric="ll", reference=MC_DROPOUT_LL,
+                                   label="LL", reference_label="MC dropout"):
+        print(f"  {line}")
     png = os.path.join(args.out, "uci_regression.png")
-    save_figure(plot(results), png)
+    save_figure(split_bars(results, "ll", reference=MC_DROPOUT_LL, ylabel="test log-likelihood "
+                           "(original units)", reference_label="MC dropout (Gal)"), png)
     path = os.path.join(args.out, "summary.json")
     write_json(path, {"args": vars(args), "results": results, "mc_dropout_ll": MC_DROPOUT_LL,
                       "wall_time_s": wall})

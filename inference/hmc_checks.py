@@ -303,7 +303,8 @@ class CheckedMCMC(MCMC):
     def print_summary(self, prob: float = 0.9, exclude_deterministic: bool = True) -> None:
         super().print_summary(prob, exclude_deterministic)
         for row in diagnostics.sampler_summary(self):
-            status = "moving" if row["moving"] else f"NOT MOVING: {row['warning']}"
+            status = "moving" if row["judged"] else "too few draws to judge whether it moved"
+            status = status if row["moving"] else f"NOT MOVING: {row['warning']}"
             fields = [
                 f"{k} {row[k]:.3g}" for k in ("accept_prob", "step_size", "num_steps") if k in row
             ]

@@ -3,10 +3,11 @@
 :func:`structure` traces the model abstractly (``jax.eval_shape``: nothing is computed) and
 records every sample site: observed or latent, a factor or not, inside the data plate (and its
 size) or not. :func:`check_sites` refuses what the sharded potential cannot evaluate, naming the
-site; :func:`data_dependent` finds global sites whose density depends on the sharded data by
-following the data forward through the jaxpr of the global log densities, and
-:func:`deterministic_sites` the deterministic sites ``postprocess_fn`` can return (the same
-analysis on their values).
+site, and :func:`check_globals` a global site that depends on the data: on their values
+(:func:`data_dependent`, following the data forward through the jaxpr of the global log
+densities) or on their number of rows (:func:`size_dependent`, comparing that jaxpr on one row
+and on all rows). :func:`deterministic_sites` finds the deterministic sites ``postprocess_fn``
+can return (the data analysis on their values).
 
 Example:
     >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
@@ -22,6 +23,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -29,6 +31,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import Literal
 from numpyro import handlers
 from numpyro.distributions import Unit
 
@@ -36,8 +39,8 @@ from bnn_ppl.types import Array, Params
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
-    "DeterministicSiteWarning", "Site", "check_sites", "data_dependent", "deterministic_sites",
-    "in_plate", "per_row", "site_lp", "structure",
+    "DeterministicSiteWarning", "Site", "check_globals", "check_sites", "data_dependent",
+    "deterministic_sites", "in_plate", "per_row", "site_lp", "size_dependent", "structure",
 ]
 
 
@@ -119,6 +122,27 @@ def check_sites(full: list[Site], one_row: list[Site], n: int, plate: str) -> No
                 f"must sit inside numpyro.plate({plate!r}, n).")
 
 
+def check_globals(
+    model: Callable, args: tuple, kwargs: dict, plate: str, probe: dict[str, Any],
+    full: tuple[dict[str, Any], Params], one_row: tuple[dict[str, Any], Params],
+) -> None:
+    """Refuse, naming the site, a global site that depends on the sharded data
+    (:func:`data_dependent`) or on their number of rows (:func:`size_dependent`; ``full`` and
+    ``one_row`` as there); ``probe``: the data's first row."""
+    if bad := data_dependent(model, args, kwargs, full[1], probe, plate):
+        raise InputValueError(
+            f"site {bad[0]!r} is outside plate {plate!r} but its density depends on the "
+            f"sharded data {sorted(probe)}; put per-row terms inside the plate.")
+    if bad := size_dependent(model, args, kwargs, plate, full, one_row):
+        n = next(iter(full[0].values())).shape[0]
+        raise InputValueError(
+            f"site {bad[0]!r} is outside plate {plate!r} but its shape or density depends on "
+            f"the number of rows ({n} here, e.g. through x.shape[0]); the potential evaluates "
+            "it on one row and the plate on chunks, so it would silently see 1 or the chunk "
+            "size. Pass the number of rows as a model argument (model_potential(model, n, "
+            "data=...) with model(n, x, y=None)) or use a fixed value.")
+
+
 def data_dependent(
     model: Callable, args: tuple, kwargs: dict, values: Params, probe: dict[str, Any],
     plate: str,
@@ -126,6 +150,15 @@ def data_dependent(
     """Global sites whose log density depends on the sharded data (a forward taint analysis of
     the jaxpr; a call that takes the data taints all its outputs, so it errs on refusing)."""
     names: list[str] = []
+    terms = _global_terms(model, args, kwargs, plate, names)
+    return [n for n, t in zip(names, _tainted(terms, values, probe), strict=True) if t]
+
+
+def _global_terms(
+    model: Callable, args: tuple, kwargs: dict, plate: str, names: list[str]
+) -> Callable[[Params, dict[str, Array]], list[Array]]:
+    """``f(values, batch)``: the summed log density of every sample site outside ``plate``, at
+    ``values``; each call puts the sites' names in ``names``."""
 
     def global_terms(values: Params, batch: dict[str, Array]) -> list[Array]:
         sub = handlers.substitute(model, data=values)
@@ -138,7 +171,63 @@ def data_dependent(
                 out.append(jnp.sum(site_lp(site)))
         return out
 
-    return [n for n, t in zip(names, _tainted(global_terms, values, probe), strict=True) if t]
+    return global_terms
+
+
+def size_dependent(
+    model: Callable, args: tuple, kwargs: dict, plate: str,
+    full: tuple[dict[str, Any], Params], one_row: tuple[dict[str, Any], Params],
+) -> list[str]:
+    """Global sites whose value's shape or log density depends on the number of rows (a prior
+    scaled by ``x.shape[0]``, a latent of ``x.shape[0]`` entries), sorted. ``full`` and
+    ``one_row``: ``(data shapes, latent shapes)`` as from :func:`structure` on all rows and on
+    one row.
+
+    Why it matters: the potential evaluates the global sites on a one-row probe and the plate on
+    chunks, so such a site would silently see 1 (or the chunk size) for ``x.shape[0]``. How:
+    abstractly (nothing is computed or compiled), the jaxpr of each global site's log density,
+    pruned to what that output depends on, must be the same on one row and on all rows (its
+    operations, shapes, literals and constants; the data are not used, :func:`data_dependent`).
+    """
+    (spec, values), (one_spec, one_values) = full, one_row
+    if shaped := {n for n in set(values) | set(one_values)
+                  if n not in values or n not in one_values
+                  or values[n].shape != one_values[n].shape}:  # fmt: skip
+        return sorted(shaped)
+    fingerprints = []
+    for data in (spec, one_spec):
+        names: list[str] = []
+        closed = jax.make_jaxpr(_global_terms(model, args, kwargs, plate, names))(values, data)
+        fingerprints.append(dict(zip(names, _output_slices(closed), strict=True)))
+    many, one = fingerprints
+    return sorted(n for n in set(many) | set(one) if many.get(n) != one.get(n))
+
+
+def _output_slices(closed: Any) -> list[list[tuple]]:
+    """Per output of a closed jaxpr, the equations it depends on, written out with variables
+    numbered in order of appearance (so two traces compare equal when they compute the same),
+    literals and constants by value; object addresses in parameters are dropped."""
+    jaxpr = closed.jaxpr
+    consts = {id(v): np.asarray(c) for v, c in zip(jaxpr.constvars, closed.consts, strict=True)}
+    slices = []
+    for out in jaxpr.outvars:
+        live, kept, ids = {id(out)}, [], {}
+        for eqn in reversed(jaxpr.eqns):
+            if any(id(v) in live for v in eqn.outvars):
+                kept.append(eqn)
+                live.update(id(v) for v in eqn.invars if not isinstance(v, Literal))
+
+        def name(v: Any, ids: dict = ids) -> Any:
+            if isinstance(v, Literal):
+                return repr(np.asarray(v.val).tolist())
+            if id(v) in consts:
+                return ("const", str(v.aval), consts[id(v)].tobytes())
+            return ids.setdefault(id(v), (len(ids), str(v.aval)))
+
+        slices.append([(str(e.primitive), re.sub(r" at 0x[0-9a-f]+", "", str(e.params)),
+                        [name(v) for v in e.invars], [name(v) for v in e.outvars])
+                       for e in reversed(kept)] + [name(out)])  # fmt: skip
+    return slices
 
 
 def _tainted(fn: Callable, values: Params, probe: dict[str, Any]) -> Any:

@@ -32,8 +32,9 @@ both share the one sharded sum, which is the part worth sharing.
 Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
 named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
 (per-row latents are not supported); an observed site outside the plate; a global site whose
-density depends on the sharded data (found by following the data through the jaxpr; see
-:mod:`bnn_ppl.inference.model_structure`).
+density depends on the sharded data (found by following the data through the jaxpr), or whose
+shape or density depends on their number of rows (a prior scaled by ``x.shape[0]``: pass ``n``
+as a model argument instead; see :mod:`bnn_ppl.inference.model_structure`).
 
 Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
 log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
@@ -94,8 +95,8 @@ from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
 from bnn_ppl.inference.model_structure import (
+    check_globals,
     check_sites,
-    data_dependent,
     deterministic_sites,
     in_plate,
     per_row,
@@ -367,12 +368,10 @@ def model_potential(
     spec = {k: jax.ShapeDtypeStruct((n, *a.shape[1:]), a.dtype) for k, a in arrays.items()}
     full, values = structure(model, model_args, model_kwargs, spec, data_plate)
     probe_spec = {k: jax.ShapeDtypeStruct(a.shape, a.dtype) for k, a in probe.items()}
-    one = structure(model, model_args, model_kwargs, probe_spec, data_plate)[0]
+    one, one_values = structure(model, model_args, model_kwargs, probe_spec, data_plate)
     check_sites(full, one, n, data_plate)
-    if bad := data_dependent(model, model_args, model_kwargs, values, probe, data_plate):
-        raise InputValueError(
-            f"site {bad[0]!r} is outside plate {data_plate!r} but its density depends on the "
-            f"sharded data {sorted(arrays)}; put per-row terms inside the plate.")
+    check_globals(model, model_args, model_kwargs, data_plate, probe, (spec, values),
+                  (probe_spec, one_values))
     kept = deterministic_sites(model, model_args, model_kwargs, values, probe, data_plate)
 
     if layout is not None:

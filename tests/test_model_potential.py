@@ -283,6 +283,20 @@ def _fixed_plate_size(x, y=None):
         numpyro.sample("y", dist.Normal(w * x[:, 0], 1.0), obs=y)
 
 
+def _prior_scaled_by_rows(x, y=None):  # silently 1 row on the probe: refused
+    w = numpyro.sample("w", dist.Normal(0.0, 1.0 / jnp.sqrt(x.shape[0])))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(w * x[:, 0], 1.0), obs=y)
+
+
+def _latent_per_row_outside_the_likelihood(x, y=None):  # shape (1,) on the probe: refused
+    w = numpyro.sample("w", dist.Normal(0, 1))
+    with numpyro.plate("units", x.shape[0]):
+        s = numpyro.sample("s", dist.HalfNormal(1.0))
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(w * x[:, 0], jnp.mean(s)), obs=y)
+
+
 def _wrong_plate_name(x, y=None):
     w = numpyro.sample("w", dist.Normal(0, 1))
     with numpyro.plate("rows", x.shape[0]):
@@ -297,6 +311,10 @@ def _wrong_plate_name(x, y=None):
         (_data_dependent_prior, "site 'w' is outside plate 'data' but its density depends"),
         (_fixed_plate_size, "site 'y': plate 'data' has size 37"),
         (_wrong_plate_name, r"no sample site inside numpyro.plate\('data'"),
+        (_prior_scaled_by_rows, "site 'w' is outside plate 'data' but its shape or density "
+         r"depends on the number of rows \(37 here.*Pass the number of rows as a model arg"),
+        (_latent_per_row_outside_the_likelihood, "site 's' .* shape or density depends on the "
+         "number of rows"),
     ],
 )
 def test_models_it_cannot_handle_are_refused_naming_the_site(model, match):
@@ -304,6 +322,24 @@ def test_models_it_cannot_handle_are_refused_naming_the_site(model, match):
     with count_compiles() as compiles, pytest.raises(ValueError, match=match):
         model_potential(model, data=data)
     assert compiles == []
+
+
+def test_a_prior_given_the_number_of_rows_as_an_argument_is_exact(x64):
+    """The fix the refusal above names: ``n`` as a model argument; no false alarm, and the
+    potential equals NumPyro's potential energy (the prior scale is 1/sqrt(37), not 1)."""
+
+    def model(n, x, y=None):
+        w = numpyro.sample("w", dist.Normal(0.0, 1.0 / jnp.sqrt(n)))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(w * x[:, 0], 1.0), obs=y)
+
+    data = {k: v for k, v in _data().items() if k in ("x", "y")}
+    with count_compiles() as compiles:
+        pot = model_potential(model, 37, data=data, chunk_size=7, dtype=jnp.float64)
+    assert compiles == []  # the structure checks compile nothing
+    u = {"w": jnp.asarray(0.3)}
+    np.testing.assert_allclose(pot.potential_fn(u), potential_energy(model, (37,), data, u),
+                               rtol=1e-11)
 
 
 def test_bad_data_and_arguments_are_refused():

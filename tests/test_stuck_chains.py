@@ -21,7 +21,7 @@ from conjugate import data, linear_model
 from numpyro.infer import MCMC
 
 import bnn_ppl as bp
-from bnn_ppl.chain_health import ABSURD_STEP_SIZE, STUCK_FRACTION, check_chains
+from bnn_ppl.chain_health import ABSURD_STEP_SIZE, MIN_DRAWS, STUCK_FRACTION, check_chains
 from bnn_ppl.diagnostics import StuckChainWarning, sampler_summary
 from bnn_ppl.inference import SGLD, full_batch_potential, hmc
 from bnn_ppl.inference.hmc_drivers import LeapfrogLimitWarning
@@ -117,6 +117,30 @@ def test_sgmcmc_info_records_are_read_field_by_field():
     info.step_size[1, -1] = np.inf
     health = _quiet(check_chains, _chains(chains=2), {"info": info, "i": np.zeros((2, 40))})
     assert [h.moving for h in health] == [True, False]
+
+
+def test_too_few_draws_are_not_judged_but_the_other_checks_still_apply():
+    """With 6 draws a healthy chain repeats 3 of 5 draws by chance (5.8 % at acceptance 0.8):
+    below MIN_DRAWS the draws give no verdict, said so by ``judged``; the same repeats in a
+    chain of MIN_DRAWS draws, and an absurd step size at any length, are still reported."""
+    s = _chains(chains=2, draws=6)
+    s["a"][:, 1:4], s["b"]["c"][:, 1:4] = s["a"][:, :1], s["b"]["c"][:, :1]  # 3 of 5 repeated
+    s["a"][1], s["b"]["c"][1] = s["a"][1, 0], s["b"]["c"][1, 0]  # chain 1: all 6 identical
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", StuckChainWarning)
+        few = check_chains(s)
+    assert [h.identical_fraction for h in few] == [0.6, 1.0]
+    assert [(h.moving, h.judged, h.problems) for h in few] == [(True, False, ())] * 2
+    with pytest.warns(StuckChainWarning, match="absurd step size"):
+        (h, _) = check_chains(s, step_size=np.array([np.inf, 0.1]))
+    assert not h.moving and not h.judged
+
+    s = _chains(chains=1, draws=MIN_DRAWS)
+    for leaf in (s["a"], s["b"]["c"]):
+        leaf[:, 1::2] = leaf[:, ::2]  # every other transition repeated: just over half
+    (h,) = _quiet(check_chains, s)
+    assert h.judged and not h.moving and h.problems[0].startswith("stuck")
+    assert h.identical_fraction == pytest.approx(10 / 19) and 10 / 19 >= STUCK_FRACTION
 
 
 def test_bad_samples_are_refused():
