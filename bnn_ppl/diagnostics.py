@@ -254,7 +254,8 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
     """Per chain: whether it moved (:func:`check_chains`) and what the sampler recorded.
 
     Every row has ``chain``, ``draws``, ``moving`` (``False`` for a frozen or stuck chain),
-    ``identical_fraction`` and ``warning`` (the problems found, ``""`` if none). Where
+    ``identical_fraction``, ``relative_movement`` (its move per draw over the other chains',
+    NaN with one chain) and ``warning`` (the problems found, ``""`` if none). Where
     available it also has ``accept_prob`` (mean), ``divergences``, ``step_size`` (final,
     adapted) and ``num_steps`` (mean leapfrog steps): collect ``accept_prob``, ``diverging`` and
     ``num_steps`` through ``extra_fields`` (:func:`bnn_ppl.inference.hmc` does). Works for any
@@ -275,6 +276,7 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
             "draws": h.draws,
             "moving": h.moving,
             "identical_fraction": h.identical_fraction,
+            "relative_movement": h.relative_movement,
             "warning": "; ".join(h.problems),
         }
         if "accept_prob" in extra:
