@@ -153,6 +153,8 @@ def test_a_crawling_chain_is_named_by_its_step_size_and_its_moves():
     assert 1e-3 == STEP_RATIO  # the threshold the figures above are three decades from
 
 
+@pytest.mark.slow  # ~8-20 s (compilation); the default suite keeps the synthetic test above and
+# tests/test_reference.py's real run with one chain's step collapsed
 @pytest.mark.timeout(300)
 def test_hmc_with_one_chains_step_size_collapsed_is_reported_as_crawling():
     """A real run: chain 2's step size forced 1e-5 times the others' (as if its dual averaging
