@@ -47,7 +47,7 @@ from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, HMC, _hmc_kwargs
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
 from bnn_ppl.model import BNN
 
-__all__ = ["Warmup", "build_chains", "warm_up", "sample", "segment_health"]
+__all__ = ["Warmup", "build_chains", "health_record", "sample", "segment_health", "warm_up"]
 
 
 class Warmup(NamedTuple):
