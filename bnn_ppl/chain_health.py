@@ -9,6 +9,11 @@ cannot see this; the draws can. :func:`check_chains` looks at
   sampler: HMC, NUTS, SG-MCMC; only ``(chains, draws, ...)`` arrays are needed),
 * the leapfrog steps, where collected (``num_steps``): an iteration with 0 steps cannot move,
 * the step size, where there is one: NaN, inf, <= 0 or absurdly large,
+* each chain against the others (two chains or more): a chain *crawling* - a step size
+  collapsed to a tiny value, so that nearly every proposal is "accepted" but hardly moves -
+  has a step size orders of magnitude below the other chains' (:data:`STEP_RATIO`), or moves
+  per draw a negligible fraction of what the other chains move (:data:`CRAWL_RATIO`), though
+  no two of its draws are identical,
 
 and warns with a :class:`StuckChainWarning` naming each chain that is not moving. The draws are
 judged only from :data:`MIN_DRAWS` draws per chain on: with fewer, a healthy chain repeats half
@@ -48,6 +53,8 @@ __all__ = [
     "STUCK_FRACTION",
     "MIN_DRAWS",
     "ABSURD_STEP_SIZE",
+    "STEP_RATIO",
+    "CRAWL_RATIO",
     "ChainHealth",
     "check_chains",
     "final_step_size",
@@ -79,6 +86,19 @@ ABSURD_STEP_SIZE = 1e10
 scale for which such a step means anything. (A step size that runs away under dual averaging
 ends at float32's maximum, 3.4e38.)"""
 
+STEP_RATIO = 1e-3
+"""A chain whose step size is below this fraction of the median of the other chains' step
+sizes is crawling. Chains of one run sample one posterior with the same target acceptance, so
+their adapted step sizes agree within a small factor (and within the metric each adapted);
+three orders of magnitude apart, one chain's adaptation has collapsed."""
+
+CRAWL_RATIO = 1e-2
+"""A chain whose typical move per draw is below this fraction of the other chains' is crawling:
+per parameter, the root-mean-square difference of consecutive draws over the median of the
+other chains' same figure; the median over parameters is compared. A random walk of steps 1 %
+of the others' needs 10,000 draws to cover the distance they cover in one. Healthy chains of one
+posterior differ in this by their mixing (lag-1 autocorrelation), a factor of a few at most."""
+
 _TINY = float(np.finfo(np.float32).tiny)
 
 
@@ -90,7 +110,9 @@ class ChainHealth(NamedTuple):
     was not collected); ``step_size``: the final step size (``None`` if the sampler has none);
     ``moving``: no problem found; ``problems``: what was found, in words; ``judged``: whether
     the draws were judged (at least :data:`MIN_DRAWS` of them; if not, ``moving`` rests on the
-    other checks only).
+    other checks only); ``relative_movement``: the chain's move per draw over the other
+    chains' (see :data:`CRAWL_RATIO`; about 1 for healthy chains, NaN with one chain or fewer
+    than 3 draws).
     """
 
     chain: int
@@ -101,6 +123,7 @@ class ChainHealth(NamedTuple):
     moving: bool
     problems: tuple[str, ...]
     judged: bool = True
+    relative_movement: float = float("nan")
 
 
 def _absurd(step: np.ndarray) -> np.ndarray:
@@ -119,6 +142,37 @@ def _unchanged_and_finite(leaves: list[jax.Array]) -> tuple[np.ndarray, np.ndarr
         if jnp.issubdtype(a.dtype, jnp.inexact):
             finite = finite & jnp.all(jnp.isfinite(flat), axis=(1, 2))
     return np.asarray(same), np.asarray(finite)
+
+
+def _relative_movement(leaves: list[jax.Array]) -> np.ndarray:
+    """``(chains,)``: per parameter, each chain's root-mean-square move per draw over the median
+    of the other chains' (parameters the others never move are left out), the median over
+    parameters; NaN with one chain, fewer than 3 draws or nothing to compare. On the device."""
+    chains, draws = leaves[0].shape[:2]
+    floats = [a for a in leaves if jnp.issubdtype(a.dtype, jnp.inexact)]
+    if chains < 2 or draws < 3 or not floats:
+        return np.full(chains, np.nan)
+    jump = jnp.concatenate(
+        [jnp.sqrt(jnp.mean(jnp.diff(a.reshape(chains, draws, -1), axis=1) ** 2, axis=1))
+         for a in floats], axis=1,
+    )  # fmt: skip
+    others = jnp.stack([jnp.median(jnp.delete(jump, c, axis=0), axis=0) for c in range(chains)])
+    ratio = jnp.where(others > 0, jump / jnp.where(others > 0, others, 1.0), jnp.nan)
+    return np.asarray(jnp.nanmedian(ratio, axis=1), np.float64)
+
+
+def _step_ratio(steps: list[np.ndarray]) -> np.ndarray:
+    """``(chains,)``: each chain's last step size over the median of the other chains' (NaN
+    where either is absurd, or with one chain)."""
+    last = steps[-1][:, -1]
+    out = np.full(last.shape, np.nan)
+    if last.size < 2:
+        return out
+    for c in range(last.size):
+        ref = float(np.median(np.delete(last, c)))
+        if not (_absurd(last[c : c + 1])[0] or _absurd(np.array([ref]))[0]):
+            out[c] = last[c] / ref
+    return out
 
 
 def _array_fields(extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -146,8 +200,11 @@ def check_chains(
     consecutive draws are identical (all of them: "frozen"; judged only with at least
     :data:`MIN_DRAWS` draws, else ``judged`` is False); some kept iteration took 0
     leapfrog steps (``extra_fields["num_steps"]``); its final step size, or any collected extra
-    field named ``step_size`` or ``....step_size``, is absurd (:data:`ABSURD_STEP_SIZE`); or a
-    draw is NaN/inf.
+    field named ``step_size`` or ``....step_size``, is absurd (:data:`ABSURD_STEP_SIZE`); a
+    draw is NaN/inf; or, with two chains or more, it is *crawling*: its step size (the final
+    one, else the last collected) is below :data:`STEP_RATIO` times the median of the other
+    chains', or its move per draw below :data:`CRAWL_RATIO` times theirs (judged, as repeats are, only
+    from :data:`MIN_DRAWS` draws).
 
     Args:
         samples: a pytree of ``(chains, draws, ...)`` arrays, as from
@@ -185,6 +242,8 @@ def check_chains(
     if step_size is not None:
         final = np.broadcast_to(np.ravel(np.asarray(step_size, np.float64)), (chains,))
         steps.append(final[:, None])
+    movement = _relative_movement(leaves)
+    step_ratio = _step_ratio(steps) if steps else np.full(chains, np.nan)
     out, judged = [], draws >= MIN_DRAWS  # fewer: the fraction says nothing (MIN_DRAWS)
     for c in range(chains):
         frac = float(np.mean(same[c])) if draws > 1 else float("nan")
@@ -202,6 +261,12 @@ def check_chains(
             problems.append(f"absurd step size {absurd[-1]:.3g}")
         if not finite[c]:
             problems.append("NaN/inf draws")
+        if step_ratio[c] < STEP_RATIO:
+            problems.append(f"crawling: step size {steps[-1][c, -1]:.3g} is {step_ratio[c]:.1e} "
+                            "of the other chains' median")  # fmt: skip
+        if judged and not problems and movement[c] < CRAWL_RATIO:
+            problems.append(f"crawling: moves {movement[c]:.1e} of the other chains' distance "
+                            "per draw")  # fmt: skip
         out.append(
             ChainHealth(
                 chain=c,
@@ -212,6 +277,7 @@ def check_chains(
                 moving=not problems,
                 problems=tuple(problems),
                 judged=judged,
+                relative_movement=float(movement[c]),
             )
         )
     if warn:

@@ -8,10 +8,15 @@ says *that* they disagree, this says *how*. :func:`chain_levels` reports, per ch
 
 * ``lp_mean`` and ``lp_sd``: the chain's mean and standard deviation of ``lp``;
 * ``gap``: how far the chain's mean ``lp`` is below the highest chain's, in nats, and
-  ``gap_sd``: the same in units of the pooled within-chain standard deviation;
+  ``gap_sd``: the same in units of the typical within-chain standard deviation (the median
+  over chains: a climbing chain's own spread, inflated by its trend, does not hide it);
 * ``drift_sd``: the mean ``lp`` of the chain's second half of draws minus its first half, in
-  pooled within-chain standard deviations: a chain still climbing (warmup too short, or the
-  chain not yet in the typical set) has a drift well above 0.
+  the same units: a chain still climbing (warmup too short, or the chain not yet in the
+  typical set) has a drift well above 0.
+
+On chains that sample one posterior both are Monte Carlo error, ~``1/sqrt(ESS)``: 4 x 1000
+HMC draws of the conjugate regression (ESS > 200 per chain) give gaps and drifts below 0.2,
+a tenth of the default threshold of 2 (``tests/test_chain_levels.py``).
 
 :func:`describe_levels` turns the chains that are more than ``threshold`` standard deviations
 apart or drifting into one line of text (``None`` when there are none);
@@ -26,7 +31,7 @@ Example:
     >>> [round(c.gap) for c in chain_levels(lp)]
     [0, 0, 300]
     >>> describe_levels(chain_levels(lp))
-    'chain 2 sits 300 nats (30.7 within-chain sd) below chain 1 in log posterior'
+    'chain 2 sits 300 nats (30.1 within-chain sd) below chain 1 in log posterior'
 """
 
 from __future__ import annotations
@@ -61,17 +66,19 @@ def chain_levels(lp: Any) -> list[ChainLevel]:
             "posterior.sample_stats['lp']."
         )
     mean, sd = a.mean(axis=1), a.std(axis=1, ddof=1)
-    pooled = float(np.sqrt(np.mean(sd**2)))
-    pooled = pooled if pooled > 0 else 1.0  # frozen chains: report the gaps in nats
+    # the typical chain's sd, not the root-mean-square: a chain still climbing has a spread
+    # inflated by its own trend, which would otherwise hide that trend (and the others' gaps)
+    typical = float(np.median(sd))
+    typical = typical if typical > 0 else 1.0  # frozen chains: report the gaps in nats
     half = a.shape[1] // 2
-    drift = (a[:, half:].mean(axis=1) - a[:, :half].mean(axis=1)) / pooled
+    drift = (a[:, half:].mean(axis=1) - a[:, :half].mean(axis=1)) / typical
     gap = mean.max() - mean
-    return [ChainLevel(c, float(mean[c]), float(sd[c]), float(gap[c]), float(gap[c] / pooled),
+    return [ChainLevel(c, float(mean[c]), float(sd[c]), float(gap[c]), float(gap[c] / typical),
                        float(drift[c])) for c in range(a.shape[0])]  # fmt: skip
 
 
 def describe_levels(levels: list[ChainLevel], threshold: float = 2.0) -> str | None:
-    """One line naming the chains more than ``threshold`` pooled within-chain sds below the
+    """One line naming the chains more than ``threshold`` typical within-chain sds below the
     highest chain, or drifting by more than that between their halves; ``None`` if none."""
     best = max(levels, key=lambda c: c.lp_mean).chain
     parts = [f"chain {c.chain} sits {c.gap:.0f} nats ({c.gap_sd:.1f} within-chain sd) below "

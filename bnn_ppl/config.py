@@ -280,7 +280,9 @@ class ReferenceHMCConfig(Config):
     chain until at least ``min_share`` of the test predictions (``quantity``, see
     :mod:`bnn_ppl.function_values`; ``None``: softmax probabilities or the predictive mean)
     have rank-normalised split R-hat <= ``max_rhat`` and bulk ESS >= ``min_ess``, or until
-    ``max_draws`` draws per chain or ``max_seconds`` (checked between segments) are spent.
+    ``max_draws`` draws per chain or ``max_seconds`` (checked between segments, warmup's
+    included: with a ``max_seconds`` warmup runs in segments of ``segment_draws`` iterations)
+    are spent, or a chain stops moving.
     ``mass_matrix`` is ``"diagonal"`` (adapted in warmup; the trajectory is a quarter period
     in the current metric), ``"dense"`` (likewise, a full covariance: for correlated
     posteriors, such as MLPs on small UCI sets) or ``"identity"`` (Izmailov et al.'s

@@ -255,7 +255,8 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
 
     Every row has ``chain``, ``draws``, ``moving`` (``False`` for a frozen or stuck chain),
     ``identical_fraction``, ``judged`` (``False`` below :data:`~bnn_ppl.chain_health.MIN_DRAWS`
-    draws: too few to judge the draws) and ``warning`` (the problems found, ``""`` if none). Where
+    draws: too few to judge the draws), ``relative_movement`` (its move per draw over the
+    other chains', NaN with one chain) and ``warning`` (the problems found, ``""`` if none). Where
     available it also has ``accept_prob`` (mean), ``divergences``, ``step_size`` (final,
     adapted) and ``num_steps`` (mean leapfrog steps): collect ``accept_prob``, ``diverging`` and
     ``num_steps`` through ``extra_fields`` (:func:`bnn_ppl.inference.hmc` does). Works for any
@@ -277,6 +278,7 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
             "moving": h.moving,
             "identical_fraction": h.identical_fraction,
             "judged": h.judged,
+            "relative_movement": h.relative_movement,
             "warning": "; ".join(h.problems),
         }
         if "accept_prob" in extra:

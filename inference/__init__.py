@@ -18,7 +18,8 @@
   :func:`gradient_scales` and :func:`recommended_step_size` give each sampler's step size, and
   :func:`check_accuracy` warns about a run that could not be accurate.
 * :func:`reference_hmc` - HMC in segments until the test predictions have converged
-  (R-hat and ESS checked by the recipe), or its budget ends and it says so.
+  (R-hat and ESS checked by the recipe, :mod:`stopping_rule`), or its budget ends (warmup's
+  included, :mod:`reference_chains`) or a chain stops moving, and it says so.
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.

@@ -26,22 +26,33 @@ predictions Izmailov et al. (2021) published:
   ``min_share`` (0.99) of them have R-hat <= ``max_rhat`` (1.01) *and* at least ``min_share``
   have bulk ESS >= ``min_ess`` (400). Quantities that take one value in every draw of every
   chain (a probability that is exactly 0 or 1 in float32) have no R-hat; they are counted as
-  converged and reported (``constant``). Otherwise sampling continues until the budget ends:
-  ``max_draws`` draws per chain, or ``max_seconds`` of wall time (compilation included,
-  checked between segments, so a run may pass it by up to one segment).
+  converged and reported (``constant``; :mod:`bnn_ppl.inference.stopping_rule`). Otherwise
+  sampling continues until the budget ends: ``max_draws`` draws per chain, or ``max_seconds``
+  of wall time (compilation included). The time is checked between segments, and with a
+  ``max_seconds`` warmup also runs in segments of ``segment_draws`` iterations with the time
+  checked between them (:mod:`bnn_ppl.inference.reference_chains`: the same adaptation, bit for
+  bit): a run passes its budget by at most one segment. A budget that ends during warmup stops
+  the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done`` of
+  ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
+* **Chains that do not move.** After every segment each chain is checked
+  (:func:`bnn_ppl.chain_health.check_chains`): frozen, stuck on repeated draws, or *crawling*
+  (a step size orders of magnitude below the other chains', or moves per draw a negligible
+  fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
+  so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
+  converged, and the record and the warning name the chain.
 * **Memory.** Every draw and the checked quantity for every draw stay in memory
   (``chains x draws x n x K`` float32 for the probabilities: 576 MB for 4 chains x 10,000 draws
   on digits' 360 test rows); the segments are not written to disk, so a killed run starts again
   (:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` is the checkpointed path for
   fixed-length runs).
 * **Honesty.** The result (:class:`ReferenceRun`) carries every check's figures and says why
-  it stopped; a run that ran out of budget has ``converged=False`` and raises a
+  it stopped; a run that did not converge has ``converged=False`` and raises a
   :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence
-  it did not reach. The record also holds each chain's log-posterior level
-  (:func:`bnn_ppl.chain_levels.chain_levels`: mean ``lp``, its gap below the best chain and
-  its drift between the halves of the draws), and the warning names chains that sit apart or
-  still drift (chains tens of nats apart are in different modes or not yet in the typical
-  set: more draws alone will not converge them).
+  it did not reach. The record also holds each chain's health (``chain_health``) and its
+  log-posterior level (:func:`bnn_ppl.chain_levels.chain_levels`: mean ``lp``, its gap below
+  the best chain and its drift between the halves of the draws), and the warning names chains
+  that sit apart or still drift (chains tens of nats apart are in different modes or not yet
+  in the typical set: more draws alone will not converge them).
 
 Example:
     >>> import warnings
@@ -74,12 +85,21 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl import validation
+from bnn_ppl.chain_health import ChainHealth, warn_if_stuck
 from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
-from bnn_ppl.diagnostics import convergence
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
-from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, hmc
+from bnn_ppl.inference.hmc_checks import check_finished
+from bnn_ppl.inference.reference_chains import (
+    Warmup,
+    build_chains,
+    health_record,
+    sample,
+    segment_health,
+    warm_up,
+)
+from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_mcmc
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
@@ -99,39 +119,6 @@ class ReferenceNotConvergedWarning(UserWarning):
     """A reference run whose budget ended before its stopping rule was met."""
 
 
-class ConvergenceCheck(NamedTuple):
-    """The figures of one check, after segment ``segment`` (1-based).
-
-    ``draws`` per chain and ``gradients`` (leapfrog steps of the sampling phase, all chains)
-    so far; ``seconds`` of wall time since the start; ``size`` test quantities, of which
-    ``constant`` take a single value everywhere; ``share_rhat_ok`` / ``share_ess_ok``: the
-    share with R-hat <= the threshold / bulk ESS >= the threshold; ``rhat_max`` (NaN when every
-    quantity is constant), ``ess_bulk_min`` and ``ess_bulk_median`` over the others.
-    """
-
-    segment: int
-    draws: int
-    gradients: int
-    seconds: float
-    size: int
-    constant: int
-    rhat_max: float
-    share_rhat_ok: float
-    ess_bulk_min: float
-    ess_bulk_median: float
-    share_ess_ok: float
-    converged: bool
-
-    def describe(self) -> str:
-        """One line of text."""
-        return (
-            f"segment {self.segment}: {self.draws} draws/chain, R-hat <= threshold for "
-            f"{self.share_rhat_ok:.1%} of {self.size} (max {self.rhat_max:.3f}), bulk ESS >= "
-            f"threshold for {self.share_ess_ok:.1%} (min {self.ess_bulk_min:.0f}, median "
-            f"{self.ess_bulk_median:.0f}), {self.gradients} gradients, {self.seconds:.0f} s"
-        )
-
-
 class ReferenceRun(NamedTuple):
     """What :func:`reference_hmc` returns.
 
@@ -140,7 +127,11 @@ class ReferenceRun(NamedTuple):
     ``chain_levels`` and ``chains_apart``, see the module doc);
     ``values``: the checked ``quantity`` at ``x_test``, ``(chains, draws, n, ...)``;
     ``checks``: one :class:`ConvergenceCheck` per segment; ``converged``; ``stop_reason``:
-    ``"converged"``, ``"max_draws"`` or ``"max_seconds"``.
+    ``"converged"``, ``"max_draws"``, ``"max_seconds"`` or ``"chains_not_moving"``;
+    ``warmup_done`` of ``num_warmup`` warmup iterations; ``warmup_cut_short``: the time budget
+    ended warmup (then there are no checks, and ``posterior`` holds warmup's last segment, not
+    a posterior sample); ``warmup_seconds``: warmup's wall time (with the first segment's,
+    unless the warmup ran in segments).
     """
 
     posterior: Posterior
@@ -149,6 +140,9 @@ class ReferenceRun(NamedTuple):
     checks: tuple[ConvergenceCheck, ...]
     converged: bool
     stop_reason: str
+    warmup_done: int = 0
+    warmup_cut_short: bool = False
+    warmup_seconds: float = math.nan
 
     @property
     def segments(self) -> int:
@@ -157,55 +151,15 @@ class ReferenceRun(NamedTuple):
     @property
     def draws(self) -> int:
         """Post-warmup draws per chain."""
-        return self.checks[-1].draws
+        return self.checks[-1].draws if self.checks else 0
 
     @property
     def seconds(self) -> float:
-        return self.checks[-1].seconds
+        return self.checks[-1].seconds if self.checks else self.warmup_seconds
 
     @property
     def gradients(self) -> int:
-        return self.checks[-1].gradients
-
-
-def check_convergence(
-    values: Any, *, max_rhat: float = 1.01, min_share: float = 0.99, min_ess: float = 400.0
-) -> dict[str, Any]:
-    """The stopping rule on ``(chains, draws, ...)`` values: the :class:`ConvergenceCheck`
-    fields ``size``, ``constant``, ``rhat_max``, ``share_rhat_ok``, ``ess_bulk_min``,
-    ``ess_bulk_median``, ``share_ess_ok`` and ``converged`` (see the module doc).
-
-    Example:
-        >>> import numpy as np
-        >>> f = np.random.default_rng(0).normal(size=(4, 500, 10))
-        >>> r = check_convergence(f)
-        >>> r["converged"], r["size"]
-        (True, 10)
-        >>> f[0] += 1.0  # one chain elsewhere
-        >>> check_convergence(f)["converged"]
-        False
-    """
-    c = ReferenceHMCConfig(max_rhat=max_rhat, min_share=min_share, min_ess=min_ess)
-    a = np.asarray(values)
-    flat = a.reshape(*a.shape[:2], -1)
-    constant = np.all(flat == flat[:1, :1], axis=(0, 1))
-    conv = convergence({"f": flat[..., ~constant]}) if not constant.all() else None
-    rhat = conv.rhat["f"] if conv else np.zeros(0)
-    ess = conv.ess_bulk["f"] if conv else np.zeros(0)
-    size = flat.shape[-1]
-    # NaN R-hat or ESS (not computable) fails both comparisons: never counted as converged
-    share_rhat = (int(np.sum(rhat <= c.max_rhat)) + int(constant.sum())) / size
-    share_ess = (int(np.sum(ess >= c.min_ess)) + int(constant.sum())) / size
-    return {
-        "size": size,
-        "constant": int(constant.sum()),
-        "rhat_max": float(np.max(rhat)) if rhat.size else math.nan,
-        "share_rhat_ok": share_rhat,
-        "ess_bulk_min": float(np.min(ess)) if ess.size else math.nan,
-        "ess_bulk_median": float(np.median(ess)) if ess.size else math.nan,
-        "share_ess_ok": share_ess,
-        "converged": share_rhat >= c.min_share and share_ess >= c.min_share,
-    }
+        return self.checks[-1].gradients if self.checks else 0
 
 
 def _settings(config: Any, settings: dict[str, Any]) -> ReferenceHMCConfig:
@@ -286,24 +240,24 @@ def reference_hmc(
     key = validation.check_key("rng_key", rng_key) if rng_key is not None else None
 
     start = time.monotonic()
-    mcmc = hmc(
-        model, x, y, rng_key=key, num_warmup=c.num_warmup,
-        num_samples=min(c.segment_draws, c.max_draws), num_chains=c.num_chains,
-        trajectory_length=c.trajectory_length, step_size=c.step_size,
-        adapt_mass_matrix=c.mass_matrix != "identity", dense_mass=c.mass_matrix == "dense",
-        target_accept_prob=c.target_accept_prob,
-        max_num_steps=c.max_num_steps, chunk_size=c.chunk_size, init_method="prior",
-    )  # fmt: skip
-    pot = mcmc.sampler.potential
+    mcmc, pot, init, run_key = build_chains(model, x, y, c, key)
+    deadline = None if c.max_seconds is None else start + c.max_seconds
+    warm = warm_up(mcmc, pot, init, run_key, c, deadline)
+    if not warm.cut_short:  # as hmc() does: stuck chains, shortened trajectories
+        check_finished(mcmc, c.max_num_steps)
+    health = segment_health(mcmc)
     parts: list[Posterior] = []
     values: list[np.ndarray] = []
     checks: list[ConvergenceCheck] = []
     draws = gradients = 0
+    reason = "max_seconds" if warm.cut_short else ""
     while True:
         part = from_mcmc(mcmc, method=ReferenceHMCConfig.method)
         parts.append(part)
         values.append(function_values(model, part.samples, x_test, quantity, y=y_test,
                                       chunk_size=c.chunk_size))  # fmt: skip
+        if reason:  # warmup cut short: its last segment is all there is
+            break
         draws += part.num_draws
         gradients += int(np.sum(part.sample_stats["n_steps"]))
         figures = check_convergence(
@@ -312,26 +266,34 @@ def reference_hmc(
         )  # fmt: skip
         seconds = time.monotonic() - start
         checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
-        if figures["converged"]:
+        if not all(h.moving for h in health):
+            reason = "chains_not_moving"  # the step size is fixed now: more draws won't help
+            if len(checks) > 1:  # (check_finished warned about the first segment)
+                warn_if_stuck(health)
+        elif figures["converged"]:
             reason = "converged"
         elif draws >= c.max_draws:
             reason = "max_draws"
-        elif c.max_seconds is not None and seconds >= c.max_seconds:
+        elif deadline is not None and time.monotonic() >= deadline:
             reason = "max_seconds"
         else:  # continue the chains where they stopped, with the adapted step size and metric
-            mcmc.num_samples = min(c.segment_draws, c.max_draws - draws)
-            mcmc.post_warmup_state = mcmc.last_state
-            mcmc.run(mcmc.post_warmup_state.rng_key, *pot.args, extra_fields=DEFAULT_EXTRA_FIELDS)
+            sample(mcmc, pot, min(c.segment_draws, c.max_draws - draws))
+            health = segment_health(mcmc)
             continue
         break
 
-    last = checks[-1]
+    converged = reason == "converged"
     lp = np.concatenate([p.sample_stats["lp"] for p in parts], axis=1)
     levels = chain_levels(lp)
     apart = describe_levels(levels)
+    last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {
-        **{k: (_json(v) if isinstance(v, float) else v) for k, v in last._asdict().items()},
+        **{k: (_json(v) if isinstance(v, float) else v) for k, v in last.items()},
+        "converged": converged,
         "stop_reason": reason,
+        "warmup_done": warm.warmup_done,
+        "warmup_cut_short": warm.cut_short,
+        "chain_health": health_record(health),
         "chain_levels": [c._asdict() for c in levels],
         "chains_apart": apart,
         "quantity": quantity,
@@ -346,17 +308,36 @@ def reference_hmc(
          for k in parts[0].sample_stats},
         config={**c.to_dict(), "kernel": "HMC", "convergence": record},
     )  # fmt: skip
-    if not last.converged:
-        warnings.warn(
-            ReferenceNotConvergedWarning(
-                f"reference_hmc stopped at its budget ({reason}) before converging: "
-                f"{last.describe()}; needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} "
-                f"for {c.min_share:.0%} of the {quantity!r} values. "
-                + (f"The chains are not at one level: {apart} (not samples of one "
-                   "distribution; more draws will not fix that - see README, 'Reference "
-                   "posteriors')." if apart else "Raise max_draws / max_seconds.")
-            ),
-            stacklevel=2,
-        )
+    if not converged:
+        warnings.warn(ReferenceNotConvergedWarning(_not_converged(c, reason, warm, checks, health,
+                                                                  quantity, apart)),
+                      stacklevel=2)  # fmt: skip
     return ReferenceRun(posterior, np.concatenate(values, axis=1), quantity, tuple(checks),
-                        last.converged, reason)  # fmt: skip
+                        converged, reason, warm.warmup_done, warm.cut_short,
+                        warm.seconds)  # fmt: skip
+
+
+def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
+                   checks: list[ConvergenceCheck], health: list[ChainHealth], quantity: str,
+                   apart: str | None) -> str:  # fmt: skip
+    """The text of the :class:`ReferenceNotConvergedWarning`."""
+    if warm.cut_short:
+        return (
+            f"reference_hmc stopped at its budget (max_seconds={c.max_seconds}) during warmup: "
+            f"{warm.warmup_done} of {c.num_warmup} warmup iterations in {warm.seconds:.0f} s, "
+            "no draw sampled. The draws returned are warmup's last segment, not a posterior "
+            "sample: raise max_seconds or lower num_warmup."
+        )
+    head = (f"reference_hmc stopped ({reason}) before converging: {checks[-1].describe()}; "
+            f"needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} for {c.min_share:.0%} "
+            f"of the {quantity!r} values. ")  # fmt: skip
+    if reason == "chains_not_moving":
+        bad = "; ".join(f"chain {h.chain}: {', '.join(h.problems)}" for h in health if not h.moving)
+        return head + (f"Not every chain moves ({bad}); the step size is fixed after warmup, so "
+                       "more draws will not fix that: rerun with another seed or a longer "
+                       "warmup.")  # fmt: skip
+    if apart:
+        return head + (f"The chains are not at one level: {apart} (not samples of one "
+                       "distribution; more draws will not fix that - see README, 'Reference "
+                       "posteriors').")  # fmt: skip
+    return head + "Raise max_draws / max_seconds."

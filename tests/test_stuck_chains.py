@@ -21,10 +21,17 @@ from conjugate import data, linear_model
 from numpyro.infer import MCMC
 
 import bnn_ppl as bp
-from bnn_ppl.chain_health import ABSURD_STEP_SIZE, MIN_DRAWS, STUCK_FRACTION, check_chains
+from bnn_ppl.chain_health import (
+    ABSURD_STEP_SIZE,
+    CRAWL_RATIO,
+    MIN_DRAWS,
+    STEP_RATIO,
+    STUCK_FRACTION,
+    check_chains,
+)
 from bnn_ppl.diagnostics import StuckChainWarning, sampler_summary
 from bnn_ppl.inference import SGLD, full_batch_potential, hmc
-from bnn_ppl.inference.hmc_drivers import LeapfrogLimitWarning
+from bnn_ppl.inference.hmc_drivers import LeapfrogLimitWarning, hmc_kernel
 from bnn_ppl.models import MLP
 
 
@@ -141,6 +148,66 @@ def test_too_few_draws_are_not_judged_but_the_other_checks_still_apply():
     (h,) = _quiet(check_chains, s)
     assert h.judged and not h.moving and h.problems[0].startswith("stuck")
     assert h.identical_fraction == pytest.approx(10 / 19) and 10 / 19 >= STUCK_FRACTION
+
+
+def test_a_crawling_chain_is_named_by_its_step_size_and_its_moves():
+    """A step size collapsed to a tiny value: every proposal "accepted", no two draws identical,
+    and the chain barely moves. Named by its step size against the others', and by its moves."""
+    s = _chains(chains=4, draws=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # healthy chains: no false alarm from either figure
+        healthy = check_chains(s, step_size=np.array([0.05, 0.04, 0.06, 0.05]))
+    assert all(h.moving and 0.5 < h.relative_movement < 2.0 for h in healthy)
+    rng = np.random.default_rng(1)  # chain 2: a random walk of steps 1e-4 (others move ~1.4)
+    s["a"][2] = s["a"][2, 0] + np.cumsum(1e-4 * rng.normal(size=(200, 2)), axis=0)
+    s["b"]["c"][2] = s["b"]["c"][2, 0] + np.cumsum(1e-4 * rng.normal(size=200))
+    with pytest.warns(StuckChainWarning, match=r"1 of 4 chain\(s\) did not move \(chain 2: crawl"):
+        health = check_chains(s)  # the draws alone
+    assert [h.moving for h in health] == [True, True, False, True]
+    assert health[2].identical_fraction == 0.0 and health[2].relative_movement < CRAWL_RATIO
+    assert health[2].relative_movement == pytest.approx(1e-4 / np.sqrt(2), rel=0.2)  # 1e-4 / 1.4
+    assert health[2].problems[0].startswith("crawling: moves ")
+    steps = np.array([0.05, 0.04, 5e-6, 0.05])
+    health = _quiet(check_chains, s, step_size=steps)
+    assert health[2].problems == ("crawling: step size 5e-06 is 1.0e-04 of the other chains' "
+                                  "median",)  # fmt: skip
+    # the step size alone names it too (e.g. draws thinned so far that it seems to move)
+    health = _quiet(check_chains, _chains(chains=4), {"adapt_state.step_size": np.tile(
+        steps[:, None], (1, 40))})  # fmt: skip
+    assert [h.moving for h in health] == [True, True, False, True]
+    assert 1e-3 == STEP_RATIO  # the threshold the figures above are three decades from
+
+
+@pytest.mark.slow  # ~8-20 s (compilation); the default suite keeps the synthetic test above and
+# tests/test_reference.py's real run with one chain's step collapsed
+@pytest.mark.timeout(300)
+def test_hmc_with_one_chains_step_size_collapsed_is_reported_as_crawling():
+    """A real run: chain 2's step size forced 1e-5 times the others' (as if its dual averaging
+    had collapsed). It accepts every proposal and repeats no draw - the frozen and stuck checks
+    pass it - but it is named, and the chains beside it are not. (The healthy controls of real
+    runs are every test that runs hmc() or reference_hmc() with StuckChainWarning an error.)"""
+    x, y = data()
+    pot = full_batch_potential(linear_model(), x, y)
+    kernel = hmc_kernel(pot, trajectory_length=0.5, step_size=0.05, adapt_step_size=False,
+                        adapt_mass_matrix=False)  # fmt: skip
+    mcmc = MCMC(kernel, num_warmup=0, num_samples=60, num_chains=3, chain_method="vectorized",
+                progress_bar=False, jit_model_args=True)  # fmt: skip
+    init = pot.init_params(jax.random.key(1), 3)
+    state = kernel.init(jax.random.split(jax.random.key(0), 3), 0, init, pot.args, {})
+    step = state.adapt_state.step_size
+    mcmc.post_warmup_state = state._replace(
+        adapt_state=state.adapt_state._replace(step_size=step.at[2].multiply(1e-5))
+    )
+    mcmc.run(state.rng_key, *pot.args, extra_fields=("accept_prob", "num_steps"))
+    with pytest.warns(StuckChainWarning) as caught:
+        rows = sampler_summary(mcmc)
+    (message,) = [str(w.message) for w in caught]
+    assert "1 of 3 chain(s) did not move (chain 2: crawling: step size 5e-07 is 1.0e-05" in message
+    assert [r["moving"] for r in rows] == [True, True, False]
+    crawler = rows[2]
+    assert crawler["accept_prob"] > 0.99 and crawler["relative_movement"] < CRAWL_RATIO
+    assert crawler["identical_fraction"] < STUCK_FRACTION  # the frozen/stuck checks pass it
+    assert all(0.2 < r["relative_movement"] < 5 for r in rows[:2])
 
 
 def test_bad_samples_are_refused():

@@ -1,0 +1,135 @@
+"""The chains of a reference run: built, warmed up within a time budget, sampled in segments.
+
+:func:`~bnn_ppl.inference.reference_hmc` decides *when to stop*; this module moves the chains,
+on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
+``post_warmup_state``):
+
+* :func:`build_chains` - the checked :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would
+  build, its ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains'
+  initial parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
+* :func:`warm_up` - warmup, and the first sampling segment. Without a deadline it is one
+  ``MCMC.run`` (warmup and the first segment together, as :func:`hmc` runs them). With one,
+  warmup runs in segments of ``warmup_segment`` iterations from the kernel's public ``init``:
+  NumPyro adapts while the state's iteration counter is below the ``num_warmup`` the kernel was
+  set up for, so a segment continued from the last state carries on the same adaptation
+  schedule - the draws are bit for bit those of the one-piece run - and the deadline is checked
+  between segments. A warmup cut short by the deadline runs no sampling segment.
+* :func:`sample` - one more segment of draws from where the chains stopped (nothing re-adapted).
+* :func:`segment_health` - :func:`bnn_ppl.chain_health.check_chains` on the segment just run:
+  frozen, stuck or crawling chains.
+
+Example:
+    >>> import jax, numpy as np
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.config import ReferenceHMCConfig
+    >>> from bnn_ppl.models import MLP
+    >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    >>> c = ReferenceHMCConfig(num_warmup=40, segment_draws=10, max_seconds=1e-6)
+    >>> mcmc, pot, init, key = build_chains(model, x, x[:, 0], c, jax.random.key(0))
+    >>> done = warm_up(mcmc, pot, init, key, c, deadline=0.0)  # the deadline has passed
+    >>> done.warmup_done, done.cut_short     # one warmup segment, then it stopped
+    (10, True)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from bnn_ppl.chain_health import ChainHealth, check_chains, final_step_size
+from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference.hmc_checks import CheckedMCMC, as_key
+from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, HMC, _hmc_kwargs
+from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
+from bnn_ppl.model import BNN
+
+__all__ = ["Warmup", "build_chains", "health_record", "sample", "segment_health", "warm_up"]
+
+
+class Warmup(NamedTuple):
+    """How warmup went: ``warmup_done`` iterations of ``num_warmup``; ``cut_short``: the
+    deadline passed first (no sampling segment was run; ``mcmc`` holds the last warmup
+    segment's draws); ``seconds``: its wall time (with the first segment, when run together)."""
+
+    warmup_done: int
+    cut_short: bool
+    seconds: float
+
+
+def build_chains(
+    model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any
+) -> tuple[CheckedMCMC, FullBatchPotential, Any, jax.Array]:
+    """``(mcmc, potential, initial parameters, run key)`` for ``c``'s chains (checked data)."""
+    kwargs = _hmc_kwargs(
+        model, x, c.trajectory_length, c.step_size, True, c.mass_matrix != "identity",
+        c.target_accept_prob, c.max_num_steps, c.mass_matrix == "dense",
+    )  # fmt: skip
+    pot = full_batch_potential(model, x, y, chunk_size=c.chunk_size)
+    mcmc = CheckedMCMC(
+        HMC(pot, **kwargs), num_warmup=c.num_warmup, num_samples=min(c.segment_draws, c.max_draws),
+        num_chains=c.num_chains, chain_method="vectorized", progress_bar=False, jit_model_args=True,
+    )  # fmt: skip
+    init_key, run_key = jax.random.split(as_key(rng_key))  # as hmc() splits it
+    return mcmc, pot, pot.init_params(init_key, c.num_chains, method="prior"), run_key
+
+
+def _continue(mcmc: CheckedMCMC, pot: FullBatchPotential, state: Any, n: int) -> None:
+    mcmc.num_samples = n
+    mcmc.post_warmup_state = state
+    mcmc.run(state.rng_key, *pot.args, extra_fields=DEFAULT_EXTRA_FIELDS)
+
+
+def warm_up(
+    mcmc: CheckedMCMC,
+    pot: FullBatchPotential,
+    init: Any,
+    run_key: jax.Array,
+    c: ReferenceHMCConfig,
+    deadline: float | None,
+) -> Warmup:
+    """Warm the chains up and run the first sampling segment, unless ``deadline`` (a
+    ``time.monotonic()`` value; ``None``: none) passes between two warmup segments of
+    ``c.segment_draws`` iterations."""
+    start = time.monotonic()
+    if deadline is None or c.num_warmup == 0:
+        mcmc.run(run_key, *pot.args, init_params=init, extra_fields=DEFAULT_EXTRA_FIELDS)
+        return Warmup(c.num_warmup, False, time.monotonic() - start)
+    # the state MCMC.run would start from: one key per chain, the kernel set up for num_warmup
+    keys = jax.random.split(run_key, c.num_chains)
+    state = mcmc.sampler.init(keys, c.num_warmup, init, pot.args, {})
+    done = 0
+    while done < c.num_warmup:
+        n = min(c.segment_draws, c.num_warmup - done)
+        _continue(mcmc, pot, state, n)
+        state, done = mcmc.last_state, done + n
+        if done < c.num_warmup and time.monotonic() >= deadline:
+            jax.block_until_ready(state)
+            return Warmup(done, True, time.monotonic() - start)
+    _continue(mcmc, pot, state, min(c.segment_draws, c.max_draws))
+    return Warmup(done, False, time.monotonic() - start)
+
+
+def sample(mcmc: CheckedMCMC, pot: FullBatchPotential, n: int) -> None:
+    """``n`` more draws per chain, continued from ``mcmc.last_state``."""
+    _continue(mcmc, pot, mcmc.last_state, n)
+
+
+def segment_health(mcmc: CheckedMCMC) -> list[ChainHealth]:
+    """:func:`~bnn_ppl.chain_health.check_chains` on the last segment (no warning)."""
+    return check_chains(
+        mcmc.get_samples(group_by_chain=True),
+        mcmc.get_extra_fields(group_by_chain=True),
+        final_step_size(mcmc.last_state),
+        warn=False,
+    )
+
+
+def health_record(health: list[ChainHealth]) -> list[dict[str, Any]]:
+    """JSON-ready rows: chain, moving, problems and relative movement (``None`` if NaN)."""
+    return [{"chain": h.chain, "moving": h.moving, "problems": list(h.problems),
+             "relative_movement": None if np.isnan(h.relative_movement)
+             else h.relative_movement} for h in health]  # fmt: skip
