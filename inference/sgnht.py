@@ -60,7 +60,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bnn_ppl import validation
 from bnn_ppl.inference.gradients import (
@@ -79,6 +78,7 @@ from bnn_ppl.inference.sgmcmc_base import (
     tree_max,
     tree_mean,
 )
+from bnn_ppl.inference.step_stats import RunStats
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 
@@ -243,15 +243,26 @@ class SGNHT(SGMCMCKernel):
         self._step = step
         warn_minibatch_settings(self, self._noise, thermostat=True)
 
-    def accuracy_problems(self, info: Any) -> list[str]:
-        """Also: the Euler friction's cold bias ``hξ/2`` (above 5 %)."""
-        problems = super().accuracy_problems(info)
-        cold = float(np.mean(np.asarray(info.step_size) * np.asarray(info.xi_mean))) / 2
+    @property
+    def _share_bound(self) -> float:
+        """1.5 ``noise_share``: the thermostat moves the friction around its target, and the
+        noise's share with it (up to 1.07 κ at the recommended step on conjugate regression),
+        without any cap."""
+        return 1.5 * self.noise_share
+
+    def _relaxations(self, run: RunStats) -> float:
+        """``Σ h·ξ``: ξ damps ``p`` itself, whatever the mass."""
+        return run.steps * run.step_mean["xi_mean"]
+
+    def accuracy_problems(self, run: RunStats) -> list[str]:
+        """Also: the Euler friction's cold bias ``hξ/2`` (above 5 %, averaged over the steps)."""
+        problems = super().accuracy_problems(run)
+        cold = run.step_mean.get("xi_mean", 0.0) / 2
         if cold > 0.05:
             problems.append(
                 f"SGNHT: the Euler friction makes the chain cold by about hξ/2 = {cold:.0%} "
-                "(ξ the mean friction, info.xi_mean). Lower the step size "
-                "(recommended_step_size)."
+                f"(ξ the mean friction, info.xi_mean; mean over {run.steps} sampling steps). "
+                "Lower the step size (recommended_step_size)."
             )
         return problems
 
