@@ -209,7 +209,7 @@ class SGMCMCKernel(MCMCKernel):
         h = jnp.asarray(self.schedule(state.i), dtype)
         warmup = state.i < self._num_warmup
         kernel_state, info = self._step(step_key, state.kernel_state, grad_fn, h, warmup)
-        capped = info.noise_share > self._share_bound
+        capped = self._capped(info)
         stats = state.stats  # (None only while init traces the Info's shape)
         if stats is not None:
             stats = stats_update(stats, info, jnp.logical_not(warmup), capped)
@@ -218,12 +218,11 @@ class SGMCMCKernel(MCMCKernel):
     def _check_init(self, num_warmup: int) -> None:
         """Kernel-specific checks of the run's settings (before anything is compiled)."""
 
-    @property
-    def _share_bound(self) -> float:
-        """The noise share above which a step counts as ``capped`` (its friction at the step's
-        limit): 5 % above ``noise_share``, or SGLD's 10 %."""
+    def _capped(self, info: Any) -> Array:
+        """Whether a step counts as ``capped``: its noise share 5 % above ``noise_share`` (the
+        friction at the step's limit; SGHMC, ATMC), or above SGLD's 10 %."""
         limit = getattr(self, "noise_share", None)
-        return 0.1 if limit is None else 1.05 * limit
+        return info.noise_share > (0.1 if limit is None else 1.05 * limit)
 
     def _relaxations(self, run: RunStats) -> float:
         """How many momentum relaxation times the run's steps span, ``Σ h·C/m`` (``C`` the
@@ -245,11 +244,12 @@ class SGMCMCKernel(MCMCKernel):
             if share > 1.0:
                 problems.append(
                     f"{name}: the minibatch gradient noise exceeded what the friction can "
-                    f"absorb (share up to {share:.2f} > 1; over the limit {where}): those "
-                    "coordinates are over-dispersed. Lower the step size "
-                    "(recommended_step_size) or use larger batches."
+                    f"absorb (share up to {share:.2f} > 1; over the bound {where}): the "
+                    "sampler no longer controls those coordinates' temperature (the draws can "
+                    "come out hot or cold). Lower the step size (recommended_step_size) or use "
+                    "larger batches."
                 )
-            elif limit is not None and share > self._share_bound:
+            elif limit is not None and share > 1.05 * limit:
                 problems.append(
                     f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
                     f"heat (noise_share={limit}): the friction fell short of it {where} (at the "

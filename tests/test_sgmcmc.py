@@ -342,7 +342,8 @@ def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
         report = accuracy_summary(mcmc)
     info = mcmc.get_extra_fields()["info"]
     assert any("cold by about" in m for m in report["problems"])
-    assert report["steps"] == 200 and report["capped_steps"] == 0
+    assert report["steps"] == 200  # (and capped: the friction cut to 1/h = 2)
+    assert report["capped_steps"] == int(np.sum(info.capped > 0)) > 0
     assert report["kinetic_temperature"] == pytest.approx(float(np.mean(info.kinetic_temperature)))
     assert report["xi_mean"] == pytest.approx(float(np.mean(info.xi_mean)))
     assert report["noise_share"] == pytest.approx(float(np.max(info.noise_share)))
@@ -367,8 +368,9 @@ def test_check_accuracy_sees_every_step_of_a_cycle_not_only_its_end(cls, small_p
              init_params=small_potential.init_params(jax.random.key(1)))  # fmt: skip
     ends = mcmc.get_extra_fields()["info"]
     assert float(np.max(ends.noise_share)) < 0.1  # what the old check read: nothing wrong
-    with pytest.warns(SGMCMCAccuracyWarning, match="fell short|exceeded"):
+    with pytest.warns(SGMCMCAccuracyWarning):
         report = accuracy_summary(mcmc)
+    assert any("fell short" in m or "exceeded" in m for m in report["problems"])
     assert report["steps"] == 4 * n and 0 < report["capped_steps"] < 4 * n
     assert report["noise_share"] > 0.105
     # the collected statistics of the last draw are the last state's
