@@ -10,11 +10,11 @@ cycle at the :func:`~bnn_ppl.inference.recommended_step_sizes` at HMC's last dra
 :func:`bnn_ppl.metrics.efficiency.sampler_table` (``agree``/``TV`` to HMC's BMA; ``grads`` in
 full-batch gradients; ``w var``/``f var``: within-chain variance relative to HMC's), then what
 :func:`~bnn_ppl.inference.check_accuracy` finds in every sampling step of each SG-MCMC run
-(kinetic temperature, noise share, SGNHT's cold bias, ...). A diverged sampler is reported, not averaged (its run folder
-says why). ``summary.json`` holds the numbers. A second part repeats this with LeNet-5 on
-``--cnn-dataset`` (``mnist``: the first ``--cnn-max-train`` images, skipped when tfds has not
-prepared it; ``digits``; ``none``). ``python examples/sgmcmc.py --cnn-dataset none``: about ten
-minutes on 2 CPU cores.
+(kinetic temperature, noise share, SGNHT's cold bias, ...). A diverged sampler is reported,
+not averaged (its run folder says why). ``summary.json`` holds the numbers. A second part
+repeats this with LeNet-5 on ``--cnn-dataset`` (``mnist``: the first ``--cnn-max-train``
+images, skipped when tfds has not prepared it; ``digits``; ``none``).
+``python examples/sgmcmc.py --cnn-dataset none``: about ten minutes on 2 CPU cores.
 """
 
 from __future__ import annotations

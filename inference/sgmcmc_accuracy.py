@@ -125,8 +125,8 @@ def accuracy_summary(mcmc: Any) -> dict[str, Any]:
         >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
         >>> with warnings.catch_warnings(record=True):
         ...     report = accuracy_summary(mcmc)
-        >>> report["steps"], sorted(report)[:3], report["problems"][-1][:25]
-        (100, ['capped_steps', 'kinetic_temperature', 'noise_share'], 'SGNHT: the Euler friction')
+        >>> report["steps"], report["kinetic_temperature"] > 0, report["problems"][-1][:25]
+        (100, True, 'SGNHT: the Euler friction')
     """
     kernel = _kernel(mcmc)
     run = pool(mcmc.last_state.stats)
