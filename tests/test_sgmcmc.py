@@ -348,10 +348,11 @@ def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
     assert report["xi_mean"] == pytest.approx(float(np.mean(info.xi_mean)))
     assert report["noise_share"] == pytest.approx(float(np.max(info.noise_share)))
     assert report["noise_share_mean"] == pytest.approx(float(np.mean(info.noise_share)))
-    # SGHMC whose gradient noise exceeds what friction can absorb at this step
-    with pytest.warns(SGMCMCAccuracyWarning, match="noise"):
+    # SGHMC whose gradient noise exceeds what friction can absorb at this step: hot
+    with pytest.warns(SGMCMCAccuracyWarning):
         problems = check_accuracy(run(SGHMC(small_potential, batch_size=2, step_size=0.05)))
-    assert problems
+    assert "exceeded what the friction can absorb" in problems[0]
+    assert "runs hot" in problems[1]
     with pytest.raises(InputTypeError, match="SG-MCMC kernel"):
         check_accuracy(object())
 
