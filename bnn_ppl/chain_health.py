@@ -203,8 +203,8 @@ def check_chains(
     field named ``step_size`` or ``....step_size``, is absurd (:data:`ABSURD_STEP_SIZE`); a
     draw is NaN/inf; or, with two chains or more, it is *crawling*: its step size (the final
     one, else the last collected) is below :data:`STEP_RATIO` times the median of the other
-    chains', or its move per draw below :data:`CRAWL_RATIO` times theirs (judged, as repeats are, only
-    from :data:`MIN_DRAWS` draws).
+    chains', or its move per draw below :data:`CRAWL_RATIO` times theirs (judged, as repeats
+    are, only from :data:`MIN_DRAWS` draws).
 
     Args:
         samples: a pytree of ``(chains, draws, ...)`` arrays, as from

@@ -9,12 +9,12 @@ cycle at the :func:`~bnn_ppl.inference.recommended_step_sizes` at HMC's last dra
 ``--step-size`` / ``--sgld-step-size``). It prints Table 1 and the sampler columns of
 :func:`bnn_ppl.metrics.efficiency.sampler_table` (``agree``/``TV`` to HMC's BMA; ``grads`` in
 full-batch gradients; ``w var``/``f var``: within-chain variance relative to HMC's), then what
-:func:`~bnn_ppl.inference.check_accuracy` finds in each SG-MCMC run (kinetic temperature, noise
-share, SGNHT's cold bias, ...). A diverged sampler is reported, not averaged (its run folder
-says why). ``summary.json`` holds the numbers. A second part repeats this with LeNet-5 on
-``--cnn-dataset`` (``mnist``: the first ``--cnn-max-train`` images, skipped when tfds has not
-prepared it; ``digits``; ``none``). ``python examples/sgmcmc.py --cnn-dataset none``: about six
-minutes on 2 CPU cores.
+:func:`~bnn_ppl.inference.check_accuracy` finds in every sampling step of each SG-MCMC run
+(kinetic temperature, noise share, SGNHT's cold bias, ...). A diverged sampler is reported,
+not averaged (its run folder says why). ``summary.json`` holds the numbers. A second part
+repeats this with LeNet-5 on ``--cnn-dataset`` (``mnist``: the first ``--cnn-max-train``
+images, skipped when tfds has not prepared it; ``digits``; ``none``).
+``python examples/sgmcmc.py --cnn-dataset none``: about six minutes on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def compare(args: argparse.Namespace, data: bp.data.Dataset, part: str, key: jax
     print(f"\nHMC: {args.num_chains} chain(s) x {args.num_samples} draws, accept prob "
           f"{np.mean([c['accept_prob'] for c in h]):.3f}, {sum(c['divergences'] for c in h)} "
           f"divergences; SG-MCMC: {args.sg_chains} chain(s), batch {args.batch_size}")
-    for name, r in accuracy.items():  # (the kernels' Info at the collected cycle ends; SGLD has
+    for name, r in accuracy.items():  # (the kernels' Info over every sampling step; SGLD has
         t = r.get("kinetic_temperature", math.nan)  # no momentum, so no kinetic temperature)
         print(f"  check_accuracy {name}: kinetic temperature {t:.3g}, noise share <= "
               f"{r['noise_share']:.3g}: {'; '.join(r['problems']) or 'no problems'}")

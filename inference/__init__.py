@@ -16,7 +16,8 @@
   ``MCMC`` on minibatch gradients (:func:`gradient_estimator`, independent batches and an
   estimate of their noise), with :mod:`schedules` and cycle-end selection (:mod:`cycles`);
   :func:`gradient_scales` and :func:`recommended_step_size` give each sampler's step size, and
-  :func:`check_accuracy` warns about a run that could not be accurate.
+  :func:`check_accuracy` warns about a run that could not be accurate, from the statistics of
+  every sampling step that the kernels' state carries (:mod:`step_stats`).
 * :func:`reference_hmc` - HMC in segments until the test predictions have converged
   (R-hat and ESS checked by the recipe, :mod:`stopping_rule`), or its budget ends (warmup's
   included, :mod:`reference_chains`) or a chain stops moving, and it says so.

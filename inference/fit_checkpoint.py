@@ -119,7 +119,7 @@ def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
 
     kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
     n = c.cycle_length
-    plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("info",))
+    plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("stats",))
     return plan, pot, init, run_key, extra
 
 
@@ -140,7 +140,7 @@ def fit_checkpointed(
     from bnn_ppl.inference.fitting import sgmcmc_posterior
     from bnn_ppl.inference.progress_log import ProgressLog
     from bnn_ppl.inference.resume import run_segments
-    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, info_accuracy_summary
+    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning, stats_accuracy_summary
     from bnn_ppl.inference.to_posterior import from_draws
     from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 
@@ -173,8 +173,10 @@ def fit_checkpointed(
         kernel = plan.kernel()  # what reads the draws' statistics
     if sg:
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
-        info = {k[5:]: v for k, v in draws.extra.items() if k.startswith("info.")}
-        accuracy = info_accuracy_summary(kernel, info) if info else None  # (older checkpoints)
+        # the last draw's (the run's last step's) statistics cover every sampling step
+        stats = {k[6:]: v[:, -1] for k, v in draws.extra.items() if k.startswith("stats.")}
+        # (None: a run finished by a version that did not keep them)
+        accuracy = stats_accuracy_summary(kernel, stats) if stats else None
         post = sgmcmc_posterior(config, samples, extra | progress | {"accuracy": accuracy})
     else:
         from bnn_ppl.chain_health import check_chains

@@ -239,9 +239,9 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
         progress_bar=False,
         jit_model_args=True,
     )
-    mcmc.run(run_key, *pot.args, init_params=init, extra_fields=("info",))
+    mcmc.run(run_key, *pot.args, init_params=init)
     samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
-    # what the kernel's Info (at the collected cycle ends) shows went wrong: warned and kept
+    # what the statistics of every sampling step show went wrong: warned and kept
     return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
 
 

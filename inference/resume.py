@@ -106,7 +106,10 @@ def state_from_arrays(arrays: dict[str, np.ndarray], template: Any, where: str) 
     leaves, treedef = jax.tree_util.tree_flatten(template)
     if len(arrays) != len(leaves):
         raise CheckpointError(
-            f"{where} holds {len(arrays)} state arrays, the kernel's state has {len(leaves)}."
+            f"{where} holds {len(arrays)} state arrays, the kernel's state has {len(leaves)}: "
+            "the checkpoint was written by another version of the kernel (e.g. an SG-MCMC run "
+            "from before its state kept the statistics of every step) and cannot be resumed. "
+            "Finish it with the version that wrote it, or start again in a new folder."
         )
     out = []
     for i, t in enumerate(leaves):

@@ -227,6 +227,7 @@ class SGHMC(SGMCMCKernel):
             init_method=init_method,
         )
         self.friction, self.mass, self.noise_share = float(friction), float(mass), noise_share
+        self._friction = "friction_mean"
         self.noise_estimate = noise_estimate if self._noise else float(noise_estimate)
         if not self._noise and self.batch_size is not None and self.noise_estimate == 0.0:
             warnings.warn(

@@ -2,9 +2,12 @@
 finished runs.
 
 Settings known to be inaccurate warn at construction (:func:`warn_minibatch_settings`, called by
-each kernel's ``__init__``), and :func:`check_accuracy` reads a finished run's ``Info`` records
-(the gradient noise's share of the heat, SGNHT's Euler bias ``hξ/2``, ATMC's ``(βh)²/12`` and
-kinetic temperature) through the kernel's ``accuracy_problems``. Both warn with
+each kernel's ``__init__``), and :func:`check_accuracy` reads the statistics of every sampling
+step of a finished run (:mod:`bnn_ppl.inference.step_stats`: not only the kept draws, which a
+cyclical schedule takes where the step size is near zero) through the kernel's
+``accuracy_problems``: the gradient noise's share of the heat and how often the friction hit its
+cap, the mean kinetic temperature of SGHMC, SGNHT and ATMC, SGNHT's Euler bias ``hξ/2`` and
+ATMC's ``(βh)²/12``. Both warn with
 :class:`SGMCMCAccuracyWarning`. :func:`accuracy_summary` is the JSON-able record of the same
 check that :func:`~bnn_ppl.inference.fit` keeps in an SG-MCMC Posterior's
 ``config["accuracy"]`` (and ``fit_run`` in ``metrics.json``'s ``summary``).
@@ -23,19 +26,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
-
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel
+from bnn_ppl.inference.step_stats import RunStats, pool, pool_fields
 from bnn_ppl.validation import InputTypeError
 
 __all__ = [
     "SGMCMCAccuracyWarning",
     "accuracy_summary",
     "check_accuracy",
-    "info_accuracy_summary",
+    "stats_accuracy_summary",
     "warn_minibatch_settings",
 ]
 
@@ -84,10 +85,12 @@ def check_accuracy(mcmc: Any) -> list[str]:
     """Warn (:class:`SGMCMCAccuracyWarning`) about what a finished ``numpyro.infer.MCMC`` run of
     an SG-MCMC kernel shows went wrong, and return the messages.
 
-    Reads the collected ``"info"`` extra field when there is one (every step), else the last
-    state's ``Info``. Checks the gradient noise's share of the heat (``info.noise_share``:
-    above ``noise_share`` the friction hit its limit; above 1 the noise is not compensated) and
-    kernel-specific signs (SGNHT's cold bias ``hξ/2``; the kinetic temperature).
+    Reads the statistics of every sampling step that the last state carries
+    (:mod:`bnn_ppl.inference.step_stats`; whatever was collected or thinned, every chain): the
+    gradient noise's share of the heat (``info.noise_share``: above the kernel's
+    ``noise_share`` the friction hit its limit; above 1 the noise is not compensated), the mean
+    kinetic temperature (1 at equilibrium) and kernel-specific biases (SGNHT's ``hξ/2``,
+    ATMC's ``(βh)²/12``).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -98,69 +101,72 @@ def check_accuracy(mcmc: Any) -> list[str]:
         >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
         >>> import warnings
         >>> with warnings.catch_warnings(record=True):
-        ...     print(check_accuracy(mcmc)[0][:40])
+        ...     print(check_accuracy(mcmc)[-1][:40])
         SGNHT: the Euler friction makes the chai
     """
-    kernel = getattr(mcmc, "sampler", None)
-    if not isinstance(kernel, SGMCMCKernel):
-        raise InputTypeError(
-            "check_accuracy needs a numpyro.infer.MCMC run with a bnn_ppl SG-MCMC kernel, got "
-            f"{type(kernel).__name__}."
-        )
-    extra = mcmc.get_extra_fields()
-    info = extra["info"] if "info" in extra else mcmc.last_state.info
-    problems = kernel.accuracy_problems(info)
-    for message in problems:
-        warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=2)
-    return problems
+    kernel = _kernel(mcmc)
+    return _warned(kernel.accuracy_problems(pool(mcmc.last_state.stats)))
 
 
 def accuracy_summary(mcmc: Any) -> dict[str, Any]:
     """:func:`check_accuracy` (which warns) as a JSON-able record: ``problems`` (its messages),
-    ``steps`` (how many ``Info`` records were read, all chains), the mean over them of every
-    ``Info`` field but the step size and potential energy (``kinetic_temperature``: 1 at
-    equilibrium; ``xi_mean``, ``beta_mean``, ``friction_mean``, ...) and the largest
-    ``noise_share``.
+    ``steps`` (the sampling steps the statistics cover, all chains), ``capped_steps`` (those
+    whose noise share exceeded the kernel's limit: the friction at its cap), the mean over the
+    steps of every ``Info`` field but the step size and potential energy
+    (``kinetic_temperature``: 1 at equilibrium; ``xi_mean``, ``beta_mean``,
+    ``friction_mean``, ...), the largest ``noise_share`` and its mean ``noise_share_mean``.
 
     Example:
         >>> import jax, jax.numpy as jnp, warnings
         >>> from numpyro.infer import MCMC
         >>> from bnn_ppl.inference import SGNHT, accuracy_summary
         >>> mcmc = MCMC(SGNHT(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2), step_size=0.5),
-        ...             num_warmup=10, num_samples=100, progress_bar=False)
-        >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2), extra_fields=("info",))
+        ...             num_warmup=10, num_samples=100, thinning=50, progress_bar=False)
+        >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
         >>> with warnings.catch_warnings(record=True):
         ...     report = accuracy_summary(mcmc)
-        >>> report["steps"], sorted(report)[:3], report["problems"][0][:25]
-        (100, ['kinetic_temperature', 'noise_share', 'problems'], 'SGNHT: the Euler friction')
+        >>> report["steps"], report["kinetic_temperature"] > 0, report["problems"][-1][:25]
+        (100, True, 'SGNHT: the Euler friction')
     """
-    problems = check_accuracy(mcmc)
-    extra = mcmc.get_extra_fields()
-    info = extra["info"] if "info" in extra else mcmc.last_state.info
-    return _summary(problems, info._asdict())
+    kernel = _kernel(mcmc)
+    run = pool(mcmc.last_state.stats)
+    return _summary(_warned(kernel.accuracy_problems(run)), run)
 
 
-def info_accuracy_summary(kernel: SGMCMCKernel, fields: Mapping[str, Any]) -> dict[str, Any]:
-    """:func:`accuracy_summary` of a run whose ``Info`` records were stored field by field
-    (``fields``: name -> values, e.g. a checkpointed run's ``"info.<name>"`` arrays); warns
-    as :func:`check_accuracy` does."""
+def stats_accuracy_summary(kernel: SGMCMCKernel, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`accuracy_summary` of a run whose last states' step statistics were stored field
+    by field (``fields``: ``"steps"``, ``"total.<name>"``, ... -> one value per chain, e.g. a
+    checkpointed run's ``"stats.<...>"`` arrays at its last draw); warns as
+    :func:`check_accuracy` does."""
     if not isinstance(kernel, SGMCMCKernel):
         raise InputTypeError(
             f"kernel must be a bnn_ppl SG-MCMC kernel, got {type(kernel).__name__}."
         )
-    problems = kernel.accuracy_problems(SimpleNamespace(**fields))
+    run = pool_fields(fields)
+    return _summary(_warned(kernel.accuracy_problems(run)), run)
+
+
+def _kernel(mcmc: Any) -> SGMCMCKernel:
+    kernel = getattr(mcmc, "sampler", None)
+    if not isinstance(kernel, SGMCMCKernel) or getattr(mcmc, "last_state", None) is None:
+        raise InputTypeError(
+            "check_accuracy needs a finished numpyro.infer.MCMC run with a bnn_ppl SG-MCMC "
+            f"kernel, got {type(kernel).__name__}."
+        )
+    return kernel
+
+
+def _warned(problems: list[str]) -> list[str]:
     for message in problems:
-        warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=2)
-    return _summary(problems, fields)
+        warnings.warn(message, SGMCMCAccuracyWarning, stacklevel=3)
+    return problems
 
 
-def _summary(problems: list[str], fields: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"problems": problems}
-    for name, value in fields.items():
-        a = np.asarray(value, np.float64)
+def _summary(problems: list[str], run: RunStats) -> dict[str, Any]:
+    out: dict[str, Any] = {"problems": problems, "steps": run.steps, "capped_steps": run.capped}
+    for name, value in run.mean.items():
         if name == "noise_share":
-            out[name] = float(np.max(a))
+            out[name], out["noise_share_mean"] = run.peak[name], value
         elif name not in ("step_size", "potential_energy", "preconditioner"):
-            out[name] = float(np.mean(a))
-        out["steps"] = int(a.size)
+            out[name] = value
     return dict(sorted(out.items()))

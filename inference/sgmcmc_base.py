@@ -7,8 +7,10 @@ over them), the minibatch gradient estimator (:mod:`bnn_ppl.inference.gradients`
 step-size schedule and the step counter, and vmaps over chains for
 ``chain_method="vectorized"``. Its state is :class:`SGMCMCState`, a NamedTuple of arrays: the
 sample field ``z`` is the position (unconstrained parameters), ``i`` the step counter (both
-collected by default), and ``info`` the kernel's ``Info`` record of the last step (collect it
-with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``).
+collected by default), ``info`` the kernel's ``Info`` record of the last step (collect it
+with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``), and ``stats``
+the running statistics of ``Info`` over every sampling step (:mod:`bnn_ppl.inference.step_stats`;
+``extra_fields=("stats",)``), which :func:`~bnn_ppl.inference.check_accuracy` reads.
 
 Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
 and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
@@ -54,6 +56,7 @@ from bnn_ppl.inference.gradients import (
 from bnn_ppl.inference.minibatch import SCHEMES
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.schedules import Schedule, as_schedule
+from bnn_ppl.inference.step_stats import RunStats, StepStats, stats_init, stats_update
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey, PyTree
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -75,7 +78,8 @@ class SGMCMCState(NamedTuple):
     ``kernel_state``: the kernel's own state (``SGLDState``, ``ATMCState``, ...);
     ``info``: the kernel's ``Info`` record of the last step (zeros before the first);
     ``stream``: the minibatch index stream (``None`` for full batch);
-    ``rng_key``: the chain's key. ``z`` (the sample field) is ``kernel_state.position``.
+    ``rng_key``: the chain's key; ``stats``: the :class:`~bnn_ppl.inference.step_stats.StepStats`
+    of every step after warmup. ``z`` (the sample field) is ``kernel_state.position``.
     """
 
     i: Array
@@ -83,6 +87,7 @@ class SGMCMCState(NamedTuple):
     info: Any
     stream: Any
     rng_key: PRNGKey
+    stats: StepStats
 
     @property
     def z(self) -> Params:
@@ -122,6 +127,7 @@ class SGMCMCKernel(MCMCKernel):
     _kernel_init: Callable[[Params], Any]
     _step: Step
     _noise: bool = False
+    _friction: str | None = None  # the Info field of the friction (kernels with momentum)
 
     def __init__(
         self,
@@ -203,38 +209,75 @@ class SGMCMCKernel(MCMCKernel):
         h = jnp.asarray(self.schedule(state.i), dtype)
         warmup = state.i < self._num_warmup
         kernel_state, info = self._step(step_key, state.kernel_state, grad_fn, h, warmup)
-        return SGMCMCState(state.i + 1, kernel_state, info, stream, key)
+        capped = self._capped(info)
+        stats = state.stats  # (None only while init traces the Info's shape)
+        if stats is not None:
+            stats = stats_update(stats, info, jnp.logical_not(warmup), capped)
+        return SGMCMCState(state.i + 1, kernel_state, info, stream, key, stats)
 
     def _check_init(self, num_warmup: int) -> None:
         """Kernel-specific checks of the run's settings (before anything is compiled)."""
 
-    def accuracy_problems(self, info: Any) -> list[str]:
-        """What the ``Info`` records of a run (any leading axes) show went wrong; see
-        :func:`check_accuracy`."""
-        problems = []
-        share = getattr(info, "noise_share", None)
+    def _capped(self, info: Any) -> Array:
+        """Whether a step counts as ``capped``: its noise share 5 % above ``noise_share`` (the
+        friction at the step's limit; SGHMC, ATMC), or above SGLD's 10 %."""
         limit = getattr(self, "noise_share", None)
+        return info.noise_share > (0.1 if limit is None else 1.05 * limit)
+
+    def _relaxations(self, run: RunStats) -> float:
+        """How many momentum relaxation times the run's steps span, ``Σ h·C/m`` (``C`` the
+        friction on ``p/m``, the Info field :attr:`_friction`); 0 without momentum."""
+        if self._friction is None:
+            return 0.0
+        return run.steps * run.step_mean[self._friction] / getattr(self, "mass", 1.0)
+
+    def accuracy_problems(self, run: RunStats) -> list[str]:
+        """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.step_stats.
+        pool`) show went wrong; see :func:`~bnn_ppl.inference.check_accuracy`."""
+        problems: list[str] = []
+        if not run.steps:
+            return problems
+        name, limit = type(self).__name__, getattr(self, "noise_share", None)
+        share = run.peak.get("noise_share")
+        where = f"in {run.capped / run.steps:.1%} of the {run.steps} sampling steps"
         if share is not None and self.batch_size is not None:
-            worst = float(np.max(np.asarray(share)))
-            if worst > 1.0:
+            if share > 1.0:
                 problems.append(
-                    f"{type(self).__name__}: the minibatch gradient noise exceeded what the "
-                    f"friction can absorb (share {worst:.2f} > 1): those coordinates are "
-                    "over-dispersed. Lower the step size (recommended_step_size) or use larger "
-                    "batches."
+                    f"{name}: the minibatch gradient noise exceeded what the friction can "
+                    f"absorb (share up to {share:.2f} > 1; over the bound {where}): the "
+                    "sampler no longer controls those coordinates' temperature (the draws can "
+                    "come out hot or cold). Lower the step size (recommended_step_size) or use "
+                    "larger batches."
                 )
-            elif limit is not None and worst > 1.05 * limit:
+            elif limit is not None and share > 1.05 * limit:
                 problems.append(
-                    f"{type(self).__name__}: the gradient noise supplied up to {worst:.0%} of a "
-                    f"coordinate's heat (noise_share={limit}): the friction hit the step's limit "
-                    "and the noise's correlations shape the samples. Lower the step size "
+                    f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
+                    f"heat (noise_share={limit}): the friction fell short of it {where} (at the "
+                    "step's limit, or a thermostat below its target), "
+                    "and there the noise's correlations shape the samples. Lower the step size "
                     "(recommended_step_size) or use larger batches."
                 )
-            elif limit is None and worst > 0.1:
+            elif limit is None and share > 0.1:
                 problems.append(
-                    f"{type(self).__name__}: the gradient noise supplied up to {worst:.0%} of a "
-                    "coordinate's injected variance, which SGLD cannot remove (over-dispersed "
-                    "by about as much). Lower the step size (recommended_step_size)."
+                    f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
+                    f"injected variance (above 10 % {where}), which SGLD cannot remove "
+                    "(over-dispersed by about as much). Lower the step size "
+                    "(recommended_step_size)."
+                )
+        temperature = run.mean.get("kinetic_temperature")
+        if temperature is not None:
+            # the mean's standard error at equilibrium: a step's 2/size (p²/m of `size`
+            # Gaussian coordinates) over the momentum relaxation times the run spans (p²
+            # decorrelates in half of one)
+            spans = min(max(self._relaxations(run), 1.0), run.steps)
+            se = (2 / max(run.size, 1) / spans) ** 0.5
+            off = abs(temperature - 1)
+            if off > 0.1 and off > 4 * se:
+                problems.append(
+                    f"{name}: mean kinetic temperature {temperature:.2f} ± {se:.2f} over "
+                    f"{run.steps} sampling steps (1 at equilibrium): the momentum runs "
+                    f"{'cold' if temperature < 1 else 'hot'}, and the position with it. Lower "
+                    "the step size (recommended_step_size), or run a longer warmup."
                 )
         return problems
 
@@ -269,10 +312,11 @@ class SGMCMCKernel(MCMCKernel):
                 params = self.potential.init_params(init_key, method=self.init_method)
             kernel_state = self._kernel_init(params)
             stream = est.init(stream_key)
-            zero = SGMCMCState(jnp.zeros((), jnp.int32), kernel_state, None, stream, key)
+            zero = SGMCMCState(jnp.zeros((), jnp.int32), kernel_state, None, stream, key, None)
             info_shape = jax.eval_shape(lambda s: self._one_step(s, est).info, zero)
             info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
-            return zero._replace(info=info)
+            size = sum(np.size(a) for a in jax.tree.leaves(params))
+            return zero._replace(info=info, stats=stats_init(info, size))
 
         if not self._vectorized:
             self._initial = one(rng_key, init_params)

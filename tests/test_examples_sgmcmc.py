@@ -164,13 +164,14 @@ def _check_sgmcmc(stdout: str, out_dir: Path, variant: str) -> None:
         assert payload[part]["diverged"] == []
         assert set(results) == set(METHODS)
         # what check_accuracy found in each SG-MCMC run: printed, in summary.json and in the
-        # run folder's metrics.json (the kernels' Info at the cycle ends, one per cycle/chain)
+        # run folder's metrics.json (the kernels' Info over every sampling step of both chains)
         accuracy = payload[part]["accuracy"]
         assert set(accuracy) == set(METHODS[1:])
         for m, report in accuracy.items():
             record = runs.load_run(out_dir / part / m.lower()).record
             assert record["summary"]["accuracy"] == report
-            assert report["steps"] == payload["args"]["cycles"] * payload["args"]["sg_chains"]
+            args = payload["args"]
+            assert report["steps"] == args["cycles"] * args["cycle_length"] * args["sg_chains"]
             assert isinstance(report["problems"], list) and 0 <= report["noise_share"]
             assert ("kinetic_temperature" in report) == (m != "SGLD")
             line = next(r for r in stdout.splitlines() if r.startswith(f"  check_accuracy {m}:"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 
 import jax
 import numpy as np
@@ -18,7 +19,7 @@ from test_hmc import _assert_matches_gaussian
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
-from bnn_ppl.inference import fit, hmc
+from bnn_ppl.inference import SGMCMCAccuracyWarning, fit, hmc
 from bnn_ppl.models import MLP
 
 KEY = jax.random.key(0)
@@ -112,9 +113,9 @@ def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method, 
     # a given step size is used as is and nothing is measured
     given = fit(linear_model(), (x, y), dataclasses.replace(c, step_size=step), KEY)
     assert given.config["scales"] is None and given.config["step_size"] == step
-    # what check_accuracy finds at the 5 collected cycle ends of both chains is kept
+    # what check_accuracy finds in every sampling step (2 chains x 5 cycles x 20) is kept
     report = post.config["accuracy"]
-    assert report["steps"] == 10 and isinstance(report["problems"], list)
+    assert report["steps"] == 200 and isinstance(report["problems"], list)
     assert np.isfinite(report["noise_share"])
     if method == "atmc":
         assert report["kinetic_temperature"] > 0 and "beta_mean" in report
@@ -124,6 +125,28 @@ def test_fit_sgmcmc_measures_its_step_size_and_keeps_one_draw_per_cycle(method, 
         got, want = dict(seg.config["accuracy"]), dict(given.config["accuracy"])
         assert got.pop("problems") == want.pop("problems")
         assert got == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("method,factor", [("sghmc", 10), ("sgnht", 20), ("atmc", 10)])
+def test_fit_reports_an_inaccurate_sgmcmc_run_and_not_one_at_its_recommended_step(method, factor):
+    # conjugate regression, batches of 5 of 30 rows, 4 cycles of 50 steps after one burn-in
+    x, y = data()
+    c = cfg.CONFIGS[method](num_warmup=1, num_samples=4, cycle_length=50, batch_size=5,
+                            map_steps=200)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # at the recommended step size: nothing to report
+        fine = fit(linear_model(), (x, y), c, KEY)
+    assert fine.config["accuracy"]["problems"] == []
+    assert fine.config["accuracy"]["capped_steps"] == 0
+    # ten times that step (SGNHT's is for a 1 % Euler bias, the check's bound is 5 %: twenty):
+    # the friction is at its cap, or SGNHT cold by hξ/2, at each cycle start, which the draws
+    # (at the cycle ends, where the step size is ~0) do not show; the steps do
+    big = dataclasses.replace(c, step_size=factor * fine.config["step_size_used"])
+    with pytest.warns(SGMCMCAccuracyWarning):
+        post = fit(linear_model(), (x, y), big, KEY)
+    report = post.config["accuracy"]
+    assert report["problems"] and report["steps"] == 200
+    assert report["capped_steps"] > 0 or "hξ/2" in report["problems"][-1]
 
 
 def test_a_fitted_posterior_round_trips_and_arviz_reads_it(tmp_path):

@@ -114,6 +114,23 @@ def test_sgmcmc_kernels_continue_from_post_warmup_state_without_a_private_hook()
     np.testing.assert_array_equal(both, one.get_samples())
 
 
+def test_an_sgmcmc_state_without_step_statistics_is_refused_naming_the_cause():
+    """A checkpoint written before the SG-MCMC state carried its step statistics has fewer
+    state arrays: resuming it is refused with the reason and what to do, not a bare count."""
+    import jax.numpy as jnp
+
+    from bnn_ppl.inference import SGLD
+    from bnn_ppl.inference.resume import state_arrays, state_from_arrays
+
+    kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z**2), step_size=0.05)
+    state = kernel.init(jax.random.key(0), 5, jnp.zeros(2), (), {})
+    old = state_arrays(state._replace(stats=None))  # the layout written before
+    with pytest.raises(CheckpointError, match="another version of the kernel.*new folder"):
+        state_from_arrays(old, state, "runs/old/state_001.npz")
+    again = state_from_arrays(state_arrays(state), state, "runs/new/state_001.npz")
+    assert int(again.stats.size) == 2 and int(again.stats.steps) == 0
+
+
 # ------------------------------------------------------------------------ the store
 def _fake_run(folder, segments=3):
     """A store with warmup and ``segments`` committed segments of 2 draws (no sampler)."""

@@ -46,6 +46,7 @@ from bnn_ppl.inference import (
     gradient_scales,
     recommended_step_size,
 )
+from bnn_ppl.inference.schedules import cyclical_cosine
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -312,21 +313,21 @@ def test_settings_that_cannot_be_accurate_warn(small_potential):
 def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
     def run(kernel, **kw):
         mcmc = MCMC(kernel, num_warmup=50, num_samples=200, progress_bar=False,
-                    jit_model_args=True)  # fmt: skip
+                    jit_model_args=True, **kw)  # fmt: skip
         mcmc.run(jax.random.key(0), *small_potential.args,
-                 init_params=small_potential.init_params(jax.random.key(1)), **kw)  # fmt: skip
+                 init_params=small_potential.init_params(jax.random.key(1)))  # fmt: skip
         return mcmc
 
     # a fine run: nothing to say
     fine = MCMC(ATMC(potential_fn=gaussian_potential, step_size=0.1), num_warmup=200,
                 num_samples=1000, progress_bar=False)  # fmt: skip
-    fine.run(jax.random.key(0), init_params={"x": jnp.zeros(2)}, extra_fields=("info",))
+    fine.run(jax.random.key(0), init_params={"x": jnp.zeros(2)})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert check_accuracy(fine) == []
     # ... and not one that stopped before its thermostat settled (from a prior draw, 0.25 time
-    # units), once the Info of every step is collected
-    early = run(ATMC(small_potential, batch_size=10, step_size=1e-3), extra_fields=("info",))
+    # units), though only its last draw is collected
+    early = run(ATMC(small_potential, batch_size=10, step_size=1e-3), thinning=200)
     with pytest.warns(SGMCMCAccuracyWarning, match="kinetic temperature"):
         check_accuracy(early)
     # SGNHT at a large step: cold by hξ/2 (here ≈ 0.25 on a unit Gaussian)
@@ -335,21 +336,47 @@ def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
     mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(2)}, extra_fields=("info",))
     with pytest.warns(SGMCMCAccuracyWarning, match="cold by about"):
         check_accuracy(mcmc)
-    # ... and the same check as a JSON-able record (what fit keeps in config["accuracy"])
+    # ... and the same check as a JSON-able record (what fit keeps in config["accuracy"]): the
+    # statistics the state carries are those of the Info of every sampling step
     with pytest.warns(SGMCMCAccuracyWarning, match="cold by about"):
         report = accuracy_summary(mcmc)
     info = mcmc.get_extra_fields()["info"]
-    assert report["problems"] == [m for m in report["problems"] if "cold by about" in m]
-    assert report["steps"] == 200
+    assert any("cold by about" in m for m in report["problems"])
+    assert report["steps"] == 200  # (and capped: the friction cut to 1/h = 2)
+    assert report["capped_steps"] == int(np.sum(info.capped > 0)) > 0
     assert report["kinetic_temperature"] == pytest.approx(float(np.mean(info.kinetic_temperature)))
     assert report["xi_mean"] == pytest.approx(float(np.mean(info.xi_mean)))
     assert report["noise_share"] == pytest.approx(float(np.max(info.noise_share)))
-    # SGHMC whose gradient noise exceeds what friction can absorb at this step
-    with pytest.warns(SGMCMCAccuracyWarning, match="noise"):
+    assert report["noise_share_mean"] == pytest.approx(float(np.mean(info.noise_share)))
+    # SGHMC whose gradient noise exceeds what friction can absorb at this step: hot
+    with pytest.warns(SGMCMCAccuracyWarning):
         problems = check_accuracy(run(SGHMC(small_potential, batch_size=2, step_size=0.05)))
-    assert problems
+    assert "exceeded what the friction can absorb" in problems[0]
+    assert "runs hot" in problems[1]
     with pytest.raises(InputTypeError, match="SG-MCMC kernel"):
         check_accuracy(object())
+
+
+@pytest.mark.parametrize("cls", [SGHMC, SGNHT, ATMC])
+def test_check_accuracy_sees_every_step_of_a_cycle_not_only_its_end(cls, small_potential):
+    # a cyclical step size 6 times too large, one draw kept per cycle: at the kept cycle ends
+    # the step size is ~0 and the Info looks fine; the large steps at each cycle start are not
+    n, h0 = 50, 0.03
+    mcmc = MCMC(cls(small_potential, batch_size=2, step_size=cyclical_cosine(h0, n)),
+                num_warmup=n, num_samples=4 * n, thinning=n, progress_bar=False,
+                jit_model_args=True)  # fmt: skip
+    mcmc.run(jax.random.key(0), *small_potential.args, extra_fields=("info", "stats"),
+             init_params=small_potential.init_params(jax.random.key(1)))  # fmt: skip
+    ends = mcmc.get_extra_fields()["info"]
+    assert float(np.max(ends.noise_share)) < 0.1  # what the old check read: nothing wrong
+    with pytest.warns(SGMCMCAccuracyWarning):
+        report = accuracy_summary(mcmc)
+    assert any("fell short" in m or "exceeded" in m for m in report["problems"])
+    assert report["steps"] == 4 * n and 0 < report["capped_steps"] < 4 * n
+    assert report["noise_share"] > 0.105
+    # the collected statistics of the last draw are the last state's
+    stats = mcmc.get_extra_fields()["stats"]
+    assert int(stats.steps[-1]) == 4 * n and stats.steps.tolist() == [n, 2 * n, 3 * n, 4 * n]
 
 
 # ------------------------------------------------------------------ the MCMC interface
