@@ -51,9 +51,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -102,6 +102,8 @@ class FullBatchPotential:
         num_data: number of real (unpadded) rows.
         chunk_size: rows per chunk; ``num_chunks`` chunks per device.
         dtype: dtype in which the log-likelihood is accumulated.
+        chunk_rule: what chose ``chunk_size``, a key of
+            :data:`bnn_ppl.inference.chunking.CHUNK_RULES` (e.g. ``"cpu default"``).
     """
 
     model: BNN
@@ -112,6 +114,7 @@ class FullBatchPotential:
     num_chunks: int
     dtype: Any
     _x_spec: jax.ShapeDtypeStruct
+    chunk_rule: str = field(default="chunk_size", kw_only=True)
 
     # ------------------------------------------------------------------ structure
     @cached_property
@@ -280,7 +283,7 @@ def full_batch_potential(
     y: Any,
     *,
     devices: Sequence[jax.Device] | None = None,
-    chunk_size: int | None = None,
+    chunk_size: int | Literal["auto"] | None = None,
     dtype: Any = None,
 ) -> FullBatchPotential:
     """Build the sharded, chunked full-batch potential of ``model`` on ``(x, y)``.
@@ -293,11 +296,16 @@ def full_batch_potential(
             belong to several processes (after ``jax.distributed.initialize``), ``x`` and ``y``
             are this process's block of rows (:func:`bnn_ppl.inference.distributed.process_rows`)
             and every process must make the same call; see :mod:`bnn_ppl.inference.distributed`.
-        chunk_size: the most rows one network call sees on a device (default 1024). Chunks are
-            balanced (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350),
-            which keeps the padding below one row per chunk and device. With one chunk per
-            device (``chunk_size`` >= rows per device) there is no loop, but the gradient
-            then holds every row's activations at once.
+        chunk_size: the most rows one network call sees on a device. Chunks are balanced
+            (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350), which
+            keeps the padding below one row per chunk and device. With one chunk per device
+            (``chunk_size`` >= rows per device) there is no loop, but the gradient then holds
+            every row's activations at once. ``None`` (default): 1024 on the CPU backend;
+            on other devices the memory rule of :mod:`bnn_ppl.inference.chunking` (one chunk
+            per device if it fits in half the free device memory, else the largest chunk that
+            does; it compiles the gradient for one 512-row probe chunk). ``"auto"``: the
+            memory rule on any backend. :attr:`FullBatchPotential.chunk_rule` says which rule
+            chose the chunk.
         dtype: accumulation dtype of the log-likelihood (default float32; ``jnp.float64``
             needs ``jax.config.update("jax_enable_x64", True)``).
 
@@ -316,7 +324,12 @@ def full_batch_potential(
     check_process_local("x", x)
     check_process_local("y", y)
     x, y = model.check_data(x, y)
-    if chunk_size is not None:
+    if isinstance(chunk_size, str) and chunk_size != "auto":
+        raise InputValueError(
+            f"chunk_size must be a positive int, None (the default rule) or 'auto' (the "
+            f"memory rule), got {chunk_size!r}."
+        )
+    if chunk_size is not None and not isinstance(chunk_size, str):
         chunk_size = validation.check_int("chunk_size", chunk_size, minimum=1)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(acc, jnp.floating):
@@ -331,10 +344,22 @@ def full_batch_potential(
         raise InputValueError(
             "devices is empty; pass at least one device (default: jax.devices())."
         )
+    if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
+        raise InputValueError(
+            "chunk_size='auto' is not supported with devices of several processes (each "
+            "process's free memory may differ); pass an int."
+        )
 
     # x and y each keep their own kind: integer inputs (token ids) stay integers, and float
     # targets stay floats whatever the inputs are
     x_dtype, y_dtype = compute_dtype(x.dtype), compute_dtype(y.dtype)
+    from bnn_ppl.inference.chunking import choose_chunk
+
+    x_row = jax.ShapeDtypeStruct((1, *x.shape[1:]), x_dtype)
+    chunk_size, rule = choose_chunk(
+        model, x_row, jax.ShapeDtypeStruct((1, *y.shape[1:]), y_dtype), acc, devices,
+        -(-x.shape[0] // len(devices)), chunk_size,
+    )  # fmt: skip
     if len({d.process_index for d in devices}) > 1:
         # several processes (jax.distributed): x, y are this process's block of rows; the
         # global layout is the single-process one (see bnn_ppl.inference.distributed)
@@ -366,5 +391,6 @@ def full_batch_potential(
         chunk_size=chunk,
         num_chunks=num_chunks,
         dtype=acc,
-        _x_spec=jax.ShapeDtypeStruct((1, *x.shape[1:]), x_dtype),
+        _x_spec=x_row,
+        chunk_rule=rule,
     )
