@@ -299,3 +299,37 @@ def test_kernels_are_numpyros_on_its_public_api(kind):
     c.run(jax.random.key(2), *pot.args)
     w = np.asarray(c.get_samples(group_by_chain=True)["Dense_0.kernel"])
     assert w.shape == (2, 10, 2, 1) and np.all(np.isfinite(w)) and np.any(w[0] != w[1])
+
+
+def test_runs_continuing_from_a_state_are_one_longer_run():
+    """NumPyro's MCMC.run calls ``kernel.init`` on every run (its result is discarded when the
+    run continues from a state); ours traces NumPyro's init only when num_warmup changes. Three
+    continued runs are still exactly the chain of one run three times as long."""
+    from bnn_ppl.inference import HMC
+
+    x, y = data()
+    pot = full_batch_potential(linear_model(), x, y)
+    kernel = HMC(pot, num_steps=3, step_size=0.05, adapt_step_size=False)
+    calls = []
+    init = kernel.init
+    kernel.init = lambda *a, **k: calls.append(1) or init(*a, **k)
+    mcmc = MCMC(kernel, num_warmup=5, num_samples=4, jit_model_args=True, progress_bar=False)
+    key = jax.random.key(0)
+    mcmc.run(key, *pot.args)
+    parts = [mcmc.get_samples()]
+    mcmc.post_warmup_state = mcmc.last_state
+    for _ in range(2):
+        mcmc.run(mcmc.post_warmup_state.rng_key, *pot.args)
+        mcmc.post_warmup_state = mcmc.last_state
+        parts.append(mcmc.get_samples())
+    assert len(calls) == 3  # NumPyro's MCMC.run: one init per run
+    one = MCMC(
+        HMC(pot, num_steps=3, step_size=0.05, adapt_step_size=False),
+        num_warmup=5,
+        num_samples=12,
+        jit_model_args=True,
+        progress_bar=False,
+    )
+    one.run(key, *pot.args)
+    for a, *b in zip(*(jax.tree.leaves(p) for p in (one.get_samples(), *parts)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.concatenate(b))
