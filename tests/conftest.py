@@ -21,6 +21,19 @@ jax.config.update("jax_compilation_cache_dir", str(ROOT / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python process of a test: this one's, on the CPU, sharing
+    the tests' persistent compilation cache (most of a tiny run is XLA compilation, and a
+    program another test compiled is read back instead), plus ``extra``."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(jax.config.jax_compilation_cache_dir))
+    env.setdefault(
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+        str(jax.config.jax_persistent_cache_min_compile_time_secs),
+    )
+    return {**env, **extra}
+
+
 @contextlib.contextmanager
 def count_compiles() -> Iterator[list[str]]:
     """Every lowering to XLA, backend compilation or persistent-cache hit inside the block.
