@@ -25,6 +25,10 @@ from conftest import count_compiles, subprocess_env
 from bnn_ppl import cli, config, runs
 from bnn_ppl.io import load_npz, read_json
 
+# one pytest-xdist worker runs this module: its run-folder fixtures (hmc_run above all) are built
+# once, not once per worker, and its tests reuse that worker's compiled programs
+pytestmark = pytest.mark.xdist_group("test_cli")
+
 PNG = b"\x89PNG\r\n\x1a\n"
 TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", "200"]
 # 50 warmup iterations, not fewer: NumPyro's schedule leaves step-size adaptation the last 10 %
