@@ -18,7 +18,24 @@ ROOT = Path(__file__).resolve().parents[1]
 UCI_DIR = Path(os.environ.get("BNN_PPL_DATA") or ROOT.parent / "shared" / "data" / "uci")
 
 jax.config.update("jax_compilation_cache_dir", str(ROOT / ".jax_cache"))
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+# every program, however quick to compile: the suite's tail of small tests compiles hundreds of
+# small programs each, most of them again in the other xdist worker, in child processes, or by a
+# later test that builds the same sampler afresh (measured: the CLI's tiny HMC run repeated in a
+# fresh process, 25 s of CPU with the default 1 s threshold, 14 s with none)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python process of a test: this one's, on the CPU, sharing
+    the tests' persistent compilation cache (most of a tiny run is XLA compilation, and a
+    program another test compiled is read back instead), plus ``extra``."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    env.setdefault("JAX_COMPILATION_CACHE_DIR", str(jax.config.jax_compilation_cache_dir))
+    env.setdefault(
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
+        str(jax.config.jax_persistent_cache_min_compile_time_secs),
+    )
+    return {**env, **extra}
 
 
 @contextlib.contextmanager

@@ -20,10 +20,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import count_compiles
+from conftest import count_compiles, subprocess_env
 
 from bnn_ppl import cli, config, runs
 from bnn_ppl.io import load_npz, read_json
+
+# one pytest-xdist worker runs this module: its run-folder fixtures (hmc_run above all) are built
+# once, not once per worker, and its tests reuse that worker's compiled programs
+pytestmark = pytest.mark.xdist_group("test_cli")
 
 PNG = b"\x89PNG\r\n\x1a\n"
 TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", "200"]
@@ -31,7 +35,7 @@ TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", 
 # of warmup (after the mass matrix), and with 10 or 20 one chain ended at acceptance 0.38-0.47,
 # repeating over half its draws (a StuckChainWarning); with 50, 0.8-0.94 on seeds 0-1
 HMC = ["hmc", *TINY, "--num-warmup", "50", "--num-samples", "20"]
-HMC_CHECKPOINTED = [*HMC, "--num-chains", "2", "--checkpoint-every", "20"]
+HMC_CHECKPOINTED = [*HMC, "--num-chains", "2", "--checkpoint-every", "10"]
 
 
 def bnn_ppl(*args: str) -> tuple[int, str, str]:
@@ -55,7 +59,8 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def hmc_run(folder: Path) -> Path:
-    """HMC, 2 chains, checkpointed (fit with checkpoint_dir=<out>/checkpoints)."""
+    """HMC, 2 chains, checkpointed in two segments of 10 draws (fit with
+    checkpoint_dir=<out>/checkpoints); also the uninterrupted run of the SIGKILL test."""
     out = folder / "hmc"
     ok("run", *HMC_CHECKPOINTED, "--out", str(out), "--quiet")
     return out
@@ -201,7 +206,7 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
     shutil.copytree(hmc_run, copy)
     rc, out, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy))
     assert rc == 0, err
-    assert "reusing the run folder" in out and "resumed after checkpoint segment 1" in out
+    assert "reusing the run folder" in out and "resumed after checkpoint segment 2" in out
     assert "hmc: 2 chain(s) x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
     assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
 
@@ -209,13 +214,13 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
 def test_a_resume_may_respace_progress_but_not_change_options(hmc_run: Path, folder: Path) -> None:
     """--progress-every is not in config.json: rerunning the finished run with it reuses the
     folder, reads the same draws back and rewrites checkpoints/progress.jsonl at the new
-    spacing (one line per segment of 20 draws before)."""
+    spacing (one line per segment of 10 draws before)."""
     copy = folder / "hmc_progress"
     shutil.copytree(hmc_run, copy)
     log = copy / runs.CHECKPOINTS / runs.PROGRESS
-    assert [p["draws"] for p in map(json.loads, log.read_text().splitlines())] == [0, 20]
+    assert [p["draws"] for p in map(json.loads, log.read_text().splitlines())] == [0, 10, 20]
     out = ok("run", *HMC_CHECKPOINTED, "--progress-every", "5", "--out", str(copy))
-    assert "reusing the run folder" in out and "resumed after checkpoint segment 1" in out
+    assert "reusing the run folder" in out and "resumed after checkpoint segment 2" in out
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     assert [p["draws"] for p in lines] == [0, 5, 10, 15, 20]
     assert lines[-1]["test_accuracy"] > 0.5
@@ -303,10 +308,9 @@ def test_run_method_help_shows_its_options_and_no_other_methods(
 def test_console_script_help() -> None:
     script = Path(sys.executable).parent / "bnn-ppl"
     assert script.exists(), "bnn-ppl is not installed: pip install -e . --no-deps"
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
     proc = subprocess.run(
         [str(script), "run", "ensemble", "--help"],
-        capture_output=True, text=True, timeout=120, env=env,
+        capture_output=True, text=True, timeout=120, env=subprocess_env(),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     for flag in ("--model", "--dataset", "--prior", "--temperature", "--out", "--quiet",
@@ -428,12 +432,12 @@ def test_bad_run_options_are_refused_with_a_message(case: str, tmp_path: Path) -
 
 # SIGKILL through the command line: the resumed run's draws equal an uninterrupted run's
 KILLED = {
-    "hmc": [*HMC[:-2], "--num-samples", "6", "--num-chains", "2"],
+    "hmc": HMC_CHECKPOINTED,  # the hmc_run fixture's command: that run is the uninterrupted one
     "nuts": ["nuts", *TINY, "--num-warmup", "10", "--num-samples", "6",
-             "--num-chains", "1", "--max-tree-depth", "3"],
+             "--num-chains", "1", "--max-tree-depth", "3", "--checkpoint-every", "2"],
     "atmc": ["atmc", *TINY, "--num-chains", "2",
              "--cycle-length", "4", "--num-warmup", "1", "--num-samples", "6",
-             "--batch-size", "50", "--step-size", "1e-3"],
+             "--batch-size", "50", "--step-size", "1e-3", "--checkpoint-every", "2"],
 }  # fmt: skip
 
 
@@ -441,15 +445,19 @@ KILLED = {
     "method", ["hmc", pytest.param("nuts", marks=pytest.mark.slow),
                pytest.param("atmc", marks=pytest.mark.slow)],
 )  # fmt: skip
-def test_a_run_killed_after_a_segment_resumes_bit_for_bit(method: str, tmp_path: Path) -> None:
+def test_a_run_killed_after_a_segment_resumes_bit_for_bit(
+    method: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     import signal
     import time
 
-    args = [*KILLED[method], "--checkpoint-every", "2", "--quiet"]
-    killed, whole = tmp_path / "killed", tmp_path / "whole"
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
-    command = [sys.executable, "-m", "bnn_ppl", "run", *args, "--out", str(killed)]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    args = KILLED[method]
+    killed = tmp_path / "killed"
+    # the child shares the tests' compilation cache: hmc's programs are the hmc_run fixture's
+    command = [sys.executable, "-m", "bnn_ppl", "run", *args, "--quiet", "--out", str(killed)]
+    proc = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=subprocess_env()
+    )
     record = killed / runs.CHECKPOINTS / "record_000001.json"  # the first sampling segment
     deadline = time.monotonic() + 300
     while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -457,9 +465,13 @@ def test_a_run_killed_after_a_segment_resumes_bit_for_bit(method: str, tmp_path:
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert record.exists() and not (killed / runs.METRICS).exists()
-    out = ok("run", *args[:-1], "--out", str(killed))  # the same command again
+    out = ok("run", *args, "--out", str(killed))  # the same command again
     assert "reusing the run folder" in out and "resumed after checkpoint segment" in out
-    ok("run", *args, "--out", str(whole))
+    if method == "hmc":
+        whole = request.getfixturevalue("hmc_run")
+    else:
+        whole = tmp_path / "whole"
+        ok("run", *args, "--quiet", "--out", str(whole))
     a, b = load_npz(killed / runs.SAMPLES), load_npz(whole / runs.SAMPLES)
     assert set(a) == set(b)
     for site in a:
@@ -476,8 +488,8 @@ def test_resume_with_a_different_prior_is_refused(hmc_run: Path, tmp_path: Path)
     assert "prior: 'normal:0.3' (config.json) != 'normal:0.5' (this run)" in err
     # the refused run changed nothing
     assert (copy / runs.METRICS).read_bytes() == (hmc_run / runs.METRICS).read_bytes()
-    rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED[:-1], "10", "--out", str(copy))
-    assert rc == 2 and "checkpoint_every: 20 (config.json) != 10 (this run)" in err
+    rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED[:-1], "5", "--out", str(copy))
+    assert rc == 2 and "checkpoint_every: 10 (config.json) != 5 (this run)" in err
 
 
 def test_a_kill_during_the_first_config_write_leaves_a_usable_folder(tmp_path: Path) -> None:
@@ -636,7 +648,6 @@ def test_a_bug_in_the_diagnostics_is_not_reported_as_skipped(
 
 def _python_m(*args: str, bug: bool = False) -> subprocess.CompletedProcess[str]:
     """``python -m bnn_ppl args`` (optionally with a bug injected into the CLI first)."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
     if bug:
         code = (
             "import runpy, sys, bnn_ppl.cli.run as c\n"
@@ -648,7 +659,9 @@ def _python_m(*args: str, bug: bool = False) -> subprocess.CompletedProcess[str]
         command = [sys.executable, "-c", code]
     else:
         command = [sys.executable, "-m", "bnn_ppl", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=300, env=subprocess_env()
+    )
 
 
 def test_python_m_bnn_ppl_runs_the_cli_and_quiet_prints_nothing(tmp_path: Path) -> None:

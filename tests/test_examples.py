@@ -14,15 +14,14 @@ inside it, so nothing is written into the repository.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jax
 import pytest
+from conftest import subprocess_env
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -279,21 +278,11 @@ def _runs() -> list[Any]:
 
 
 def _run(script: str, flags: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    # share the tests' persistent compilation cache (conftest.py) with the subprocess: most of a
-    # tiny run is XLA compilation
-    cache_dir = jax.config.jax_compilation_cache_dir
-    if cache_dir:
-        env.setdefault("JAX_COMPILATION_CACHE_DIR", str(cache_dir))
-        env.setdefault(
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",
-            str(jax.config.jax_persistent_cache_min_compile_time_secs),
-        )
     return subprocess.run(
         [sys.executable, str(EXAMPLES / script), *flags],
         capture_output=True,
         text=True,
-        env=env,
+        env=subprocess_env(),  # sharing the tests' persistent compilation cache
         cwd=cwd,
         timeout=TIMEOUT_S,
         check=False,
