@@ -102,6 +102,25 @@ def remove_temporaries(folder: str | os.PathLike, names: Sequence[str] | None = 
                 os.unlink(os.path.join(folder, entry))
 
 
+@contextmanager
+def _replacing(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """A new temporary file beside ``path`` (missing folders created), as its open descriptor
+    and name. On a normal exit it is renamed over ``path`` and the folder fsynced; on any
+    error it is removed and ``path`` is untouched. The body writes, syncs and closes it."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = _create_temporary(folder, _temporary_prefix(path))
+    try:
+        yield fd, tmp
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(folder)
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
     """Create or replace ``path`` atomically; ``write(f)`` writes the content to binary file ``f``.
 
@@ -109,21 +128,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) ->
     new file (0666 less the umask). On any error the temporary file is removed and the
     previous content of ``path`` (if any) is left untouched.
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = _create_temporary(folder, _temporary_prefix(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_folder(folder)
+    with _replacing(path) as (fd, _tmp), os.fdopen(fd, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 @contextmanager
@@ -146,15 +154,11 @@ def atomic_write_path(path: str | os.PathLike) -> Iterator[str]:
         >>> open(path).read(), sorted(os.listdir(os.path.dirname(path)))
         ('done', ['out.txt'])
     """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = _create_temporary(folder, _temporary_prefix(path))
-    try:
-        mode = os.fstat(fd).st_mode & 0o7777  # 0666 less the umask (os.umask() is not thread-safe)
-    finally:
-        os.close(fd)
-    try:
+    with _replacing(path) as (fd, tmp):
+        try:  # 0666 less the umask (os.umask() is not thread-safe)
+            mode = os.fstat(fd).st_mode & 0o7777
+        finally:
+            os.close(fd)
         yield tmp
         os.chmod(tmp, mode)
         fd = os.open(tmp, os.O_RDONLY | _O_BINARY)
@@ -162,12 +166,6 @@ def atomic_write_path(path: str | os.PathLike) -> Iterator[str]:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_folder(folder)
 
 
 def _fsync_folder(folder: str) -> None:

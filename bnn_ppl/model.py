@@ -55,7 +55,8 @@ from bnn_ppl.network import Network, as_network
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["BNN", "OBSERVED_SITE", "PRIOR_TEMPERING_SITE", "TEMPER_MODES", "MAX_LIKELIHOOD_SCALE"]
+__all__ = ["BNN", "OBSERVED_SITE", "PRIOR_TEMPERING_SITE", "TEMPER_MODES", "MAX_LIKELIHOOD_SCALE",
+           "Tempered"]  # fmt: skip
 
 OBSERVED_SITE = "y"
 PRIOR_TEMPERING_SITE = "prior_tempering"
@@ -63,6 +64,34 @@ TEMPER_MODES = ("likelihood", "posterior")
 MAX_LIKELIHOOD_SCALE = 1e15
 """The largest n/T (rows over temperature) :meth:`BNN.check_data` accepts in float32: beyond it
 the squared gradients of the tempered log-likelihood overflow."""
+
+
+class Tempered:
+    """The log-density multipliers of ``temperature`` ``T`` and ``temper`` (one of
+    :data:`TEMPER_MODES`), for :class:`BNN` and the potentials of NumPyro models.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Cold(Tempered):
+        ...     temperature: float = 0.5
+        ...     temper: str = "likelihood"
+        >>> Cold().likelihood_scale, Cold().prior_scale, Cold(temper="posterior").prior_scale
+        (2.0, 1.0, 2.0)
+    """
+
+    temperature: float
+    temper: str
+
+    @property
+    def likelihood_scale(self) -> float:
+        """Multiplier of the log-likelihood: ``1/T``."""
+        return 1.0 / self.temperature
+
+    @property
+    def prior_scale(self) -> float:
+        """Multiplier of the log-prior: ``1/T`` if ``temper="posterior"`` else 1."""
+        return 1.0 / self.temperature if self.temper == "posterior" else 1.0
 
 
 class _Structure(NamedTuple):
@@ -77,7 +106,7 @@ class _Structure(NamedTuple):
     """The network output's shape after the batch axis."""
 
 
-class BNN:
+class BNN(Tempered):
     """A Bayesian neural network as a NumPyro model.
 
     Args:
@@ -125,16 +154,6 @@ class BNN:
         self._weight_names: frozenset[str] = frozenset()
 
     # ----------------------------------------------------------------- structure
-    @property
-    def likelihood_scale(self) -> float:
-        """Multiplier of the log-likelihood: ``1/T``."""
-        return 1.0 / self.temperature
-
-    @property
-    def prior_scale(self) -> float:
-        """Multiplier of the log-prior: ``1/T`` if ``temper="posterior"`` else 1."""
-        return 1.0 / self.temperature if self.temper == "posterior" else 1.0
-
     def _structure(self, x: Any, name: str = "x") -> _Structure:
         key = (tuple(np.shape(x)[1:]), jnp.result_type(x))
         if key not in self._cache:

@@ -124,18 +124,23 @@ def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
     return from_mcmc(mcmc, method=c.method, config=c.to_dict())
 
 
-def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
-    from bnn_ppl.inference.to_posterior import from_map
-
-    kwargs = {
-        "num_steps": c.num_steps,
+def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[str, Any]:
+    """The optimiser settings of ``c`` as keywords of :func:`map_estimate`."""
+    return {
+        "num_steps": num_steps,
         "learning_rate": c.learning_rate,
         "batch_size": c.batch_size,
         "init_method": c.init_method,
         "rng_key": key,
         "chunk_size": c.chunk_size,
     }
+
+
+def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
+    from bnn_ppl.inference.to_posterior import from_map
+
+    kwargs = _map_kwargs(c, c.num_steps, key)
     if isinstance(c, EnsembleConfig):
         result = deep_ensemble(model, d.x, d.y, c.num_members, **kwargs)
     else:
@@ -151,17 +156,7 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
     map_key, svi_key, draw_key = jax.random.split(key, 3)
     init_loc, extra = None, {}
     if c.map_steps > 0:
-        found = map_estimate(
-            model,
-            d.x,
-            d.y,
-            num_steps=c.map_steps,
-            learning_rate=c.learning_rate,
-            batch_size=c.batch_size,
-            init_method=c.init_method,
-            rng_key=map_key,
-            chunk_size=c.chunk_size,
-        )
+        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key))
         init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
     result = svi_mean_field(
         model,

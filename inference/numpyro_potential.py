@@ -106,7 +106,7 @@ from bnn_ppl.inference.model_structure import (
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
 from bnn_ppl.inference.process_layout import check_process_local
 from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
-from bnn_ppl.model import TEMPER_MODES
+from bnn_ppl.model import TEMPER_MODES, Tempered
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -122,7 +122,7 @@ class ModelData(NamedTuple):
 
 
 @dataclass(frozen=True, eq=False)
-class ModelPotential(FullBatchPotential):
+class ModelPotential(FullBatchPotential, Tempered):
     """A NumPyro model's tempered potential on fixed data. Build with :func:`model_potential`.
 
     ``model`` is the model function and ``data`` a :class:`ModelData`; the other attributes
@@ -139,14 +139,6 @@ class ModelPotential(FullBatchPotential):
     temper: str
     init_strategy: Callable
     deterministic_sites: tuple[str, ...]
-
-    @property
-    def likelihood_scale(self) -> float:
-        return 1.0 / self.temperature
-
-    @property
-    def prior_scale(self) -> float:
-        return 1.0 / self.temperature if self.temper == "posterior" else 1.0
 
     def _trace(self, substitute: dict | Callable, kwargs: Mapping[str, Any]) -> Any:
         key = "substitute_fn" if callable(substitute) else "data"

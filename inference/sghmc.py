@@ -56,8 +56,8 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -70,17 +70,19 @@ from bnn_ppl.inference.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.potential import FullBatchPotential
-from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.inference.sgmcmc_accuracy import warn_minibatch_settings
 from bnn_ppl.inference.sgmcmc_base import (
     SGMCMCKernel,
+    SGMCMCOptions,
     SGMCMCState,
+    check_noise_decay,
+    check_noise_share,
     normal_like,
     tree_max,
     tree_mean,
 )
 from bnn_ppl.model import BNN
-from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.types import Array, PRNGKey, PyTree
 from bnn_ppl.validation import InputTypeError
 
 __all__ = ["SGHMCState", "SGHMCInfo", "init", "build_kernel", "SGHMC"]
@@ -145,10 +147,8 @@ def build_kernel(
                 f"{noise_estimate!r}."
             )
         b_fixed = validation.check_number("noise_estimate", noise_estimate, low=0.0, high=c)
-    kappa = validation.check_number("noise_share", noise_share, low=0.0, high=1.0,
-                                    low_inclusive=False)  # fmt: skip
-    rho = validation.check_number("noise_decay", noise_decay, low=0.0, high=1.0,
-                                  high_inclusive=False)  # fmt: skip
+    kappa = check_noise_share(noise_share)
+    rho = check_noise_decay(noise_decay)
 
     def step(
         rng_key: PRNGKey,
@@ -199,33 +199,16 @@ class SGHMC(SGMCMCKernel):
         x: Any = None,
         y: Any = None,
         *,
-        potential_fn: Callable[[Params], Array] | None = None,
-        batch_size: int | None = None,
-        step_size: float | Schedule = 1e-3,
         friction: float = 1.0,
         mass: float = 1.0,
         noise_estimate: float | str = "auto",
         noise_share: float = 0.1,
         noise_decay: float = 0.99,
-        sampling: str = "independent",
-        chunk_size: int | None = None,
-        devices: Sequence[jax.Device] | None = None,
-        init_method: str = "prior",
+        **options: Unpack[SGMCMCOptions],
     ):
         step = build_kernel(friction, mass, noise_estimate, noise_share, noise_decay)  # checks
         self._noise = isinstance(noise_estimate, str)
-        super().__init__(
-            potential,
-            x,
-            y,
-            potential_fn=potential_fn,
-            batch_size=batch_size,
-            step_size=step_size,
-            sampling=sampling,
-            chunk_size=chunk_size,
-            devices=devices,
-            init_method=init_method,
-        )
+        super().__init__(potential, x, y, **options)
         self.friction, self.mass, self.noise_share = float(friction), float(mass), noise_share
         self._friction = "friction_mean"
         self.noise_estimate = noise_estimate if self._noise else float(noise_estimate)

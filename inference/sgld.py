@@ -43,8 +43,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -57,17 +57,18 @@ from bnn_ppl.inference.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.potential import FullBatchPotential
-from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.inference.sgmcmc_accuracy import warn_minibatch_settings
 from bnn_ppl.inference.sgmcmc_base import (
     SGMCMCKernel,
+    SGMCMCOptions,
     SGMCMCState,
+    check_noise_decay,
     normal_like,
     tree_max,
     tree_mean,
 )
 from bnn_ppl.model import BNN
-from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.types import Array, PRNGKey, PyTree
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["SGLDState", "SGLDInfo", "init", "build_kernel", "SGLD"]
@@ -127,8 +128,7 @@ def build_kernel(
     decay = validation.check_number("decay", decay, low=0.0, high=1.0, high_inclusive=False)
     epsilon = validation.check_positive("epsilon", epsilon)
     noise_estimate = validation.check_bool("noise_estimate", noise_estimate)
-    rho = validation.check_number("noise_decay", noise_decay, low=0.0, high=1.0,
-                                  high_inclusive=False)  # fmt: skip
+    rho = check_noise_decay(noise_decay)
 
     def step(
         rng_key: PRNGKey,
@@ -201,33 +201,17 @@ class SGLD(SGMCMCKernel):
         x: Any = None,
         y: Any = None,
         *,
-        potential_fn: Callable[[Params], Array] | None = None,
-        batch_size: int | None = None,
-        step_size: float | Schedule = 1e-4,
         preconditioning: bool = False,
         decay: float = 0.99,
         epsilon: float = 1e-5,
         noise_estimate: bool = True,
         noise_decay: float = 0.99,
-        sampling: str = "independent",
-        chunk_size: int | None = None,
-        devices: Sequence[jax.Device] | None = None,
-        init_method: str = "prior",
+        **options: Unpack[SGMCMCOptions],
     ):
         step = build_kernel(preconditioning, decay, epsilon, noise_estimate, noise_decay)
         self._noise = bool(noise_estimate)
-        super().__init__(
-            potential,
-            x,
-            y,
-            potential_fn=potential_fn,
-            batch_size=batch_size,
-            step_size=step_size,
-            sampling=sampling,
-            chunk_size=chunk_size,
-            devices=devices,
-            init_method=init_method,
-        )
+        options.setdefault("step_size", 1e-4)
+        super().__init__(potential, x, y, **options)
         self.preconditioning = bool(preconditioning)
         self._kernel_init = init
         self._step = step

@@ -38,7 +38,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import jax
 import jax.numpy as jnp
@@ -64,7 +64,10 @@ from bnn_ppl.validation import InputTypeError, InputValueError
 __all__ = [
     "SGMCMCState",
     "SGMCMCKernel",
+    "SGMCMCOptions",
     "Step",
+    "check_noise_decay",
+    "check_noise_share",
     "normal_like",
     "tree_mean",
     "tree_max",
@@ -97,6 +100,30 @@ class SGMCMCState(NamedTuple):
 
 Step = Callable[[PRNGKey, Any, GradFn, Array, Array], tuple[Any, Any]]
 """``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``."""
+
+
+class SGMCMCOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`SGMCMCKernel` that every kernel class passes on."""
+
+    potential_fn: Callable[[Any], Array] | None
+    batch_size: int | None
+    step_size: float | Schedule
+    sampling: str
+    chunk_size: int | None
+    devices: Sequence[jax.Device] | None
+    init_method: str
+
+
+def check_noise_share(noise_share: float) -> float:
+    """``noise_share`` (``κ``) checked to lie in ``(0, 1]``."""
+    return validation.check_number("noise_share", noise_share, low=0.0, high=1.0,
+                                   low_inclusive=False)  # fmt: skip
+
+
+def check_noise_decay(noise_decay: float) -> float:
+    """``noise_decay`` (the noise average's ``ρ``) checked to lie in ``[0, 1)``."""
+    return validation.check_number("noise_decay", noise_decay, low=0.0, high=1.0,
+                                   high_inclusive=False)  # fmt: skip
 
 
 class SGMCMCKernel(MCMCKernel):

@@ -55,9 +55,9 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 import jax
 import jax.numpy as jnp
@@ -70,18 +70,20 @@ from bnn_ppl.inference.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.potential import FullBatchPotential
-from bnn_ppl.inference.schedules import Schedule
 from bnn_ppl.inference.sgmcmc_accuracy import warn_minibatch_settings
 from bnn_ppl.inference.sgmcmc_base import (
     SGMCMCKernel,
+    SGMCMCOptions,
     SGMCMCState,
+    check_noise_decay,
+    check_noise_share,
     normal_like,
     tree_max,
     tree_mean,
 )
 from bnn_ppl.inference.step_stats import RunStats
 from bnn_ppl.model import BNN
-from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.types import Array, PRNGKey, PyTree
 
 __all__ = ["SGNHTState", "SGNHTInfo", "init", "build_kernel", "SGNHT"]
 
@@ -152,10 +154,8 @@ def build_kernel(
     m = validation.check_positive("mass", mass)
     diagonal = validation.check_bool("diagonal", diagonal)
     noise_estimate = validation.check_bool("noise_estimate", noise_estimate)
-    kappa = validation.check_number("noise_share", noise_share, low=0.0, high=1.0,
-                                    low_inclusive=False)  # fmt: skip
-    rho = validation.check_number("noise_decay", noise_decay, low=0.0, high=1.0,
-                                  high_inclusive=False)  # fmt: skip
+    kappa = check_noise_share(noise_share)
+    rho = check_noise_decay(noise_decay)
 
     def step(
         rng_key: PRNGKey,
@@ -215,34 +215,17 @@ class SGNHT(SGMCMCKernel):
         x: Any = None,
         y: Any = None,
         *,
-        potential_fn: Callable[[Params], Array] | None = None,
-        batch_size: int | None = None,
-        step_size: float | Schedule = 1e-3,
         diffusion: float = 1.0,
         mass: float = 1.0,
         diagonal: bool = True,
         noise_estimate: bool = True,
         noise_share: float = 0.1,
         noise_decay: float = 0.99,
-        sampling: str = "independent",
-        chunk_size: int | None = None,
-        devices: Sequence[jax.Device] | None = None,
-        init_method: str = "prior",
+        **options: Unpack[SGMCMCOptions],
     ):
         step = build_kernel(diffusion, mass, diagonal, noise_estimate, noise_share, noise_decay)
         self._noise = bool(noise_estimate)
-        super().__init__(
-            potential,
-            x,
-            y,
-            potential_fn=potential_fn,
-            batch_size=batch_size,
-            step_size=step_size,
-            sampling=sampling,
-            chunk_size=chunk_size,
-            devices=devices,
-            init_method=init_method,
-        )
+        super().__init__(potential, x, y, **options)
         self.diffusion, self.mass, self.diagonal = float(diffusion), float(mass), bool(diagonal)
         self.noise_share = float(noise_share)
         self._kernel_init = lambda position: init(position, self.diffusion, self.diagonal)

@@ -22,7 +22,13 @@ import numpy as np
 
 from bnn_ppl.validation import InputError, InputValueError
 
-__all__ = ["DataNotFoundError", "Dataset", "standardise", "standardise_images"]
+__all__ = [
+    "DataNotFoundError",
+    "Dataset",
+    "regression_dataset",
+    "standardise",
+    "standardise_images",
+]
 
 
 class Dataset(NamedTuple):
@@ -151,6 +157,36 @@ def standardise(
     mean = np.where(constant, train[0], mean)
     std = np.where(constant | ~(std > 0), 1.0, std)
     return (train - mean) / std, (test - mean) / std, mean, std
+
+
+def regression_dataset(
+    name: str, x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray
+) -> Dataset:
+    """A regression :class:`Dataset`: inputs and targets standardised with the training
+    split's statistics (:func:`standardise`), as float32.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.data.dataset import regression_dataset
+        >>> x, y = np.array([[1.0], [3.0]]), np.array([2.0, 4.0])
+        >>> data = regression_dataset("toy", x, y, x[:1], y[:1])
+        >>> data.y_train.tolist(), data.y_mean, data.y_std, data.num_classes
+        ([-1.0, 1.0], 3.0, 1.0, 0)
+    """
+    xtr, xte, x_mean, x_std = standardise(x_train, x_test)
+    ytr, yte, y_mean, y_std = standardise(y_train, y_test)
+    return Dataset(
+        name,
+        xtr.astype(np.float32),
+        ytr.astype(np.float32),
+        xte.astype(np.float32),
+        yte.astype(np.float32),
+        0,
+        x_mean,
+        x_std,
+        float(y_mean),
+        float(y_std),
+    )
 
 
 def standardise_images(

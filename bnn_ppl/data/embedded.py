@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl.data.dataset import Dataset, standardise
+from bnn_ppl.data.dataset import Dataset, regression_dataset, standardise
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["breast_cancer", "diabetes", "digits", "iris", "wine"]
@@ -118,17 +118,4 @@ def diabetes(*, seed: int = 0, test_fraction: float = 0.2) -> Dataset:
     seed, test_fraction = _check_split_args(seed, test_fraction)
     x, y = load_diabetes(return_X_y=True, scaled=False)
     tr, te = _split(len(x), test_fraction, seed, None)
-    xtr, xte, mean, std = standardise(x[tr], x[te])
-    ytr, yte, ym, ys = standardise(y[tr], y[te])
-    return Dataset(
-        "diabetes",
-        xtr.astype(np.float32),
-        ytr.astype(np.float32),
-        xte.astype(np.float32),
-        yte.astype(np.float32),
-        0,
-        mean,
-        std,
-        float(ym),
-        float(ys),
-    )
+    return regression_dataset("diabetes", x[tr], y[tr], x[te], y[te])

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl.data.dataset import Dataset, standardise
+from bnn_ppl.data.dataset import Dataset, regression_dataset
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["GAP", "IN_GAP", "NEAR_DATA", "TEST_RANGE", "TRAIN_RANGE", "gap1d", "gap1d_mean",
@@ -117,17 +117,4 @@ def gap1d(
     y_train = gap1d_mean(x_train[:, 0]) + noise_scale * rng.normal(size=num_train)
     x_test = np.linspace(*TEST_RANGE, num_test)[:, None]
     y_test = gap1d_mean(x_test[:, 0]) + noise_scale * rng.normal(size=num_test)
-    xtr, xte, x_mean, x_std = standardise(x_train, x_test)
-    ytr, yte, y_mean, y_std = standardise(y_train, y_test)
-    return Dataset(
-        "gap1d",
-        xtr.astype(np.float32),
-        ytr.astype(np.float32),
-        xte.astype(np.float32),
-        yte.astype(np.float32),
-        0,
-        x_mean,
-        x_std,
-        float(y_mean),
-        float(y_std),
-    )
+    return regression_dataset("gap1d", x_train, y_train, x_test, y_test)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise
+from bnn_ppl.data.dataset import DataNotFoundError, Dataset, regression_dataset
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["ENV_VAR", "FOLDERS", "SOURCE", "load_uci", "read_table"]
@@ -226,17 +226,4 @@ def load_uci(name: str, *, split: int = 0, data_dir: str | os.PathLike | None = 
             f"test indices (e.g. row {int(overlap[0])})."
         )
     x, y = data[:, features], data[:, target[0]]
-    xtr, xte, x_mean, x_std = standardise(x[train], x[test])
-    ytr, yte, y_mean, y_std = standardise(y[train], y[test])
-    return Dataset(
-        f"uci/{name}",
-        xtr.astype(np.float32),
-        ytr.astype(np.float32),
-        xte.astype(np.float32),
-        yte.astype(np.float32),
-        0,
-        x_mean,
-        x_std,
-        float(y_mean),
-        float(y_std),
-    )
+    return regression_dataset(f"uci/{name}", x[train], y[train], x[test], y[test])

@@ -22,7 +22,23 @@ from bnn_ppl.likelihoods.base import PoissonPrediction, conform_targets, real_ta
 from bnn_ppl.types import Array
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["Poisson"]
+__all__ = ["Poisson", "first_non_count"]
+
+
+def first_non_count(y: np.ndarray) -> str | None:
+    """``"y[i] = v"`` for the first entry of ``y`` that is not a count (a non-negative whole
+    number), or ``None`` if all are.
+
+    Example:
+        >>> import numpy as np
+        >>> first_non_count(np.array([[0, 2], [1.5, -1]])), first_non_count(np.arange(3))
+        ('y[(1, 0)] = 1.5', None)
+    """
+    bad = (y < 0) | (np.mod(y, 1) != 0)
+    if not np.any(bad):
+        return None
+    i = tuple(int(j) for j in np.argwhere(bad)[0])
+    return f"y[{i[0] if len(i) == 1 else i}] = {y[i]}"
 
 
 @dataclass(frozen=True)
@@ -52,13 +68,11 @@ class Poisson:
                 f"y must hold counts (non-negative whole numbers, integer dtype) for a Poisson "
                 f"likelihood, got dtype {y.dtype}; convert with y.astype(int)."
             )
-        bad = (y < 0) | (np.mod(y, 1) != 0)
-        if np.any(bad):
-            i = tuple(int(j) for j in np.argwhere(bad)[0])
-            where = i[0] if len(i) == 1 else i
+        bad = first_non_count(y)
+        if bad is not None:
             raise InputValueError(
                 f"y must hold counts (non-negative whole numbers) for a Poisson likelihood, got "
-                f"y[{where}] = {y[i]}. Use Gaussian or StudentT for real-valued targets."
+                f"{bad}. Use Gaussian or StudentT for real-valued targets."
             )
         return y
 

@@ -9,6 +9,7 @@ import numpy as np
 from jax.scipy.special import gammaln
 
 from bnn_ppl import model_average
+from bnn_ppl.likelihoods.counts import first_non_count
 from bnn_ppl.metrics._checks import _check_targets, _check_values, _is_concrete
 from bnn_ppl.metrics.regression import check_per_sample
 from bnn_ppl.types import Array
@@ -49,13 +50,7 @@ def poisson_mixture_nll(rates: Array, y: Array) -> Array:
     rates = check_per_sample(rates, y, "rates")
     _check_values(rates, "rates", "positive")
     _check_values(y, "y")
-    if _is_concrete(y):
-        bad = (np.asarray(y) < 0) | (np.mod(np.asarray(y), 1) != 0)
-        if np.any(bad):
-            i = tuple(int(j) for j in np.argwhere(bad)[0])
-            where = i[0] if len(i) == 1 else i
-            raise InputValueError(
-                f"y must hold counts (non-negative whole numbers); got y[{where}] = "
-                f"{np.asarray(y)[i]}"
-            )
+    bad = first_non_count(np.asarray(y)) if _is_concrete(y) else None
+    if bad is not None:
+        raise InputValueError(f"y must hold counts (non-negative whole numbers); got {bad}")
     return _poisson_mixture_kernel(rates, y)

@@ -103,11 +103,7 @@ def rmse(mean: Array, y: Array, y_scale: float | Array = 1.0) -> Array:
     7.0711
     """
     y = _check_targets(y)
-    mean = _as_float(mean, "mean")
-    if mean.shape != y.shape:
-        raise InputValueError(
-            f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
-        )
+    mean = _check_mean(mean, y)
     y_scale = _check_y_scale(y_scale, y.shape)
     _check_values(mean, "mean")
     _check_values(y, "y")
@@ -155,11 +151,7 @@ def gaussian_nll(mean: Array, scale: Array, y: Array, y_scale: float | Array = 1
     1.6121
     """
     y = _check_targets(y)
-    mean = _as_float(mean, "mean")
-    if mean.shape != y.shape:
-        raise InputValueError(
-            f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
-        )
+    mean = _check_mean(mean, y)
     scale = _check_scale_like(scale, y.shape, "scale", "mean")
     y_scale = _check_y_scale(y_scale, y.shape)
     _check_values(mean, "mean")
@@ -219,6 +211,16 @@ def mixture_nll(means: Array, scales: Array, y: Array, y_scale: float | Array = 
     _check_values(y, "y")
     _check_values(y_scale, "y_scale", "positive")
     return _mixture_nll_kernel(means, scales, y, y_scale)
+
+
+def _check_mean(mean: object, y: Array) -> Array:
+    """``mean`` as a floating array of ``y``'s shape."""
+    mean = _as_float(mean, "mean")
+    if mean.shape != y.shape:
+        raise InputValueError(
+            f"mean must have the same shape as y {y.shape}; got shape {mean.shape}"
+        )
+    return mean
 
 
 def check_per_sample(a: object, y: Array, name: str) -> Array:
