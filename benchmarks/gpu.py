@@ -76,18 +76,14 @@ def tf32_peak(device_kind: str) -> float | None:
     return None
 
 
-def flops(lowered: jax.stages.Lowered, compiled: jax.stages.Compiled | None = None) -> float:
-    """XLA's FLOP count of a program: from the lowered HLO where the backend counts it there
-    (CPU), else from the compiled program (GPU: the lowered count is empty)."""
-    for stage in (lowered, compiled):
-        if stage is None:
-            stage = lowered.compile()
-        cost = stage.cost_analysis()
-        if isinstance(cost, list | tuple):  # older jax: one dict per device program
-            cost = cost[0] if cost else None
-        if cost and "flops" in cost:
-            return float(cost["flops"])
-    return float("nan")
+def flops(lowered: jax.stages.Lowered) -> float:
+    """XLA's FLOP count of a lowered program; NaN where the backend gives none. (On a GPU the
+    count misses the convolutions and GEMMs, cuDNN/cuBLAS custom calls, compiled or not: count
+    with ``--flops-per-row`` on a CPU instead.)"""
+    cost = lowered.cost_analysis()
+    if isinstance(cost, list | tuple):  # older jax: one dict per device program
+        cost = cost[0] if cost else None
+    return float(cost["flops"]) if cost and "flops" in cost else float("nan")
 
 
 class Recorder:
@@ -184,15 +180,10 @@ def gradient(
                 )
             )
             outside = flops(prior_vg.lower(u))
-            executed = outside + pot.num_chunks * (flops(lowered, compiled) - outside)
-            one = full_batch_potential(
-                model, x[:chunk], y[:chunk], devices=[device], chunk_size=chunk
-            )
-            one_vg = jax.jit(lambda u, d: jax.value_and_grad(one.potential_fn_gen(d))(u))
-            rows = pot.num_chunks * pot.chunk_size
-            model_flops = outside + rows / one.chunk_size * (
-                flops(one_vg.lower(u, one.data)) - outside
-            )
+            executed = outside + pot.num_chunks * (flops(lowered) - outside)
+            c = min(chunk, len(x))
+            rows = pot.num_chunks * pot.chunk_size  # one chunk's FLOPs per row, prior once
+            model_flops = outside + rows * (flops_per_row(model, x[:c], y[:c]) - outside / c)
             sec = g["median"] / 1e3
             rec["gflop_executed"] = round(executed / 1e9, 1)
             rec["gflop_model"] = round(model_flops / 1e9, 1)
@@ -277,9 +268,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def flops_per_row(model: bp.BNN, x: np.ndarray, y: np.ndarray) -> float:
     """FLOPs of one row of the full-batch ``value_and_grad``, from the HLO as lowered for the
-    CPU (one chunk: no loop). On a GPU XLA's count misses the convolutions and GEMMs, which
+    backend (one chunk: no loop). On a GPU XLA's count misses the convolutions and GEMMs, which
     become cuDNN/cuBLAS custom calls (a ResNet20FRN gradient over 50k images counted 0.56 of
-    11.5 TFLOP on an H200), so the GPU sections' ``tflops_*`` are rescaled with these."""
+    11.5 TFLOP on an H200), so RESULTS.md divides these counts, made on a CPU, by GPU times."""
     pot = full_batch_potential(model, x, y, chunk_size=len(x))
     u = pot.init_params(jax.random.key(0), method="network")
     vg = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
