@@ -194,8 +194,11 @@ def gradient(
     return rec, (pot, u, g["median"])
 
 
-def hmc_time(pot: Any, u: Any, chains: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Per-gradient time of fixed-step HMC in ``mcmc.run`` (``chains`` vectorized chains)."""
+def hmc_time(
+    pot: Any, u: Any, chains: int, args: argparse.Namespace, raw_ms: float
+) -> dict[str, Any]:
+    """Per-gradient time of fixed-step HMC in ``mcmc.run`` (``chains`` vectorized chains), and
+    its ratio to ``chains`` raw gradients of ``raw_ms`` each."""
     counter = _timing.CompileCounter()
     K, S = args.steps, args.samples
     kernel = HMC(pot, num_steps=K, step_size=1e-5, adapt_step_size=False, adapt_mass_matrix=False)
@@ -223,7 +226,10 @@ def hmc_time(pot: Any, u: Any, chains: int, args: argparse.Namespace) -> dict[st
         _timing.block((mcmc.last_state, mcmc.get_samples()))
         ts.append((time.perf_counter() - t0) / (S * K))
     h = _timing.summary(ts)
+    ratio = h["median"] / (raw_ms * chains)
+    print(f"HMC step / gradient = {ratio:.3f} ({chains} chain(s), chunk {pot.chunk_size})")
     return {
+        "chunk": pot.chunk_size,
         "chains": chains,
         "K": K,
         "S": S,
@@ -231,6 +237,8 @@ def hmc_time(pot: Any, u: Any, chains: int, args: argparse.Namespace) -> dict[st
         "setup_s": round(setup_s, 1),
         "compiles_while_timed": counter.compiles - c0,
         "ms_per_gradient_step": round(h["median"], 3),
+        "raw_grad_ms": raw_ms,
+        "ratio": round(ratio, 4),
     }
 
 
@@ -355,17 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         ms, c, (pot, u) = best
         for chains in (1, args.chains):
             if "hmc" not in args.skip:
-                rec.section(
-                    "hmc",
-                    lambda ch=chains: (
-                        lambda r: {
-                            **r,
-                            "raw_grad_ms": ms,
-                            "ratio": round(r["ms_per_gradient_step"] / (ms * r["chains"]), 4),
-                        }
-                    )(hmc_time(pot, u, ch, args)),
-                    chunk=c,
-                )
+                rec.section("hmc", lambda ch=chains: hmc_time(pot, u, ch, args, ms))
         del pot, u
         for prec in ("float32", "bfloat16"):
             if "precision" not in args.skip:
