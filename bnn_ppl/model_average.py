@@ -99,7 +99,9 @@ def summarize(predictions: Prediction) -> Average:
         return Average("poisson", predictions.rate.shape[0], predictions.rate.mean(axis=0))
     if isinstance(predictions, GaussianPrediction | StudentTPrediction):
         means = predictions[0]  # the mean, or a Student-t's location
-        mean = means.mean(axis=0)
+        # summed as deviations from the first draw: a float32 sum of values near 1e4 would
+        # round at ulp(count * 1e4) and move the mean by several ulps (and merge's delta with it)
+        mean = means[0] + (means - means[0]).mean(axis=0)
         spread = ((means - mean) ** 2).sum(axis=0)
         within = _variance(predictions).mean(axis=0)
         return Average("gaussian", means.shape[0], mean, within, spread)
