@@ -24,6 +24,13 @@ RNG = np.random.default_rng(0)
 LABELS = RNG.integers(0, 3, size=20)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng():
+    """Every test draws the same numbers whatever order the tests run in (xdist)."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 def _probs(*lead: int) -> np.ndarray:
     return RNG.dirichlet(np.ones(3), size=(*lead, 20)).astype(np.float32)
 

@@ -21,6 +21,13 @@ RNG = np.random.default_rng(0)
 S, N = 7, 5
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng():
+    """Every test draws the same numbers whatever order the tests run in (xdist)."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 def _draws() -> dict[str, object]:
     return {
         "probs": RNG.dirichlet(np.ones(3), size=(S, N)),

@@ -15,6 +15,13 @@ RNG = np.random.default_rng(0)
 C, S, N, K = 2, 7, 11, 3
 
 
+@pytest.fixture(autouse=True)
+def _fresh_rng():
+    """Every test draws the same numbers whatever order the tests run in (xdist)."""
+    global RNG
+    RNG = np.random.default_rng(0)
+
+
 def _classifier_posterior(thinning=1):
     probs = RNG.dirichlet(np.ones(K), size=(C, S, N))
     stats = {
