@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from bnn_ppl import validation
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -79,11 +79,11 @@ class Config:
 
     method: ClassVar[str] = ""
 
-    chunk_size: int | None = None  # rows per network call (None: the library's)
+    chunk_size: int | Literal["auto"] | None = None  # rows per network call (None: the library's)
     init_method: str = "prior"  # start: prior, median or uniform
 
     def __post_init__(self) -> None:
-        _optional_count("chunk_size", self.chunk_size)
+        validation.check_chunk_size(self.chunk_size)
         validation.check_choice("init_method", self.init_method, INIT_METHODS)
 
     def to_dict(self) -> dict[str, Any]:

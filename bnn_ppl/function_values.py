@@ -160,7 +160,7 @@ def function_values(
     site = next(iter(model.sites(x)))
     lead = np.shape(samples[site])[: np.ndim(samples[site]) - len(model.sites(x)[site].event_shape)]
     if quantity == "centred_logits" and isinstance(model.likelihood, Categorical):
-        chunk = x.shape[0] if chunk_size is None else validation.check_int("chunk_size", chunk_size)
+        chunk = validation.rows_per_call(chunk_size, x.shape[0])
         parts = [
             np.asarray(_logits(model, flat, jnp.asarray(x[i : i + chunk])))
             for i in range(0, x.shape[0], chunk)

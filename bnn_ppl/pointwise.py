@@ -77,7 +77,7 @@ def log_likelihood(
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
     n = x.shape[0]
-    chunk = n if chunk_size is None else min(validation.check_int("chunk_size", chunk_size), n)
+    chunk = validation.rows_per_call(chunk_size, n)
     flat = flatten_samples(model, samples, x)  # checks the sites' shapes and finiteness
     lead = _leading_axes(model, samples, x)
     num_chunks = -(-n // chunk)

@@ -133,8 +133,7 @@ def predict(
         lead, samples = (samples.num_chains, samples.num_draws), samples.samples
     x = model.check_inputs(x)
     n = x.shape[0]
-    chunk = n if chunk_size is None else validation.check_int("chunk_size", chunk_size)
-    chunk = min(chunk, n)
+    chunk = validation.rows_per_call(chunk_size, n)
     sample_chunk = (
         1
         if sample_chunk_size is None

@@ -150,6 +150,35 @@ def check_positive(name: str, value: Any) -> float:
     return v
 
 
+def check_chunk_size(value: Any) -> int | str | None:
+    """A ``chunk_size`` of the full-batch potential: a positive int, ``None`` (the default rule)
+    or ``"auto"`` (the memory rule of :mod:`bnn_ppl.inference.chunking`).
+
+    Example:
+        >>> check_chunk_size("auto"), check_chunk_size(None), check_chunk_size(64)
+        ('auto', None, 64)
+    """
+    if isinstance(value, str) and value != "auto":
+        raise InputValueError(
+            f"chunk_size must be a positive int, None (the default rule) or 'auto' (the "
+            f"memory rule), got {value!r}."
+        )
+    return value if value is None or isinstance(value, str) else check_int("chunk_size", value)
+
+
+def rows_per_call(chunk_size: Any, n: int) -> int:
+    """Rows of ``n`` per network call of a prediction: ``chunk_size`` (at most ``n``), or all
+    ``n`` for ``None`` and ``"auto"`` (a forward pass holds no gradient: a chunk the potential
+    fits holds its rows).
+
+    Example:
+        >>> rows_per_call(None, 10), rows_per_call("auto", 10), rows_per_call(4, 10)
+        (10, 10, 4)
+    """
+    chunk = check_chunk_size(chunk_size)
+    return n if chunk is None or isinstance(chunk, str) else min(chunk, n)
+
+
 def check_int(name: str, value: Any, *, minimum: int = 1, maximum: int | None = None) -> int:
     """Return ``value`` as an ``int`` if it is an integer in ``[minimum, maximum]``.
 

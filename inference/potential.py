@@ -324,13 +324,7 @@ def full_batch_potential(
     check_process_local("x", x)
     check_process_local("y", y)
     x, y = model.check_data(x, y)
-    if isinstance(chunk_size, str) and chunk_size != "auto":
-        raise InputValueError(
-            f"chunk_size must be a positive int, None (the default rule) or 'auto' (the "
-            f"memory rule), got {chunk_size!r}."
-        )
-    if chunk_size is not None and not isinstance(chunk_size, str):
-        chunk_size = validation.check_int("chunk_size", chunk_size, minimum=1)
+    chunk_size = validation.check_chunk_size(chunk_size)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(acc, jnp.floating):
         raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")

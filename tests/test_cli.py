@@ -140,8 +140,11 @@ def test_evaluate_draws_its_reliability_diagram_from_the_library_bma(
     ensemble_run = Path(shutil.copytree(ensemble_run, tmp_path / "ensemble"))
     seen = []
     curve = bp.metrics.reliability_curve
-    monkeypatch.setattr(bp.metrics, "reliability_curve",
-                        lambda probs, *a, **k: seen.append(probs) or curve(probs, *a, **k))
+    monkeypatch.setattr(
+        bp.metrics,
+        "reliability_curve",
+        lambda probs, *a, **k: seen.append(probs) or curve(probs, *a, **k),
+    )
     ok("evaluate", str(ensemble_run), "--quiet")
     probs = load_npz(ensemble_run / runs.PREDICTIONS)["probs"]  # (members, n, K)
     (avg,) = seen
@@ -280,6 +283,21 @@ def test_top_level_and_run_help_list_the_commands_and_methods() -> None:
     assert rc == 0 and all(f"  {m} " in out for m in cli.METHODS)
     rc, _, err = bnn_ppl()  # no command: the usage on stderr, a usage error
     assert rc == 2 and "usage: bnn-ppl" in err
+
+
+def test_chunk_size_takes_an_int_or_auto() -> None:
+    from bnn_ppl.cli.parser import parse_run
+
+    def chunk(*extra: str) -> object:
+        return parse_run(["hmc", "--out", "unused", *extra]).config.chunk_size
+
+    assert (chunk(), chunk("--chunk-size", "64"), chunk("--chunk-size", "auto")) == (
+        None,
+        64,
+        "auto",
+    )
+    with pytest.raises(SystemExit), contextlib.redirect_stderr(io.StringIO()):
+        chunk("--chunk-size", "big")
 
 
 @pytest.mark.parametrize("method", cli.METHODS)

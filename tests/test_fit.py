@@ -65,6 +65,22 @@ def test_fit_hmc_is_the_chain_hmc_draws():
     assert post.predictions == {}  # no test inputs, no predictions
 
 
+def test_fit_with_chunk_size_auto_takes_the_memory_rule_through_every_step():
+    """``chunk_size="auto"`` reaches the potential (on the CPU, which reports no free memory,
+    the rule falls back to 1024 rows: the draws of ``None``) and the predictions (all rows
+    per call), and the config records it."""
+    x, y, xt, yt = _split()
+    c = cfg.HMCConfig(num_warmup=10, num_samples=10, chunk_size="auto")
+    post = fit(linear_model(), (x, y, xt, yt), c, KEY)
+    base = fit(linear_model(), (x, y, xt, yt), dataclasses.replace(c, chunk_size=None), KEY)
+    for name, value in base.samples.items():
+        np.testing.assert_array_equal(post.samples[name], value)
+    np.testing.assert_array_equal(post.predictions["mean"], base.predictions["mean"])
+    assert post.config["chunk_size"] == "auto"
+    with pytest.raises(bp.InputError, match="chunk_size must be a positive int, None .* 'auto'"):
+        cfg.HMCConfig(chunk_size="big")
+
+
 def test_fit_svi_with_the_map_recipe_finds_the_mean_field_optimum():
     """Draws from the fitted guide: their mean is the posterior mean and their sd the
     mean-field sd 1/sqrt(diag Λ), within the optimiser's end-of-run error measured in
