@@ -55,6 +55,7 @@ from bnn_ppl.validation import InputValueError
 
 __all__ = [
     "CHUNK_RULES",
+    "MEMORY_RULES",
     "PROBE_ROWS",
     "SAFETY",
     "choose_chunk",
@@ -75,6 +76,8 @@ CHUNK_RULES = {
     "no memory stats": "the memory rule, but a device reports no free memory: at most 1024 rows",
     "several processes": "chunk_size=None with devices of several processes: at most 1024 rows",
 }
+#: The rules that read free device memory (the chunk may differ between runs).
+MEMORY_RULES = ("fits in memory", "largest that fits", "no memory stats")
 
 
 def chunk_for_memory(

@@ -13,7 +13,9 @@
 * ``model.param_shapes`` - every parameter's name, shape and dtype;
 * ``model.potential_at_init`` - the potential's value at the initial parameters (catches a
   changed constant that the jaxpr shows only by name, such as an array the network closes over);
-* ``versions`` - jax, jaxlib and numpyro (bit-exact resumes need the same programs).
+* ``versions`` - jax, jaxlib and numpyro (bit-exact resumes need the same programs);
+* ``potential.memory_chunk`` - only where the chunk was chosen from free device memory
+  (:mod:`bnn_ppl.inference.chunking`): the chunk, which the network's jaxpr also changes with.
 
 ``digest`` is the SHA-256 of all fields; :func:`check_same` compares two fingerprints and names
 every differing field.
@@ -85,13 +87,20 @@ def run_fingerprint(
     rng_key: Any,
     potential_fn: Callable[[Any], Any],
     init_params: Any,
+    *,
+    memory_chunk: int | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of a run (see the module doc): ``{"fields": {...}, "digest": sha}``.
 
     ``init_params`` are one chain's unconstrained initial parameters (the potential is traced
-    and evaluated there).
+    and evaluated there). ``memory_chunk``: the chunk the potential's memory rule chose
+    (``pot.chunk_size`` where ``pot.chunk_rule`` is one of the memory rules), recorded as
+    ``potential.memory_chunk`` so that a resume on which free memory chose another chunk is
+    refused naming it, rather than as a changed network.
     """
     fields: dict[str, Any] = {f"config.{k}": v for k, v in config.items()}
+    if memory_chunk is not None:
+        fields["potential.memory_chunk"] = int(memory_chunk)
     fields["data.x"] = _array_digest(x)
     fields["data.y"] = _array_digest(y)
     fields["seed"] = _key_text(rng_key)
@@ -119,6 +128,10 @@ _WHY = {
     "model.potential_at_init": " (the model's prior, likelihood or constants changed)",
     "data.x": " (other training inputs)",
     "data.y": " (other training targets)",
+    "potential.memory_chunk": (
+        " (the memory rule chose this chunk from the device's free memory: pass it as an int"
+        " chunk_size to resume bit for bit)"
+    ),
 }
 
 

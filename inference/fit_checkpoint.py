@@ -135,6 +135,7 @@ def fit_checkpointed(
     """The Posterior :func:`~bnn_ppl.inference.fit` returns (data attached), run (or resumed)
     in ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
     from bnn_ppl.inference.checkpoint_store import CheckpointStore
+    from bnn_ppl.inference.chunking import MEMORY_RULES
     from bnn_ppl.inference.cycles import keep_cycle_ends
     from bnn_ppl.inference.fingerprint import run_fingerprint
     from bnn_ppl.inference.fitting import sgmcmc_posterior
@@ -148,7 +149,10 @@ def fit_checkpointed(
     make = _sgmcmc_plan if sg else _mcmc_plan
     plan, pot, init, run_key, extra = make(model, d, config, key)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
-    fingerprint = run_fingerprint(config.to_dict(), d.x, d.y, key, pot.potential_fn, one)
+    memory = pot.chunk_size if pot.chunk_rule in MEMORY_RULES else None
+    fingerprint = run_fingerprint(
+        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory
+    )
     # SG-MCMC: one minibatch gradient per step, in full-batch gradients (progress.jsonl)
     per_step = sgmcmc_gradients_per_draw(1, config.batch_size, pot.num_data) if sg else None
     log = ProgressLog(

@@ -342,6 +342,19 @@ def test_fit_refuses_a_changed_configuration_naming_the_field(tmp_path):
         )
 
 
+def test_a_resume_whose_memory_rule_chose_another_chunk_is_refused_naming_it(
+    tmp_path, monkeypatch
+):
+    # chunk_size="auto" on the CPU: no free-memory figure, so 1024 rows (all 16 here); a
+    # resume where the device has next to no free memory would take 1-row chunks
+    c = cfg.HMCConfig(num_warmup=4, num_samples=1, max_num_steps=4, chunk_size="auto")
+    fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)
+    fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)  # same chunk: resumes
+    monkeypatch.setattr("bnn_ppl.inference.chunking.free_device_bytes", lambda devices: 1)
+    with pytest.raises(CheckpointError, match="potential.memory_chunk is 16 there and 1 now"):
+        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)
+
+
 # ------------------------------------------------------------------------ SIGKILL, bit-exact
 CHILD = textwrap.dedent(
     """
