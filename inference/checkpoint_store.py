@@ -76,6 +76,28 @@ class Record(NamedTuple):
         return int(sum(self.draws_per_segment))
 
 
+def saved_fingerprint(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The fingerprint in ``path``'s ``run.json``, verified; ``None`` where there is none.
+
+    Raises:
+        CheckpointError: ``run.json`` is damaged or not a bnn_ppl checkpoint's.
+    """
+    run_file = os.path.join(path, "run.json")
+    if not os.path.exists(run_file):
+        return None
+    try:
+        saved = io.read_json(run_file)
+        ok = isinstance(saved, dict) and saved.get("checksum") == record_checksum(saved)
+    except (ValueError, UnicodeDecodeError):
+        ok = False
+    if not ok or saved.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{run_file} is damaged or not a bnn_ppl checkpoint (checksum mismatch); it is "
+            "left as it is. Restore it or use a new folder."
+        )
+    return dict(saved["fingerprint"])
+
+
 def record_checksum(fields: Mapping[str, Any]) -> str:
     """SHA-256 of a record's fields other than ``"checksum"`` (canonical JSON)."""
     body = {k: v for k, v in fields.items() if k != "checksum"}
@@ -153,17 +175,9 @@ class CheckpointStore:
             body = {"format": FORMAT, "fingerprint": self.fingerprint}
             io.write_json(run_file, {**body, "checksum": record_checksum(body)})
             return
-        try:
-            saved = io.read_json(run_file)
-            ok = isinstance(saved, dict) and saved.get("checksum") == record_checksum(saved)
-        except (ValueError, UnicodeDecodeError):
-            ok = False
-        if not ok or saved.get("format") != FORMAT:
-            raise CheckpointError(
-                f"{run_file} is damaged or not a bnn_ppl checkpoint (checksum mismatch); it is "
-                "left as it is. Restore it or use a new folder."
-            )
-        check_same(saved["fingerprint"], self.fingerprint, self.path)
+        saved = saved_fingerprint(self.path)
+        assert saved is not None
+        check_same(saved, self.fingerprint, self.path)
 
     # ---------------------------------------------------------------- writing
     def commit(

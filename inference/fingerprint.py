@@ -15,7 +15,8 @@
   changed constant that the jaxpr shows only by name, such as an array the network closes over);
 * ``versions`` - jax, jaxlib and numpyro (bit-exact resumes need the same programs);
 * ``potential.memory_chunk`` - only where the chunk was chosen from free device memory
-  (:mod:`bnn_ppl.inference.chunking`): the chunk, which the network's jaxpr also changes with.
+  (:mod:`bnn_ppl.inference.chunking`): the chunk, which a resume takes again (the rounding
+  of float32 sums depends on it).
 
 ``digest`` is the SHA-256 of all fields; :func:`check_same` compares two fingerprints and names
 every differing field.
@@ -95,8 +96,8 @@ def run_fingerprint(
     ``init_params`` are one chain's unconstrained initial parameters (the potential is traced
     and evaluated there). ``memory_chunk``: the chunk the potential's memory rule chose
     (``pot.chunk_size`` where ``pot.chunk_rule`` is one of the memory rules), recorded as
-    ``potential.memory_chunk`` so that a resume on which free memory chose another chunk is
-    refused naming it, rather than as a changed network.
+    ``potential.memory_chunk``: a resume (:func:`~bnn_ppl.inference.fit`) builds its potential
+    with that chunk again, whatever memory is free then.
     """
     fields: dict[str, Any] = {f"config.{k}": v for k, v in config.items()}
     if memory_chunk is not None:
@@ -128,10 +129,7 @@ _WHY = {
     "model.potential_at_init": " (the model's prior, likelihood or constants changed)",
     "data.x": " (other training inputs)",
     "data.y": " (other training targets)",
-    "potential.memory_chunk": (
-        " (the memory rule chose this chunk from the device's free memory: pass it as an int"
-        " chunk_size to resume bit for bit)"
-    ),
+    "potential.memory_chunk": " (the chunk the memory rule chose from free device memory)",
 }
 
 

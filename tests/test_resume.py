@@ -342,17 +342,41 @@ def test_fit_refuses_a_changed_configuration_naming_the_field(tmp_path):
         )
 
 
-def test_a_resume_whose_memory_rule_chose_another_chunk_is_refused_naming_it(
+class _Killed(Exception):
+    pass
+
+
+def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
     tmp_path, monkeypatch
 ):
-    # chunk_size="auto" on the CPU: no free-memory figure, so 1024 rows (all 16 here); a
-    # resume where the device has next to no free memory would take 1-row chunks
-    c = cfg.HMCConfig(num_warmup=4, num_samples=1, max_num_steps=4, chunk_size="auto")
-    fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)
-    fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)  # same chunk: resumes
+    # chunk_size="auto" on the CPU: no free-memory figure, so 1024 rows (all 16 here). The run
+    # is killed after its first segment; on resume the device has next to no free memory (a
+    # new potential would take 1-row chunks: another program), yet the run continues with its
+    # 16-row chunk and ends with the uninterrupted run's draws, bit for bit
+    c = cfg.HMCConfig(num_warmup=4, num_samples=6, trajectory_length=0.2, max_num_steps=8,
+                      chunk_size="auto")  # fmt: skip
+    whole = fit(_model(), (X, Y), c, jax.random.key(0))
+    commit, calls = CheckpointStore.commit, []
+
+    def dies_at_the_third_commit(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # warmup and one segment of 2 draws are committed
+            raise _Killed
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointStore, "commit", dies_at_the_third_commit)
+    with pytest.raises(_Killed):
+        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=2)
+    monkeypatch.setattr(CheckpointStore, "commit", commit)
+    saved = json.loads((tmp_path / "run.json").read_text())
+    assert saved["fingerprint"]["fields"]["potential.memory_chunk"] == 16
     monkeypatch.setattr("bnn_ppl.inference.chunking.free_device_bytes", lambda devices: 1)
-    with pytest.raises(CheckpointError, match="potential.memory_chunk is 16 there and 1 now"):
-        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)
+    assert full_batch_potential(_model(), X, Y, chunk_size="auto").chunk_size == 1
+    resumed = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path,
+                  checkpoint_every=2)  # fmt: skip
+    assert resumed.config["resumed_after_segment"] == 1
+    for name, value in whole.samples.items():
+        np.testing.assert_array_equal(resumed.samples[name], value)
 
 
 # ------------------------------------------------------------------------ SIGKILL, bit-exact
