@@ -21,6 +21,8 @@
 * :func:`reference_hmc` - HMC in segments until the test predictions have converged
   (R-hat and ESS checked by the recipe, :mod:`stopping_rule`), or its budget ends (warmup's
   included, :mod:`reference_chains`) or a chain stops moving, and it says so.
+* :class:`ParallelTempering` - replica-exchange HMC over a ladder of likelihood temperatures,
+  for posteriors whose modes an HMC chain cannot cross (:mod:`tempering`).
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
@@ -66,6 +68,7 @@ from bnn_ppl.inference.step_size import (
     recommended_step_sizes,
 )
 from bnn_ppl.inference.svi import SVIResult, svi_mean_field
+from bnn_ppl.inference.tempering import ParallelTempering, TemperingState
 from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
 
 __all__ = [
@@ -83,6 +86,7 @@ __all__ = [
     "ModelData",
     "ModelPotential",
     "NUTS",
+    "ParallelTempering",
     "ReferenceNotConvergedWarning",
     "ReferenceRun",
     "SGHMC",
@@ -93,6 +97,7 @@ __all__ = [
     "SGNHT",
     "SVIResult",
     "ShardedData",
+    "TemperingState",
     "as_posterior",
     "chain_summary",
     "deep_ensemble",
