@@ -46,7 +46,8 @@ def _model(network=None):
 # the checkpoint modules, and the HMC/NUTS and SG-MCMC kernels they run (issue 16 item 3)
 SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"]
 PUBLIC_API_MODULES = [
-    *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES
+    *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES,
+    "reference_chains.py", "reference_checkpoint.py",  # (the reference run's checkpoints)
 ]  # fmt: skip
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
