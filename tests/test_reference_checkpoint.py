@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import subprocess_env
+from conftest import count_compiles, subprocess_env
 from conjugate import data, linear_model
 
 from bnn_ppl.config import ReferenceHMCConfig
@@ -154,10 +154,12 @@ def test_checkpoint_arguments_of_a_reference_fit_are_checked(tmp_path):
     with pytest.raises(ValueError, match="checkpoint_every does not apply to a ReferenceHMC"):
         fit(linear_model(), (x, y, XT), config, KEY, checkpoint_dir=tmp_path, checkpoint_every=5)
     (tmp_path / "file").write_text("")
-    with pytest.raises(ValueError, match="is not a folder"):
-        reference_hmc(linear_model(), (x, y), x_test=XT, checkpoint_dir=tmp_path / "file")
-    with pytest.raises(TypeError, match="checkpoint_dir must be a folder path"):
-        reference_hmc(linear_model(), (x, y), x_test=XT, checkpoint_dir=3)
+    with count_compiles() as compiles:  # refused before anything is compiled
+        with pytest.raises(ValueError, match="is not a folder"):
+            reference_hmc(linear_model(), (x, y), x_test=XT, checkpoint_dir=tmp_path / "file")
+        with pytest.raises(TypeError, match="checkpoint_dir must be a folder path"):
+            reference_hmc(linear_model(), (x, y), x_test=XT, checkpoint_dir=3)
+    assert compiles == []
 
 
 def test_a_damaged_segment_file_is_set_aside_and_the_segment_redone(finished, uninterrupted,
@@ -214,8 +216,12 @@ def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterru
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
     assert record.exists() and not (tmp_path / "never.npz").exists()
+    first = record.stat()
     proc = child(tmp_path / "resumed.npz")
     assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
+    again = record.stat()
+    assert (first.st_ino, first.st_mtime_ns) == (again.st_ino, again.st_mtime_ns)  # resumed
+    assert (folder / "record_000003.json").exists() and not list(folder.glob(".*.tmp"))
     resumed = np.load(tmp_path / "resumed.npz")
     assert set(resumed.files) == set(uninterrupted.posterior.samples)
     for name, value in uninterrupted.posterior.samples.items():
