@@ -10,18 +10,16 @@ segments of 10 draws, 30 draws per chain), so that their programs are compiled o
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 import warnings
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
-from conftest import count_compiles, subprocess_env
+from conftest import count_compiles, sigkill_when, subprocess_env
 from conjugate import data, linear_model
 
 from bnn_ppl.config import ReferenceHMCConfig
@@ -209,13 +207,8 @@ def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterru
 
     proc = child(tmp_path / "never.npz")
     record = folder / "record_000001.json"  # (two segments left to kill it in)
-    deadline = time.monotonic() + 300
-    while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
-    assert record.exists() and not (tmp_path / "never.npz").exists()
+    sigkill_when(proc, record)
+    assert not (tmp_path / "never.npz").exists()
     first = record.stat()
     proc = child(tmp_path / "resumed.npz")
     assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]

@@ -8,17 +8,16 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
 import numpyro.infer
 import pytest
+from conftest import sigkill_when
 from flax import linen as nn
 from flax import nnx
 
@@ -386,14 +385,8 @@ def _kill_after_segment(tmp_path, config, segment):
     i.e. during warmup)."""
     proc = _child(tmp_path, config, tmp_path / "never.npz")
     name = "run.json" if segment < 0 else f"record_{segment:06d}.json"
-    record = tmp_path / "ckpt" / name
-    deadline = time.monotonic() + 300
-    while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
-    assert record.exists() and not (tmp_path / "never.npz").exists()
+    sigkill_when(proc, tmp_path / "ckpt" / name)
+    assert not (tmp_path / "never.npz").exists()
 
 
 def _resumed_equals_uninterrupted(tmp_path, method, segment=2):
