@@ -4,7 +4,7 @@ continues a finished run; changed draw-determining settings are refused naming t
 damaged segment file is detected and the segment redone.
 
 All runs share one tiny problem (the conjugate regression, 4 chains, 50 warmup iterations,
-segments of 10 draws, 30 draws per chain), so that their programs are compiled once.
+segments of 10 draws, 20 draws per chain), so that their programs are compiled once.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from bnn_ppl.inference import reference_checkpoint as rc
 from bnn_ppl.inference.checkpoint_store import CheckpointError
 
 KEY = jax.random.key(3)
-SETTINGS = dict(num_warmup=50, segment_draws=10, max_draws=30)
+SETTINGS = dict(num_warmup=50, segment_draws=10, max_draws=20)  # as test_reference.py runs
 XT = np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
 
 
 def _run(folder=None, key=KEY, **changes):
     x, y = data()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReferenceNotConvergedWarning)  # (30 draws: too few)
+        warnings.simplefilter("ignore", ReferenceNotConvergedWarning)  # (20 draws: too few)
         return reference_hmc(linear_model(), (x, y), x_test=XT, rng_key=key,
                              checkpoint_dir=folder, **(SETTINGS | changes))  # fmt: skip
 
@@ -62,16 +62,16 @@ def _snapshot(folder):
 
 @pytest.fixture(scope="module")
 def uninterrupted():
-    """The run in memory, no checkpoint: 3 segments of 10 draws, stopped by max_draws."""
+    """The run in memory, no checkpoint: 2 segments of 10 draws, stopped by max_draws."""
     run = _run()
-    assert run.stop_reason == "max_draws" and run.segments == 3 and run.resumed_after is None
+    assert run.stop_reason == "max_draws" and run.segments == 2 and run.resumed_after is None
     return run
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A folder whose run was cut short in warmup by max_seconds (nothing committed), then
-    interrupted by an exception during segment 3, then resumed to its end: (folder, run)."""
+    interrupted by an exception during segment 2, then resumed to its end: (folder, run)."""
     folder = tmp_path_factory.mktemp("reference") / "ckpt"
     cut = _run(folder, max_seconds=1e-3)  # the budget ends warmup after its first 10 iterations
     assert cut.warmup_cut_short and cut.warmup_done == 10 and cut.stop_reason == "max_seconds"
@@ -80,26 +80,26 @@ def finished(tmp_path_factory):
 
     def interrupted(*args):
         calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("stopped during segment 3")
+        if len(calls) == 2:
+            raise RuntimeError("stopped during segment 2")
         original(*args)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rc, "continue_chains", interrupted)
-        with pytest.raises(RuntimeError, match="during segment 3"):
+        with pytest.raises(RuntimeError, match="during segment 2"):
             _run(folder)
-    assert [p.name for p in sorted(folder.glob("record_*.json"))][-1] == "record_000002.json"
+    assert [p.name for p in sorted(folder.glob("record_*.json"))][-1] == "record_000001.json"
     return folder, _run(folder)
 
 
 def test_an_interrupted_run_resumed_equals_the_uninterrupted_one(finished, uninterrupted):
     folder, run = finished
-    assert run.resumed_after == 2  # segments 1 and 2 replayed, segment 3 sampled
+    assert run.resumed_after == 1  # segment 1 replayed, segment 2 sampled
     _assert_same_draws(run, uninterrupted)
     assert run.stop_reason == "max_draws" and _same_checks(run, uninterrupted)
     np.testing.assert_array_equal(run.values, uninterrupted.values)
     record = run.posterior.config["convergence"]
-    assert record["resumed_after_segment"] == 2 and record["warmup_done"] == 50
+    assert record["resumed_after_segment"] == 1 and record["warmup_done"] == 50
     # a check's time is the committed time: warmup's and each segment's, never decreasing
     assert 0 < run.warmup_seconds <= run.checks[0].seconds <= run.checks[-1].seconds
 
@@ -110,7 +110,7 @@ def test_a_finished_run_is_read_back_and_a_larger_budget_continues(finished, uni
     shutil.copytree(finished[0], folder)
     before = _snapshot(folder)
     again = _run(folder)  # nothing to sample: every decision replays from the stored draws
-    assert _snapshot(folder) == before and again.resumed_after == 3
+    assert _snapshot(folder) == before and again.resumed_after == 2
     _assert_same_draws(again, uninterrupted)
     assert again.checks == finished[1].checks  # (the committed times too)
     # through fit: the same folder, the same draws, and the Posterior's data groups
@@ -120,12 +120,12 @@ def test_a_finished_run_is_read_back_and_a_larger_budget_continues(finished, uni
         post = fit(linear_model(), (x, y, XT), config, KEY, checkpoint_dir=folder)
     np.testing.assert_array_equal(post.samples["Dense_0.kernel"],
                                   uninterrupted.posterior.samples["Dense_0.kernel"])  # fmt: skip
-    assert post.predictions["mean"].shape == (4, 30, len(XT)) and _snapshot(folder) == before
+    assert post.predictions["mean"].shape == (4, 20, len(XT)) and _snapshot(folder) == before
     # the budget is not in the fingerprint: a larger one continues the run
-    longer = _run(folder, max_draws=40)
-    assert longer.resumed_after == 3 and longer.draws == 40 and longer.segments == 4
-    _assert_same_draws(longer, uninterrupted, draws=30)
-    assert (folder / "record_000004.json").exists()
+    longer = _run(folder, max_draws=30)
+    assert longer.resumed_after == 2 and longer.draws == 30 and longer.segments == 3
+    _assert_same_draws(longer, uninterrupted, draws=20)
+    assert (folder / "record_000003.json").exists()
 
 
 @pytest.mark.parametrize(
@@ -164,14 +164,14 @@ def test_a_damaged_segment_file_is_set_aside_and_the_segment_redone(finished, un
                                                                     tmp_path):  # fmt: skip
     folder = tmp_path / "ckpt"
     shutil.copytree(finished[0], folder)
-    damaged = folder / "draws_000003.npz"
+    damaged = folder / "draws_000002.npz"
     raw = bytearray(damaged.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # one flipped byte: its SHA-256 no longer matches the record
     damaged.write_bytes(bytes(raw))
     run = _run(folder)
-    assert run.resumed_after == 2  # record 3 failed verification; segment 3 was sampled again
+    assert run.resumed_after == 1  # record 2 failed verification; segment 2 was sampled again
     _assert_same_draws(run, uninterrupted)
-    aside = list((folder / "aside").rglob("draws_000003.npz"))
+    aside = list((folder / "aside").rglob("draws_000002.npz"))
     assert len(aside) == 1 and aside[0].read_bytes() == bytes(raw)
 
 
@@ -187,7 +187,7 @@ CHILD = textwrap.dedent(
     x, y = data()
     xt = np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
     run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=jax.random.key(3),
-                        num_warmup=50, segment_draws=10, max_draws=30, checkpoint_dir=sys.argv[1])
+                        num_warmup=50, segment_draws=10, max_draws=20, checkpoint_dir=sys.argv[1])
     np.savez(sys.argv[2], **run.posterior.samples)
     """
 )
@@ -206,7 +206,7 @@ def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterru
                                 env=subprocess_env())  # fmt: skip
 
     proc = child(tmp_path / "never.npz")
-    record = folder / "record_000001.json"  # (two segments left to kill it in)
+    record = folder / "record_000001.json"  # (segment 2 left to kill it in)
     sigkill_when(proc, record)
     assert not (tmp_path / "never.npz").exists()
     first = record.stat()
@@ -214,7 +214,7 @@ def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterru
     assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
     again = record.stat()
     assert (first.st_ino, first.st_mtime_ns) == (again.st_ino, again.st_mtime_ns)  # resumed
-    assert (folder / "record_000003.json").exists() and not list(folder.glob(".*.tmp"))
+    assert (folder / "record_000002.json").exists() and not list(folder.glob(".*.tmp"))
     resumed = np.load(tmp_path / "resumed.npz")
     assert set(resumed.files) == set(uninterrupted.posterior.samples)
     for name, value in uninterrupted.posterior.samples.items():
