@@ -22,6 +22,7 @@ so; such a file is not a reference.
 
     python examples/reference.py --dataset digits                     # MLP(50), N(0, 0.3^2)
     python examples/reference.py --dataset yacht --split 0 --mass-matrix dense  # N(0, 1), UCI
+    python examples/reference.py --checkpoint-dir runs/digits_ref    # resumable: run it again
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def main(args: argparse.Namespace) -> None:
                             num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                             max_draws=args.max_draws, max_seconds=args.max_seconds,
                             mass_matrix=args.mass_matrix,
-                            max_num_steps=args.max_num_steps)  # fmt: skip
+                            max_num_steps=args.max_num_steps,
+                            checkpoint_dir=args.checkpoint_dir)  # fmt: skip
     for w in caught:
         kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
             w.category.__name__)
@@ -136,6 +138,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default=None, help="file stem (default: from the data set)")
     p.add_argument("--out", default=os.path.join("examples", "references"))
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="commit every segment here; the same command again resumes the run "
+                   "(or continues it with a larger --max-draws/--max-seconds)")
     return p.parse_args(argv)
 
 

@@ -20,7 +20,8 @@
   every sampling step that the kernels' state carries (:mod:`step_stats`).
 * :func:`reference_hmc` - HMC in segments until the test predictions have converged
   (R-hat and ESS checked by the recipe, :mod:`stopping_rule`), or its budget ends (warmup's
-  included, :mod:`reference_chains`) or a chain stops moving, and it says so.
+  included, :mod:`reference_chains`) or a chain stops moving, and it says so; with a
+  ``checkpoint_dir`` it commits every segment and resumes (:mod:`reference_checkpoint`).
 * :class:`ParallelTempering` - replica-exchange HMC over a ladder of likelihood temperatures,
   for posteriors whose modes an HMC chain cannot cross (:mod:`tempering`).
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.

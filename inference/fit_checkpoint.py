@@ -38,36 +38,58 @@ from typing import Any
 import jax
 
 from bnn_ppl import validation
-from bnn_ppl.config import Config, HMCConfig, NUTSConfig, _MCMCConfig, _SGMCMCConfig
+from bnn_ppl.config import (
+    Config,
+    HMCConfig,
+    NUTSConfig,
+    ReferenceHMCConfig,
+    _MCMCConfig,
+    _SGMCMCConfig,
+)
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["check_checkpoint_args", "fit_checkpointed"]
+__all__ = ["check_checkpoint_args", "check_checkpoint_dir", "fit_checkpointed"]
 
 
-def check_checkpoint_args(
-    config: Config, checkpoint_dir: Any, checkpoint_every: Any, progress_every: Any = None
-) -> int | None:
-    """Check :func:`~bnn_ppl.inference.fit`'s checkpoint arguments before anything runs;
-    return ``checkpoint_every`` (default: a tenth of the draws per chain, at least 1)."""
-    if not isinstance(config, _MCMCConfig | _SGMCMCConfig):
-        raise InputValueError(
-            f"checkpoint_dir applies to MCMC and SG-MCMC methods, not {config.method!r}; "
-            "drop checkpoint_dir and checkpoint_every."
-        )
-    if checkpoint_dir is None:
-        what = "checkpoint_every" if checkpoint_every is not None else "progress_every"
-        raise InputValueError(f"{what} needs a checkpoint_dir.")
-    if progress_every is not None:
-        validation.check_int("progress_every", progress_every)
+def check_checkpoint_dir(checkpoint_dir: Any) -> None:
+    """A folder path (it may not exist yet), not a file; else an InputError naming it."""
     if not isinstance(checkpoint_dir, str | os.PathLike):
         raise InputTypeError(
             f"checkpoint_dir must be a folder path, got {type(checkpoint_dir).__name__}."
         )
     if os.path.exists(checkpoint_dir) and not os.path.isdir(checkpoint_dir):
         raise InputValueError(f"checkpoint_dir {os.fspath(checkpoint_dir)} is not a folder.")
+
+
+def check_checkpoint_args(
+    config: Config, checkpoint_dir: Any, checkpoint_every: Any, progress_every: Any = None
+) -> int | None:
+    """Check :func:`~bnn_ppl.inference.fit`'s checkpoint arguments before anything runs;
+    return ``checkpoint_every`` (default: a tenth of the draws per chain, at least 1; ``None``
+    for a :class:`~bnn_ppl.config.ReferenceHMCConfig`, which commits every segment)."""
+    reference = isinstance(config, ReferenceHMCConfig)
+    if not isinstance(config, _MCMCConfig | _SGMCMCConfig) and not reference:
+        raise InputValueError(
+            f"checkpoint_dir applies to MCMC and SG-MCMC methods, not {config.method!r}; "
+            "drop checkpoint_dir and checkpoint_every."
+        )
+    if reference and (checkpoint_every is not None or progress_every is not None):
+        what = "checkpoint_every" if checkpoint_every is not None else "progress_every"
+        raise InputValueError(
+            f"{what} does not apply to a ReferenceHMCConfig run: it commits every segment of "
+            "segment_draws draws per chain; set segment_draws instead."
+        )
+    if checkpoint_dir is None:
+        what = "checkpoint_every" if checkpoint_every is not None else "progress_every"
+        raise InputValueError(f"{what} needs a checkpoint_dir.")
+    if progress_every is not None:
+        validation.check_int("progress_every", progress_every)
+    check_checkpoint_dir(checkpoint_dir)
+    if reference:
+        return None
     if checkpoint_every is None:
         draws = config.num_samples
         if isinstance(config, _MCMCConfig):

@@ -240,11 +240,13 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
     return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
 
 
-def _reference(model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey) -> Posterior:
+def _reference(
+    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any
+) -> Posterior:
     from bnn_ppl.inference.reference import reference_hmc
 
     run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
-                        rng_key=key)  # fmt: skip
+                        rng_key=key, checkpoint_dir=checkpoint_dir)  # fmt: skip
     return run.posterior
 
 
@@ -273,7 +275,9 @@ def fit(
             (:mod:`bnn_ppl.inference.fit_checkpoint`). Warmup's cost, then after each
             segment the running metrics (with test targets: the BMA's test metrics over the
             draws so far) get lines in ``progress.jsonl`` there
-            (:mod:`bnn_ppl.inference.progress_log`).
+            (:mod:`bnn_ppl.inference.progress_log`). A ``ReferenceHMCConfig`` run commits
+            every segment of ``segment_draws`` draws instead (no ``checkpoint_every``,
+            ``progress_every`` or ``progress.jsonl``; :func:`~bnn_ppl.inference.reference_hmc`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
             the draws.
         progress_every: with ``checkpoint_dir``: a ``progress.jsonl`` line every that many
@@ -314,7 +318,7 @@ def fit(
             y_test = validation.as_array("y_test", d.y_test)
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
-    if checkpoint_dir is not None:
+    if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
         from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
 
         # (with its data: the test predictions progress.jsonl computed are reused)
@@ -327,7 +331,7 @@ def fit(
                 "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
                 "or (x, y, x_test[, y_test])."
             )
-        post = _reference(model, d, config, key)
+        post = _reference(model, d, config, key, checkpoint_dir)
     elif isinstance(config, _MCMCConfig):
         post = _mcmc(model, d, config, key)
     elif isinstance(config, SVIConfig):

@@ -14,8 +14,8 @@ checks refuse settings that would hang or silently not do what was asked:
 
 After: :func:`check_finished` warns (:class:`~bnn_ppl.chain_health.StuckChainWarning`) about
 every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
-shortened to ``max_num_steps`` steps of its adapted step size; :class:`CheckedMCMC` reports
-both in ``print_summary``.
+shortened to ``max_num_steps`` steps of its adapted step size (:func:`warn_if_shortened`);
+:class:`CheckedMCMC` reports both in ``print_summary``.
 
 Example:
     >>> from bnn_ppl.inference.hmc_checks import check_hmc_kwargs
@@ -57,6 +57,7 @@ __all__ = [
     "LeapfrogLimitWarning",
     "CheckedMCMC",
     "check_finished",
+    "warn_if_shortened",
 ]
 
 CHAIN_METHODS = ("vectorized", "sequential")
@@ -323,10 +324,21 @@ def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
         warn=False,
     )
     warn_if_stuck(health, stacklevel=4)  # points at the caller of hmc() / nuts()
-    if max_num_steps is None or max_num_steps == 1 or state.trajectory_length is None:
+    warn_if_shortened(
+        state.adapt_state.step_size, state.trajectory_length, max_num_steps, stacklevel=4
+    )
+
+
+def warn_if_shortened(
+    step_size: Any, trajectory_length: Any, max_num_steps: int | None, *, stacklevel: int = 2
+) -> None:
+    """A :class:`LeapfrogLimitWarning` naming every chain whose adapted ``step_size`` needed
+    more than ``max_num_steps`` leapfrog steps per ``trajectory_length`` (one value or one per
+    chain; ``None``: NUTS, nothing to check), so that its trajectory was shortened."""
+    if max_num_steps is None or max_num_steps == 1 or trajectory_length is None:
         return  # (with one step allowed, floor and ceiling are the same: nothing to report)
-    length = np.ravel(np.asarray(state.trajectory_length, np.float64))
-    step = np.ravel(np.asarray(state.adapt_state.step_size, np.float64))
+    length = np.ravel(np.asarray(trajectory_length, np.float64))
+    step = np.ravel(np.asarray(step_size, np.float64))
     floor = length / (max_num_steps - 0.5)
     held = np.flatnonzero(step <= floor * (1 + 1e-5))
     if held.size:
@@ -337,5 +349,5 @@ def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
             "and the chain explores less per iteration. Raise max_num_steps, or shorten "
             "trajectory_length.",
             LeapfrogLimitWarning,
-            stacklevel=4,
+            stacklevel=stacklevel + 1,
         )

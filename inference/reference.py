@@ -42,9 +42,12 @@ predictions Izmailov et al. (2021) published:
   converged, and the record and the warning name the chain.
 * **Memory.** Every draw and the checked quantity for every draw stay in memory
   (``chains x draws x n x K`` float32 for the probabilities: 576 MB for 4 chains x 10,000 draws
-  on digits' 360 test rows); the segments are not written to disk, so a killed run starts again
-  (:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` is the checkpointed path for
-  fixed-length runs).
+  on digits' 360 test rows).
+* **Checkpoints.** With a ``checkpoint_dir`` the state after warmup and every segment's draws
+  and state are committed there, and the same call again (after a kill, or with a larger
+  budget) replays the committed segments through the stopping rule and continues from the
+  last state read back: the draws of an uninterrupted run, bit for bit
+  (:mod:`bnn_ppl.inference.reference_checkpoint`).
 * **Honesty.** The result (:class:`ReferenceRun`) carries every check's figures and says why
   it stopped; a run that did not converge has ``converged=False`` and raises a
   :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence
@@ -78,6 +81,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 import warnings
 from typing import Any, NamedTuple
@@ -90,17 +94,10 @@ from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
-from bnn_ppl.inference.hmc_checks import check_finished
-from bnn_ppl.inference.reference_chains import (
-    Warmup,
-    build_chains,
-    health_record,
-    sample,
-    segment_health,
-    warm_up,
-)
+from bnn_ppl.inference.hmc_checks import warn_if_shortened
+from bnn_ppl.inference.reference_chains import Chains, Warmup, health_record, segment_health
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
-from bnn_ppl.inference.to_posterior import from_mcmc
+from bnn_ppl.inference.to_posterior import from_draws
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -131,7 +128,8 @@ class ReferenceRun(NamedTuple):
     ``warmup_done`` of ``num_warmup`` warmup iterations; ``warmup_cut_short``: the time budget
     ended warmup (then there are no checks, and ``posterior`` holds warmup's last segment, not
     a posterior sample); ``warmup_seconds``: warmup's wall time (with the first segment's,
-    unless the warmup ran in segments).
+    unless the warmup ran in segments); ``resumed_after``: with a ``checkpoint_dir``, the
+    segment (0: warmup) the run resumed after (``None``: it started afresh).
     """
 
     posterior: Posterior
@@ -143,6 +141,7 @@ class ReferenceRun(NamedTuple):
     warmup_done: int = 0
     warmup_cut_short: bool = False
     warmup_seconds: float = math.nan
+    resumed_after: int | None = None
 
     @property
     def segments(self) -> int:
@@ -189,6 +188,7 @@ def reference_hmc(
     y_test: Any = None,
     rng_key: PRNGKey | None = None,
     config: ReferenceHMCConfig | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
     **settings: Any,
 ) -> ReferenceRun:
     """Run HMC in segments until the test predictions converge or the budget ends.
@@ -201,6 +201,11 @@ def reference_hmc(
         rng_key: ``jax.random.key(seed)`` (default ``key(0)``); the same key, data and settings
             give the same draws.
         config: a :class:`~bnn_ppl.config.ReferenceHMCConfig` (default: its defaults).
+        checkpoint_dir: a folder to commit the run to (warmup, then every segment) and to
+            resume it from: the same call again after a kill continues after the newest intact
+            segment with the same draws; a larger budget or other thresholds continue a
+            finished run; other data, seed, model or draw-determining settings are refused
+            naming the field (:mod:`bnn_ppl.inference.reference_checkpoint`).
         **settings: any of its fields, overriding ``config``: ``num_chains`` (4),
             ``num_warmup`` (500), ``segment_draws`` (200), ``max_draws`` (10000 per chain),
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
@@ -238,49 +243,59 @@ def reference_hmc(
         validation.check_same_length("x_test", x_test, "y_test", y_test)
         model.likelihood.check_targets(y_test, model.output_shape(x_test))
     key = validation.check_key("rng_key", rng_key) if rng_key is not None else None
+    if checkpoint_dir is not None:
+        from bnn_ppl.inference.fit_checkpoint import check_checkpoint_dir
+
+        check_checkpoint_dir(checkpoint_dir)
 
     start = time.monotonic()
-    mcmc, pot, init, run_key = build_chains(model, x, y, c, key)
+    if checkpoint_dir is None:
+        chains = Chains(model, x, y, c, key)
+    else:
+        from bnn_ppl.inference.reference_checkpoint import CheckpointedChains
+
+        chains = CheckpointedChains(model, x, y, c, key, checkpoint_dir)
     deadline = None if c.max_seconds is None else start + c.max_seconds
-    warm = warm_up(mcmc, pot, init, run_key, c, deadline)
-    if not warm.cut_short:  # as hmc() does: stuck chains, shortened trajectories
-        check_finished(mcmc, c.max_num_steps)
-    health = segment_health(mcmc)
     parts: list[Posterior] = []
     values: list[np.ndarray] = []
     checks: list[ConvergenceCheck] = []
     draws = gradients = 0
-    reason = "max_seconds" if warm.cut_short else ""
-    while True:
-        part = from_mcmc(mcmc, method=ReferenceHMCConfig.method)
-        parts.append(part)
-        values.append(function_values(model, part.samples, x_test, quantity, y=y_test,
-                                      chunk_size=c.chunk_size))  # fmt: skip
-        if reason:  # warmup cut short: its last segment is all there is
-            break
-        draws += part.num_draws
-        gradients += int(np.sum(part.sample_stats["n_steps"]))
-        figures = check_convergence(
-            np.concatenate(values, axis=1),
-            max_rhat=c.max_rhat, min_share=c.min_share, min_ess=c.min_ess,
-        )  # fmt: skip
-        seconds = time.monotonic() - start
-        checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
-        if not all(h.moving for h in health):
-            reason = "chains_not_moving"  # the step size is fixed now: more draws won't help
-            if len(checks) > 1:  # (check_finished warned about the first segment)
+    with chains:
+        warm, segment = chains.start(deadline)
+        reason = "max_seconds" if warm.cut_short else ""
+        while True:
+            part = from_draws(segment.samples, segment.extra, chains.mcmc.sampler,
+                              method=ReferenceHMCConfig.method)  # fmt: skip
+            parts.append(part)
+            values.append(function_values(model, part.samples, x_test, quantity, y=y_test,
+                                          chunk_size=c.chunk_size))  # fmt: skip
+            health = segment_health(segment)
+            if reason:  # warmup cut short: its last segment is all there is
+                break
+            draws += part.num_draws
+            gradients += int(np.sum(part.sample_stats["n_steps"]))
+            if not checks:  # as hmc() warns after its run: shortened trajectories
+                warn_if_shortened(segment.step_size, segment.trajectory_length, c.max_num_steps)
+            figures = check_convergence(
+                np.concatenate(values, axis=1),
+                max_rhat=c.max_rhat, min_share=c.min_share, min_ess=c.min_ess,
+            )  # fmt: skip
+            # (checkpointed: the committed time, so that a rerun replays the same decisions)
+            seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
+            checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
+            if not all(h.moving for h in health):
+                reason = "chains_not_moving"  # the step size is fixed now: more draws won't help
                 warn_if_stuck(health)
-        elif figures["converged"]:
-            reason = "converged"
-        elif draws >= c.max_draws:
-            reason = "max_draws"
-        elif deadline is not None and time.monotonic() >= deadline:
-            reason = "max_seconds"
-        else:  # continue the chains where they stopped, with the adapted step size and metric
-            sample(mcmc, pot, min(c.segment_draws, c.max_draws - draws))
-            health = segment_health(mcmc)
-            continue
-        break
+            elif figures["converged"]:
+                reason = "converged"
+            elif draws >= c.max_draws:
+                reason = "max_draws"
+            elif c.max_seconds is not None and seconds >= c.max_seconds:
+                reason = "max_seconds"
+            else:  # continue the chains where they stopped, with the adapted step size and metric
+                segment = chains.next(min(c.segment_draws, c.max_draws - draws))
+                continue
+            break
 
     converged = reason == "converged"
     lp = np.concatenate([p.sample_stats["lp"] for p in parts], axis=1)
@@ -297,7 +312,8 @@ def reference_hmc(
         "chain_levels": [c._asdict() for c in levels],
         "chains_apart": apart,
         "quantity": quantity,
-        "trajectory_length_used": float(np.mean(np.asarray(mcmc.last_state.trajectory_length))),
+        "trajectory_length_used": float(np.mean(segment.trajectory_length)),
+        "resumed_after_segment": chains.resumed_after,
         "checks": [{k: (_json(v) if isinstance(v, float) else v) for k, v in ch._asdict().items()}
                    for ch in checks],
     }  # fmt: skip
@@ -313,8 +329,8 @@ def reference_hmc(
                                                                   quantity, apart)),
                       stacklevel=2)  # fmt: skip
     return ReferenceRun(posterior, np.concatenate(values, axis=1), quantity, tuple(checks),
-                        converged, reason, warm.warmup_done, warm.cut_short,
-                        warm.seconds)  # fmt: skip
+                        converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
+                        chains.resumed_after)  # fmt: skip
 
 
 def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,

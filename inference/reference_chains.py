@@ -4,6 +4,10 @@
 on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
 ``post_warmup_state``):
 
+* :class:`Chains` - the run's chains in memory: :meth:`~Chains.start` warms them up and runs
+  the first segment, :meth:`~Chains.next` one more; each gives a :class:`Segment` (numpy
+  draws, extra fields and the state's step size and trajectory length), which is also what
+  :class:`~bnn_ppl.inference.reference_checkpoint.CheckpointedChains` commits and replays.
 * :func:`build_chains` - the checked :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would
   build, its ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains'
   initial parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
@@ -13,10 +17,12 @@ on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
   NumPyro adapts while the state's iteration counter is below the ``num_warmup`` the kernel was
   set up for, so a segment continued from the last state carries on the same adaptation
   schedule - the draws are bit for bit those of the one-piece run - and the deadline is checked
-  between segments. A warmup cut short by the deadline runs no sampling segment.
-* :func:`sample` - one more segment of draws from where the chains stopped (nothing re-adapted).
-* :func:`segment_health` - :func:`bnn_ppl.chain_health.check_chains` on the segment just run:
-  frozen, stuck or crawling chains.
+  between segments. A warmup cut short by the deadline runs no sampling segment; with
+  ``first_segment=False`` warmup runs alone (in one ``MCMC.run`` without a deadline) and
+  ``Warmup.state`` is the state it ends in.
+* :func:`continue_chains` - more draws from a given state (nothing re-adapted).
+* :func:`segment_health` - :func:`bnn_ppl.chain_health.check_chains` on one segment: frozen,
+  stuck or crawling chains.
 
 Example:
     >>> import jax, numpy as np
@@ -45,19 +51,64 @@ from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.inference.hmc_checks import CheckedMCMC, as_key
 from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, HMC, _hmc_kwargs
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
+from bnn_ppl.inference.resume import joined_arrays, segment_arrays
 from bnn_ppl.model import BNN
 
-__all__ = ["Warmup", "build_chains", "health_record", "sample", "segment_health", "warm_up"]
+__all__ = [
+    "Chains",
+    "Segment",
+    "Warmup",
+    "as_segment",
+    "build_chains",
+    "continue_chains",
+    "health_record",
+    "segment_arrays_of",
+    "segment_health",
+    "warm_up",
+]
 
 
 class Warmup(NamedTuple):
     """How warmup went: ``warmup_done`` iterations of ``num_warmup``; ``cut_short``: the
     deadline passed first (no sampling segment was run; ``mcmc`` holds the last warmup
-    segment's draws); ``seconds``: its wall time (with the first segment, when run together)."""
+    segment's draws); ``seconds``: its wall time (with the first segment, when run together);
+    ``state``: the chains' state at its end, when it ran without the first segment."""
 
     warmup_done: int
     cut_short: bool
     seconds: float
+    state: Any = None
+
+
+class Segment(NamedTuple):
+    """One segment of draws: ``samples`` and flattened ``extra`` fields, ``(chain, draw, ...)``
+    numpy arrays; the ``step_size`` and ``trajectory_length`` per chain of the state after it
+    (both fixed after warmup); ``seconds``: the wall time the run had committed at its end (a
+    checkpointed run: a rerun replays the same figure), ``None`` in memory (read at the check)."""
+
+    samples: dict[str, np.ndarray]
+    extra: dict[str, np.ndarray]
+    step_size: np.ndarray
+    trajectory_length: np.ndarray
+    seconds: float | None = None
+
+
+def segment_arrays_of(mcmc: CheckedMCMC) -> dict[str, np.ndarray]:
+    """The last ``MCMC.run``'s draws and extra fields (``"sample/<site>"``,
+    ``"extra/<field>"``), with ``"state/step_size"`` and ``"state/trajectory_length"`` of its
+    last state: what a checkpointed run commits per segment."""
+    state = mcmc.last_state
+    return segment_arrays(mcmc) | {
+        "state/step_size": np.asarray(final_step_size(state)),
+        "state/trajectory_length": np.asarray(state.trajectory_length),
+    }
+
+
+def as_segment(arrays: dict[str, np.ndarray], seconds: float | None = None) -> Segment:
+    """The :class:`Segment` of :func:`segment_arrays_of`'s arrays (or the same read back)."""
+    samples, extra = joined_arrays([arrays])
+    step, length = arrays["state/step_size"], arrays["state/trajectory_length"]
+    return Segment(samples, extra, step, length, seconds)
 
 
 def build_chains(
@@ -77,7 +128,9 @@ def build_chains(
     return mcmc, pot, pot.init_params(init_key, c.num_chains, method="prior"), run_key
 
 
-def _continue(mcmc: CheckedMCMC, pot: FullBatchPotential, state: Any, n: int) -> None:
+def continue_chains(mcmc: CheckedMCMC, pot: FullBatchPotential, state: Any, n: int) -> None:
+    """``n`` more iterations per chain from ``state`` (warmup ones while its counter is below
+    ``num_warmup``), the continuation NumPyro documents for ``post_warmup_state``."""
     mcmc.num_samples = n
     mcmc.post_warmup_state = state
     mcmc.run(state.rng_key, *pot.args, extra_fields=DEFAULT_EXTRA_FIELDS)
@@ -90,42 +143,66 @@ def warm_up(
     run_key: jax.Array,
     c: ReferenceHMCConfig,
     deadline: float | None,
+    first_segment: bool = True,
 ) -> Warmup:
-    """Warm the chains up and run the first sampling segment, unless ``deadline`` (a
+    """Warm the chains up and run the first sampling segment (unless ``first_segment`` is
+    False: then ``Warmup.state`` is warmup's last state), unless ``deadline`` (a
     ``time.monotonic()`` value; ``None``: none) passes between two warmup segments of
     ``c.segment_draws`` iterations."""
     start = time.monotonic()
-    if deadline is None or c.num_warmup == 0:
+    if first_segment and (deadline is None or c.num_warmup == 0):
         mcmc.run(run_key, *pot.args, init_params=init, extra_fields=DEFAULT_EXTRA_FIELDS)
         return Warmup(c.num_warmup, False, time.monotonic() - start)
     # the state MCMC.run would start from: one key per chain, the kernel set up for num_warmup
     keys = jax.random.split(run_key, c.num_chains)
     state = mcmc.sampler.init(keys, c.num_warmup, init, pot.args, {})
+    size = c.num_warmup if deadline is None else c.segment_draws
     done = 0
     while done < c.num_warmup:
-        n = min(c.segment_draws, c.num_warmup - done)
-        _continue(mcmc, pot, state, n)
+        n = min(size, c.num_warmup - done)
+        continue_chains(mcmc, pot, state, n)
         state, done = mcmc.last_state, done + n
-        if done < c.num_warmup and time.monotonic() >= deadline:
+        if done < c.num_warmup and deadline is not None and time.monotonic() >= deadline:
             jax.block_until_ready(state)
             return Warmup(done, True, time.monotonic() - start)
-    _continue(mcmc, pot, state, min(c.segment_draws, c.max_draws))
+    if not first_segment:
+        jax.block_until_ready(state)
+        return Warmup(done, False, time.monotonic() - start, state)
+    continue_chains(mcmc, pot, state, min(c.segment_draws, c.max_draws))
     return Warmup(done, False, time.monotonic() - start)
 
 
-def sample(mcmc: CheckedMCMC, pot: FullBatchPotential, n: int) -> None:
-    """``n`` more draws per chain, continued from ``mcmc.last_state``."""
-    _continue(mcmc, pot, mcmc.last_state, n)
+class Chains:
+    """A run's chains, kept in memory: built by :func:`build_chains`; :meth:`start` warms them
+    up (:func:`warm_up`) and returns the first segment, :meth:`next` runs one more. A context
+    manager, as its checkpointed subclass is (nothing to hold here)."""
+
+    resumed_after: int | None = None  # (a checkpointed run: the segment it resumed after)
+
+    def __init__(self, model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any):
+        self.c = c
+        self.mcmc, self.pot, self.init, self.run_key = build_chains(model, x, y, c, rng_key)
+
+    def __enter__(self) -> Chains:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def start(self, deadline: float | None) -> tuple[Warmup, Segment]:
+        """Warmup and the first segment (warmup's last segment, if the deadline cut it)."""
+        warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, self.c, deadline)
+        return warm, as_segment(segment_arrays_of(self.mcmc))
+
+    def next(self, n: int) -> Segment:
+        """``n`` more draws per chain, continued from where the chains stopped."""
+        continue_chains(self.mcmc, self.pot, self.mcmc.last_state, n)
+        return as_segment(segment_arrays_of(self.mcmc))
 
 
-def segment_health(mcmc: CheckedMCMC) -> list[ChainHealth]:
-    """:func:`~bnn_ppl.chain_health.check_chains` on the last segment (no warning)."""
-    return check_chains(
-        mcmc.get_samples(group_by_chain=True),
-        mcmc.get_extra_fields(group_by_chain=True),
-        final_step_size(mcmc.last_state),
-        warn=False,
-    )
+def segment_health(segment: Segment) -> list[ChainHealth]:
+    """:func:`~bnn_ppl.chain_health.check_chains` on one segment (no warning)."""
+    return check_chains(segment.samples, segment.extra, segment.step_size, warn=False)
 
 
 def health_record(health: list[ChainHealth]) -> list[dict[str, Any]]:

@@ -54,7 +54,15 @@ from numpyro.infer.mcmc import MCMCKernel
 from bnn_ppl import validation
 from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
 
-__all__ = ["MCMCPlan", "Draws", "run_segments", "state_arrays", "state_from_arrays"]
+__all__ = [
+    "MCMCPlan",
+    "Draws",
+    "joined_arrays",
+    "run_segments",
+    "segment_arrays",
+    "state_arrays",
+    "state_from_arrays",
+]
 
 OnSegment = Callable[[int, dict[str, np.ndarray], bool], None]
 """``on_segment(segment, arrays, replayed)``: see :func:`run_segments`."""
@@ -132,7 +140,9 @@ def _flat(extra: dict[str, Any]) -> dict[str, Any]:
     return flat_fields(extra)
 
 
-def _segment_arrays(mcmc: MCMC) -> dict[str, np.ndarray]:
+def segment_arrays(mcmc: MCMC) -> dict[str, np.ndarray]:
+    """The last run's draws and extra fields as named ``(chain, draw, ...)`` arrays:
+    ``"sample/<site>"`` and ``"extra/<field>"`` (flattened, as :func:`joined_arrays` reads)."""
     samples = mcmc.get_samples(group_by_chain=True)
     if not isinstance(samples, dict):  # a kernel on a bare array: name it by the sample field
         samples = {mcmc.sampler.sample_field: samples}
@@ -142,7 +152,8 @@ def _segment_arrays(mcmc: MCMC) -> dict[str, np.ndarray]:
     }
 
 
-def _joined(parts: list[dict[str, np.ndarray]]) -> tuple[dict, dict]:
+def joined_arrays(parts: list[dict[str, np.ndarray]]) -> tuple[dict, dict]:
+    """``(samples, extra)`` of segments' :func:`segment_arrays`, joined along the draws."""
     keys = [k for k in parts[0] if k.startswith(("sample/", "extra/"))]  # not "time/seconds"
     joined = {k: np.concatenate([p[k] for p in parts], axis=1) for k in keys}
     samples = {k[7:]: v for k, v in joined.items() if k.startswith("sample/")}
@@ -214,7 +225,7 @@ def _sample(
         mcmc.post_warmup_state = state
         start = time.perf_counter()
         mcmc.run(state.rng_key, *args, extra_fields=plan.extra_fields)
-        draws = _segment_arrays(mcmc)
+        draws = segment_arrays(mcmc)
         draws["time/seconds"] = np.asarray(time.perf_counter() - start)
         done = [*record.draws_per_segment, n]
         record = store.commit(record.segment + 1, state_arrays(mcmc.last_state), draws, done)
@@ -282,7 +293,7 @@ def run_segments(
             plan, mcmc, rng_key, args, init_params, store, record, checkpoint_every, on_segment
         )
         parts = store.load_draws(record)
-    samples, extra = _joined(parts)
+    samples, extra = joined_arrays(parts)
     for name, value in samples.items():  # never a short run
         if value.shape[:2] != (plan.num_chains, total):
             raise CheckpointError(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,6 +39,18 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         str(jax.config.jax_persistent_cache_min_compile_time_secs),
     )
     return {**env, **extra}
+
+
+def sigkill_when(proc: subprocess.Popen, path: Path, timeout: float = 300.0) -> None:
+    """SIGKILL the child ``proc`` as soon as ``path`` exists (a checkpoint's commit record)
+    and check that the kill, not an exit, ended it and that ``path`` was written."""
+    deadline = time.monotonic() + timeout
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
+    assert path.exists()
 
 
 @contextlib.contextmanager

@@ -8,17 +8,16 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
 import numpyro.infer
 import pytest
+from conftest import sigkill_when
 from flax import linen as nn
 from flax import nnx
 
@@ -46,7 +45,8 @@ def _model(network=None):
 # the checkpoint modules, and the HMC/NUTS and SG-MCMC kernels they run (issue 16 item 3)
 SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"]
 PUBLIC_API_MODULES = [
-    *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES
+    *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES,
+    "reference_chains.py", "reference_checkpoint.py",  # (the reference run's checkpoints)
 ]  # fmt: skip
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
@@ -422,14 +422,8 @@ def _kill_after_segment(tmp_path, config, segment):
     i.e. during warmup)."""
     proc = _child(tmp_path, config, tmp_path / "never.npz")
     name = "run.json" if segment < 0 else f"record_{segment:06d}.json"
-    record = tmp_path / "ckpt" / name
-    deadline = time.monotonic() + 300
-    while not record.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode()[-2000:]
-    assert record.exists() and not (tmp_path / "never.npz").exists()
+    sigkill_when(proc, tmp_path / "ckpt" / name)
+    assert not (tmp_path / "never.npz").exists()
 
 
 def _resumed_equals_uninterrupted(tmp_path, method, segment=2):

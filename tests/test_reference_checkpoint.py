@@ -1,0 +1,221 @@
+"""Checkpointed reference runs (``reference_hmc(..., checkpoint_dir=...)``): an interrupted run
+resumed from its folder gives the uninterrupted run's draws bit for bit; a larger budget
+continues a finished run; changed draw-determining settings are refused naming the field; a
+damaged segment file is detected and the segment redone.
+
+All runs share one tiny problem (the conjugate regression, 4 chains, 50 warmup iterations,
+segments of 10 draws, 20 draws per chain), so that their programs are compiled once.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import count_compiles, sigkill_when, subprocess_env
+from conjugate import data, linear_model
+
+from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference import ReferenceNotConvergedWarning, fit, reference_hmc
+from bnn_ppl.inference import reference_checkpoint as rc
+from bnn_ppl.inference.checkpoint_store import CheckpointError
+
+KEY = jax.random.key(3)
+SETTINGS = dict(num_warmup=50, segment_draws=10, max_draws=20)  # as test_reference.py runs
+XT = np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
+
+
+def _run(folder=None, key=KEY, **changes):
+    x, y = data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReferenceNotConvergedWarning)  # (20 draws: too few)
+        return reference_hmc(linear_model(), (x, y), x_test=XT, rng_key=key,
+                             checkpoint_dir=folder, **(SETTINGS | changes))  # fmt: skip
+
+
+def _assert_same_draws(run, want, draws=None):
+    for group in ("samples", "sample_stats"):
+        got, ref = getattr(run.posterior, group), getattr(want.posterior, group)
+        assert set(got) == set(ref)
+        for k, v in ref.items():
+            np.testing.assert_array_equal(got[k][:, :draws], v, err_msg=k)
+
+
+def _same_checks(run, want):
+    """Every figure of every check but the wall time."""
+    return [c._replace(seconds=0.0) for c in run.checks] == [
+        c._replace(seconds=0.0) for c in want.checks
+    ]
+
+
+def _snapshot(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in Path(folder).rglob("*")
+            if p.is_file() and p.name != "lock"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def uninterrupted():
+    """The run in memory, no checkpoint: 2 segments of 10 draws, stopped by max_draws."""
+    run = _run()
+    assert run.stop_reason == "max_draws" and run.segments == 2 and run.resumed_after is None
+    return run
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A folder whose run was cut short in warmup by max_seconds (nothing committed), then
+    interrupted by an exception during segment 2, then resumed to its end: (folder, run)."""
+    folder = tmp_path_factory.mktemp("reference") / "ckpt"
+    cut = _run(folder, max_seconds=1e-3)  # the budget ends warmup after its first 10 iterations
+    assert cut.warmup_cut_short and cut.warmup_done == 10 and cut.stop_reason == "max_seconds"
+    assert (folder / "run.json").exists() and not list(folder.glob("record_*.json"))
+    original, calls = rc.continue_chains, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("stopped during segment 2")
+        original(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rc, "continue_chains", interrupted)
+        with pytest.raises(RuntimeError, match="during segment 2"):
+            _run(folder)
+    assert [p.name for p in sorted(folder.glob("record_*.json"))][-1] == "record_000001.json"
+    return folder, _run(folder)
+
+
+def test_an_interrupted_run_resumed_equals_the_uninterrupted_one(finished, uninterrupted):
+    folder, run = finished
+    assert run.resumed_after == 1  # segment 1 replayed, segment 2 sampled
+    _assert_same_draws(run, uninterrupted)
+    assert run.stop_reason == "max_draws" and _same_checks(run, uninterrupted)
+    np.testing.assert_array_equal(run.values, uninterrupted.values)
+    record = run.posterior.config["convergence"]
+    assert record["resumed_after_segment"] == 1 and record["warmup_done"] == 50
+    # a check's time is the committed time: warmup's and each segment's, never decreasing
+    assert 0 < run.warmup_seconds <= run.checks[0].seconds <= run.checks[-1].seconds
+
+
+def test_a_finished_run_is_read_back_and_a_larger_budget_continues(finished, uninterrupted,
+                                                                   tmp_path):  # fmt: skip
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished[0], folder)
+    before = _snapshot(folder)
+    again = _run(folder)  # nothing to sample: every decision replays from the stored draws
+    assert _snapshot(folder) == before and again.resumed_after == 2
+    _assert_same_draws(again, uninterrupted)
+    assert again.checks == finished[1].checks  # (the committed times too)
+    # through fit: the same folder, the same draws, and the Posterior's data groups
+    config = ReferenceHMCConfig(**SETTINGS)
+    x, y = data()
+    with pytest.warns(ReferenceNotConvergedWarning):
+        post = fit(linear_model(), (x, y, XT), config, KEY, checkpoint_dir=folder)
+    np.testing.assert_array_equal(post.samples["Dense_0.kernel"],
+                                  uninterrupted.posterior.samples["Dense_0.kernel"])  # fmt: skip
+    assert post.predictions["mean"].shape == (4, 20, len(XT)) and _snapshot(folder) == before
+    # the budget is not in the fingerprint: a larger one continues the run
+    longer = _run(folder, max_draws=30)
+    assert longer.resumed_after == 2 and longer.draws == 30 and longer.segments == 3
+    _assert_same_draws(longer, uninterrupted, draws=20)
+    assert (folder / "record_000003.json").exists()
+
+
+@pytest.mark.parametrize(
+    "changes, match",
+    [
+        ({"key": jax.random.key(4)}, "seed is"),
+        ({"segment_draws": 5}, "config.segment_draws is 10 there and 5 now"),
+        ({"num_warmup": 40}, "config.num_warmup is 50 there and 40 now"),
+        ({"mass_matrix": "dense"}, "config.mass_matrix is 'diagonal' there and 'dense' now"),
+    ],
+)
+def test_a_changed_draw_setting_is_refused_naming_it(finished, tmp_path, changes, match):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished[0], folder)
+    before = _snapshot(folder)
+    with pytest.raises(CheckpointError, match=match):
+        _run(folder, **changes)
+    assert _snapshot(folder) == before
+
+
+def test_checkpoint_arguments_of_a_reference_fit_are_checked(tmp_path):
+    x, y = data()
+    config = ReferenceHMCConfig(**SETTINGS)
+    with pytest.raises(ValueError, match="checkpoint_every does not apply to a ReferenceHMC"):
+        fit(linear_model(), (x, y, XT), config, KEY, checkpoint_dir=tmp_path, checkpoint_every=5)
+    (tmp_path / "file").write_text("")
+    with count_compiles() as compiles:  # refused before anything is compiled
+        with pytest.raises(ValueError, match="is not a folder"):
+            reference_hmc(linear_model(), (x, y), x_test=XT, checkpoint_dir=tmp_path / "file")
+        with pytest.raises(TypeError, match="checkpoint_dir must be a folder path"):
+            reference_hmc(linear_model(), (x, y), x_test=XT, checkpoint_dir=3)
+    assert compiles == []
+
+
+def test_a_damaged_segment_file_is_set_aside_and_the_segment_redone(finished, uninterrupted,
+                                                                    tmp_path):  # fmt: skip
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished[0], folder)
+    damaged = folder / "draws_000002.npz"
+    raw = bytearray(damaged.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # one flipped byte: its SHA-256 no longer matches the record
+    damaged.write_bytes(bytes(raw))
+    run = _run(folder)
+    assert run.resumed_after == 1  # record 2 failed verification; segment 2 was sampled again
+    _assert_same_draws(run, uninterrupted)
+    aside = list((folder / "aside").rglob("draws_000002.npz"))
+    assert len(aside) == 1 and aside[0].read_bytes() == bytes(raw)
+
+
+# ------------------------------------------------------------------------ SIGKILL, bit-exact
+CHILD = textwrap.dedent(
+    """
+    import sys, warnings
+    sys.path.insert(0, sys.argv[3])
+    import jax, numpy as np
+    from conjugate import data, linear_model
+    from bnn_ppl.inference import reference_hmc
+    warnings.simplefilter("ignore")
+    x, y = data()
+    xt = np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
+    run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=jax.random.key(3),
+                        num_warmup=50, segment_draws=10, max_draws=20, checkpoint_dir=sys.argv[1])
+    np.savez(sys.argv[2], **run.posterior.samples)
+    """
+)
+
+
+@pytest.mark.slow  # two child processes, each compiling the run's programs
+@pytest.mark.timeout(600)
+def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterrupted):
+    script, folder = tmp_path / "child.py", tmp_path / "ckpt"
+    script.write_text(CHILD)
+    tests = str(Path(__file__).parent)
+
+    def child(out):
+        args = [sys.executable, str(script), str(folder), str(out), tests]
+        return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                env=subprocess_env())  # fmt: skip
+
+    proc = child(tmp_path / "never.npz")
+    record = folder / "record_000001.json"  # (segment 2 left to kill it in)
+    sigkill_when(proc, record)
+    assert not (tmp_path / "never.npz").exists()
+    first = record.stat()
+    proc = child(tmp_path / "resumed.npz")
+    assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
+    again = record.stat()
+    assert (first.st_ino, first.st_mtime_ns) == (again.st_ino, again.st_mtime_ns)  # resumed
+    assert (folder / "record_000002.json").exists() and not list(folder.glob(".*.tmp"))
+    resumed = np.load(tmp_path / "resumed.npz")
+    assert set(resumed.files) == set(uninterrupted.posterior.samples)
+    for name, value in uninterrupted.posterior.samples.items():
+        np.testing.assert_array_equal(resumed[name], value, err_msg=name)
