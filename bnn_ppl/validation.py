@@ -168,13 +168,7 @@ def check_chunk_size(value: Any) -> int | str | None:
 
 def rows_per_call(chunk_size: Any, n: int) -> int:
     """Rows of ``n`` per network call of a prediction: ``chunk_size`` (at most ``n``), or all
-    ``n`` for ``None`` and ``"auto"`` (a forward pass holds no gradient: a chunk the potential
-    fits holds its rows).
-
-    Example:
-        >>> rows_per_call(None, 10), rows_per_call("auto", 10), rows_per_call(4, 10)
-        (10, 10, 4)
-    """
+    ``n`` for ``None`` and ``"auto"``. Example: ``rows_per_call("auto", 10) == 10``."""
     chunk = check_chunk_size(chunk_size)
     return n if chunk is None or isinstance(chunk, str) else min(chunk, n)
 
