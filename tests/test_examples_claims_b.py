@@ -166,9 +166,11 @@ def _check_against_reference(stdout: str, out_dir: Path, variant: str) -> None:
             assert rows["ensemble"]["gradients"] == rows["SVI"]["gradients"] == 60
         ens, svi = rows["ensemble"], rows["SVI"]
         assert verdicts["ensemble_closer_than_svi"] == (
-            ens["agreement"] > svi["agreement"] and ens["tv"] < svi["tv"])
+            ens["agreement"] > svi["agreement"] and ens["tv"] < svi["tv"]
+        )
         assert verdicts["hmc_beats_ensemble"] == (
-            ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"])
+            ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"]
+        )
 
 
 # script name -> check(stdout, out_dir, variant) after a successful run
@@ -231,7 +233,9 @@ def test_against_reference_spends_about_equal_gradients() -> None:
     """At equal gradients the ensemble and SVI spend exactly the budget and SGHMC within one
     cycle of it (its MAP and burn-in counted); at equal samples each draws ``--samples``."""
     script = _load_example("against_reference.py")
-    args = script.parse_args(["--gradients", "50000", "--map-steps", "5000", "--samples", "4"])
+    args = script.parse_args(
+        ["--gradients", "50000", "--map-steps", "5000", "--samples", "4", "--hmc-warmup", "100"]
+    )
     regimes = script.configs(args, 1437, per_draw=50.0)
     eq = regimes["equal gradients"]
     count = {m: script.gradients(None, c, 1437, "") for m, c in eq.items() if m != "HMC"}
