@@ -1,5 +1,7 @@
-"""The paper-claim examples ``priors.py``, ``agreement.py`` and ``covariate_shift.py`` run end
-to end with tiny settings, print their table and claim line, and write their PNG.
+"""The paper-claim examples ``priors.py``, ``agreement.py``, ``covariate_shift.py`` and
+``against_reference.py`` run end to end with tiny settings, print their table and claim lines,
+and write their PNG or summary; ``against_reference.py``'s loader and gradient accounting are
+also checked without fitting anything.
 
 Same conventions and runner as ``tests/test_examples.py`` (``{out}`` stands for a folder in a
 fresh temporary working directory); this module keeps its own registries, which
@@ -12,10 +14,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_examples import EXAMPLES, _check_ok, _run, check_run_folders
+from test_examples_claims_a import _load_example
 
+import bnn_ppl as bp
 from bnn_ppl import runs
+from bnn_ppl.io import read_json, write_json
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -38,6 +44,11 @@ TINY_FLAGS: dict[str, list[str]] = {
         *_TINY_FITS, "--kinds", "gaussian_noise", "contrast", "--cifar10", "auto",
         "--out", "{out}",
     ],
+    "against_reference.py": [
+        "--samples", "2", "--gradients", "60", "--hmc-warmup", "2", "--map-steps", "20",
+        "--svi-steps", "20", "--svi-samples", "4", "--sg-map-steps", "5", "--cycle-length", "10",
+        "--burnin-cycles", "1", "--out", "{out}",
+    ],
 }  # fmt: skip
 
 # script name -> strings its stdout must contain
@@ -47,6 +58,8 @@ EXPECTED_ROWS: dict[str, list[str]] = {
                      "noise floor", "TV gap", "claim"],
     "covariate_shift.py": ["severity", "clean", "HMC acc", "ensemble NLL", "SVI acc",
                            "accuracy drop", "claim", "CIFAR-10-C part"],
+    "against_reference.py": ["equal samples:", "equal gradients:", "agree w/ ref", "TV w/ ref",
+                             "ECE", "gradients", "reference", "HMC chains", "noise floor"],
 }  # fmt: skip
 
 
@@ -123,11 +136,49 @@ def _check_covariate_shift(stdout: str, out_dir: Path, variant: str) -> None:
     assert "skipped" in payload["cifar10"] or "by_severity" in payload["cifar10"]
 
 
+ROWS = {"reference", "ensemble", "SVI", "SGHMC", "HMC", "HMC chains"}
+
+
+def _check_against_reference(stdout: str, out_dir: Path, variant: str) -> None:
+    """Both regimes: the reference's row is the stored file's (its metrics, agreement 1, TV 0,
+    its recorded gradients); each method's gradients are what its settings cost; each claim
+    line says what the numbers say."""
+    payload = json.loads((out_dir / "summary.json").read_text())
+    record = read_json(EXAMPLES / "references" / "digits.json")
+    claims = [line for line in stdout.splitlines() if line.startswith("claim")]
+    assert len(claims) == 4 and all(c.endswith("supported here") for c in claims), claims
+    assert set(payload["regimes"]) == {"equal samples", "equal gradients"}
+    for regime, body in payload["regimes"].items():
+        rows, verdicts = body["results"], body["verdicts"]
+        assert set(rows) == ROWS
+        ref = rows["reference"]
+        assert ref["agreement"] == 1.0 and ref["tv"] == 0.0 and ref["samples"] == 2000
+        assert ref["gradients"] == record["recipe"]["convergence"]["gradients"]
+        for k, v in record["metrics"].items():
+            assert ref[k] == pytest.approx(v, rel=1e-6), k
+        for r in rows.values():
+            assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
+        assert rows["ensemble"]["gradients"] == 20 * rows["ensemble"]["samples"]
+        assert rows["HMC"]["gradients"] > 0 and rows["SGHMC"]["gradients"] > 0
+        if regime == "equal samples":
+            assert {rows[m]["samples"] for m in ("ensemble", "SVI", "SGHMC", "HMC")} == {2}
+        else:  # 60 gradients: 3 members, 20 MAP + 40 SVI steps
+            assert rows["ensemble"]["gradients"] == rows["SVI"]["gradients"] == 60
+        ens, svi = rows["ensemble"], rows["SVI"]
+        assert verdicts["ensemble_closer_than_svi"] == (
+            ens["agreement"] > svi["agreement"] and ens["tv"] < svi["tv"]
+        )
+        assert verdicts["hmc_beats_ensemble"] == (
+            ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"]
+        )
+
+
 # script name -> check(stdout, out_dir, variant) after a successful run
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "priors.py": _check_priors,
     "agreement.py": _check_agreement,
     "covariate_shift.py": _check_covariate_shift,
+    "against_reference.py": _check_against_reference,
 }
 
 
@@ -139,7 +190,9 @@ def test_registered_scripts_exist() -> None:
 
 # each run is 60-90 s of compilation on a 2-core CI machine: these with -m slow only, so that
 # the default suite stays within its budget (their checks are the same code paths)
-SLOW = {"agreement.py", "covariate_shift.py", "priors.py"}
+# (against_reference.py: eight fits of the reference's MLP(50) on all digits rows, ~170 s of
+# CPU at these flags, most of it compilation)
+SLOW = {"agreement.py", "covariate_shift.py", "priors.py", "against_reference.py"}
 
 
 @pytest.mark.parametrize(
@@ -154,3 +207,42 @@ def test_example_runs(script: str, tmp_path: Path) -> None:
     for row in EXPECTED_ROWS[script]:
         assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"
     CHECKS[script](proc.stdout, out_dir, "default")
+
+
+def test_against_reference_loads_the_checked_reference_and_refuses_another(tmp_path: Path) -> None:
+    """The stored file loads (checksum checked) with the data it was run on; a corrupted copy
+    and a record of another network are refused, naming the file."""
+    script = _load_example("against_reference.py")
+    data = bp.data.load("digits")
+    record, probs = script.load_reference(script.REFERENCE, data)
+    assert probs.shape == (len(data.x_test), 10) and record["converged"] is True
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    npz = (script.REFERENCE.parent / "digits.npz").read_bytes()
+    (tmp_path / "digits.npz").write_bytes(npz[:-1] + bytes([npz[-1] ^ 1]))
+    write_json(tmp_path / "digits.json", record)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        script.load_reference(tmp_path / "digits.json", data)
+    (tmp_path / "digits.npz").write_bytes(npz)
+    write_json(tmp_path / "digits.json", record | {"model": record["model"] | {
+        "network": "MLP(hidden=(20,))"}})  # fmt: skip
+    with pytest.raises(ValueError, match="another model or data"):
+        script.load_reference(tmp_path / "digits.json", data)
+
+
+def test_against_reference_spends_about_equal_gradients() -> None:
+    """At equal gradients the ensemble and SVI spend exactly the budget and SGHMC within one
+    cycle of it (its MAP and burn-in counted); at equal samples each draws ``--samples``."""
+    script = _load_example("against_reference.py")
+    args = script.parse_args(
+        ["--gradients", "50000", "--map-steps", "5000", "--samples", "4", "--hmc-warmup", "100"]
+    )
+    regimes = script.configs(args, 1437, per_draw=50.0)
+    eq = regimes["equal gradients"]
+    count = {m: script.gradients(None, c, 1437, "") for m, c in eq.items() if m != "HMC"}
+    assert count["ensemble"] == count["SVI"] == 50_000 and eq["ensemble"].num_members == 10
+    per_cycle = 2 * 1000 * 128 / 1437
+    assert abs(count["SGHMC"] - 50_000) <= per_cycle / 2
+    assert eq["HMC"].num_samples == 50_000 / (2 * 50.0) - 100  # after 100 warmup
+    same = regimes["equal samples"]
+    assert same["ensemble"].num_members == same["SVI"].num_samples == 4
+    assert same["SGHMC"].num_samples * 2 == same["HMC"].num_samples * 2 == 4
