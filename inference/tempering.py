@@ -18,11 +18,14 @@ sweeps rather than ``K²``). The swap leaves every ``π_β`` invariant, so the `
 which ``MCMC`` collects as ``z``, samples the model's posterior (with its own tempering, e.g. a
 cold likelihood, unchanged).
 
-The ladder ``betas`` is geometric from 1 down to ``min_beta`` unless given. A pair whose swap
-rate (``state.swap_rate``, also an extra field) is near 0 cuts the ladder in two: add
-temperatures there. The potential is our :class:`~bnn_ppl.inference.FullBatchPotential`
-(chunked and sharded as for HMC); the data pass as ``MCMC.run(key, *pot.args, ...)`` with
-``jit_model_args=True``, and ``chain_method="vectorized"`` runs several independent ladders.
+The ladder ``betas`` starts geometric from 1 down to ``min_beta`` unless given, and (with
+``adapt_ladder``) is respaced every eighth of warmup's first half so that neighbours reject the
+same share of swaps (:func:`respaced_ladder`, after Syed et al.); each chain's ladder is
+``state.betas``. A pair whose swap rate (``state.swap_rate``, also an extra field) stays near 0
+after that cuts the ladder in two: the ladder needs more temperatures. The potential is our
+:class:`~bnn_ppl.inference.FullBatchPotential` (chunked and sharded as for HMC); the data
+pass as ``MCMC.run(key, *pot.args, ...)`` with ``jit_model_args=True``, and
+``chain_method="vectorized"`` runs several independent ladders.
 
 Example:
     >>> import jax, numpy as np
@@ -61,7 +64,7 @@ from bnn_ppl.inference.potential import FullBatchPotential, ShardedData
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["ParallelTempering", "TemperingState", "geometric_ladder"]
+__all__ = ["ParallelTempering", "TemperingState", "geometric_ladder", "respaced_ladder"]
 
 JITTER = 0.2
 """The step size of each trajectory is drawn uniformly from ``h · [1 - JITTER, 1 + JITTER]``
@@ -72,6 +75,7 @@ class TemperingState(NamedTuple):
     """The replicas and their adaptation; index ``k`` of every ``(K, ...)`` field is the
     temperature ``betas[k]`` (the swaps move states, not step sizes or mass matrices).
 
+    ``betas``: ``(K,)`` the ladder (respaced in warmup when ``adapt_ladder``);
     ``positions``: ``(K, d)`` flat unconstrained parameters; ``prior_energy``/``lik_energy``:
     ``(K,)`` the two parts of each replica's potential (``potential = prior + β · lik``) and
     ``prior_grad``/``lik_grad`` their gradients; ``log_step``, ``inv_mass`` ``(K, d)`` and
@@ -83,6 +87,7 @@ class TemperingState(NamedTuple):
     """
 
     i: Array
+    betas: Array
     positions: Array
     prior_energy: Array
     lik_energy: Array
@@ -130,6 +135,24 @@ def geometric_ladder(num_temperatures: int, min_beta: float) -> np.ndarray:
     return np.geomspace(1.0, lo, k)
 
 
+def respaced_ladder(betas: Array, swap_rates: Array) -> Array:
+    """The ladder that equalises the swap rejection between neighbours (Syed et al. 2019):
+    the cumulative rejection ``Λ`` along ``betas`` (from 1 down), read as a piecewise-linear
+    function of ``log β``, is cut into equal steps. The ends stay; where the swaps fail
+    (rejection 1) the rungs move closer together, where they all pass, further apart.
+
+    Example:
+        >>> b = respaced_ladder(jnp.array([1.0, 0.1, 0.01]), jnp.array([0.0, 0.9]))
+        >>> [round(float(v), 3) for v in b]   # 1 - 0.1 rejected every swap: a rung moves in
+        [1.0, 0.282, 0.01]
+    """
+    reject = 1.0 - jnp.clip(swap_rates, 0.0, 1.0) + 1e-3  # + 1e-3: strictly increasing
+    barrier = jnp.concatenate([jnp.zeros(1, reject.dtype), jnp.cumsum(reject)])
+    targets = jnp.linspace(0.0, barrier[-1], betas.shape[0])
+    log_b = jnp.interp(targets, barrier, jnp.log(betas))
+    return jnp.exp(log_b).at[0].set(1.0).at[-1].set(betas[-1])
+
+
 def _energy_parts(pot: FullBatchPotential, data: ShardedData, unravel: Any) -> Callable:
     """``flat -> ((prior part, likelihood part), (their gradients))`` of ``pot``'s potential."""
     model = pot.model
@@ -159,6 +182,9 @@ class ParallelTempering(MCMCKernel):
         num_steps: leapfrog steps per HMC trajectory (the same at every temperature).
         step_size: the initial step size (then adapted per temperature in warmup).
         target_accept_prob: the acceptance dual averaging aims at.
+        adapt_ladder: respace the ladder every eighth of warmup in its first half so that
+            neighbouring temperatures reject the same share of swaps
+            (:func:`respaced_ladder`); 1 and the lowest β stay.
     """
 
     sample_field = "z"
@@ -173,6 +199,7 @@ class ParallelTempering(MCMCKernel):
         num_steps: int = 16,
         step_size: float = 0.01,
         target_accept_prob: float = 0.8,
+        adapt_ladder: bool = True,
     ):
         if not isinstance(potential, FullBatchPotential):
             raise InputTypeError(
@@ -192,6 +219,7 @@ class ParallelTempering(MCMCKernel):
         self.betas = b.astype(np.float32)
         self.num_steps = validation.check_int("num_steps", num_steps)
         self.step_size = float(validation.check_positive("step_size", step_size))
+        self.adapt_ladder = validation.check_bool("adapt_ladder", adapt_ladder)
         self.target_accept_prob = validation.check_number(
             "target_accept_prob", target_accept_prob, low=0.0, high=1.0, low_inclusive=False,
             high_inclusive=False,
@@ -234,7 +262,7 @@ class ParallelTempering(MCMCKernel):
     def _sweep(self, state: TemperingState, data: ShardedData) -> TemperingState:
         both = _energy_parts(self.potential, data, self.unravel)
         key, k_hmc, k_swap = jax.random.split(state.rng_key, 3)
-        betas = jnp.asarray(self.betas)
+        betas = state.betas
         n_temp = betas.shape[0]
         z, prior, lik, gp, gl, acc = jax.vmap(
             lambda k, b, *a: self._trajectory(both, k, b, *a)
@@ -257,13 +285,20 @@ class ParallelTempering(MCMCKernel):
         z, prior, lik, gp, gl = (a[src] for a in (z, prior, lik, gp, gl))
         warm = state.i < self._num_warmup
         log_step, adapt, inv_mass, window = self._adapt(state, acc, z, warm)
-        restart = state.i + 1 == self._num_warmup  # sampling starts: rates from here
-        swap_sum = jnp.where(restart, 0.0, state.swap_sum + jnp.where(proposed, swap_prob, 0.0))
-        swap_tries = jnp.where(restart, 0, state.swap_tries + proposed)
+        swap_sum = state.swap_sum + jnp.where(proposed, swap_prob, 0.0)
+        swap_tries = state.swap_tries + proposed
+        n, done = self._num_warmup, state.i + 1
+        respace = warm & self.adapt_ladder & (done % jnp.maximum(n // 8, 1) == 0) & (2 * done <= n)
+        rates = swap_sum / jnp.maximum(swap_tries, 1)
+        betas = jnp.where(respace, respaced_ladder(betas, rates), betas)
+        # each respacing, and the start of sampling, starts the swap rates again
+        restart = respace | (done == n)
+        swap_sum = jnp.where(restart, 0.0, swap_sum)
+        swap_tries = jnp.where(restart, 0, swap_tries)
         return state._replace(
-            i=state.i + 1, positions=z, prior_energy=prior, lik_energy=lik, prior_grad=gp,
-            lik_grad=gl, log_step=log_step, inv_mass=inv_mass, adapt=adapt, window=window,
-            accept_prob=acc, swap_prob=jnp.where(proposed, swap_prob, jnp.nan),
+            i=state.i + 1, betas=betas, positions=z, prior_energy=prior, lik_energy=lik,
+            prior_grad=gp, lik_grad=gl, log_step=log_step, inv_mass=inv_mass, adapt=adapt,
+            window=window, accept_prob=acc, swap_prob=jnp.where(proposed, swap_prob, jnp.nan),
             swap_sum=swap_sum, swap_tries=swap_tries, rng_key=key,
         )  # fmt: skip
 
@@ -326,7 +361,8 @@ class ParallelTempering(MCMCKernel):
         log_step = jnp.full((n_temp,), jnp.log(self.step_size), flat.dtype)
         zeros = jnp.zeros((n_temp,), flat.dtype)
         return TemperingState(
-            i=jnp.zeros((), jnp.int32), positions=flat, prior_energy=prior, lik_energy=lik,
+            i=jnp.zeros((), jnp.int32), betas=jnp.asarray(self.betas), positions=flat,
+            prior_energy=prior, lik_energy=lik,
             prior_grad=gp, lik_grad=gl, log_step=log_step, inv_mass=jnp.ones_like(flat),
             adapt=jax.vmap(lambda s: init_da(jnp.log(10.0) + s))(log_step),
             window=(jnp.zeros((), jnp.int32), jnp.zeros_like(flat), jnp.zeros_like(flat)),

@@ -10,6 +10,7 @@ output weight. Tolerances come from Monte Carlo standard errors (ESS over the ch
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conjugate import closed_form, data, linear_model
@@ -20,7 +21,7 @@ from test_hmc import _assert_matches_gaussian
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential, hmc
-from bnn_ppl.inference.tempering import ParallelTempering, geometric_ladder
+from bnn_ppl.inference.tempering import ParallelTempering, geometric_ladder, respaced_ladder
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -36,14 +37,18 @@ def _run(pot, kernel, num_warmup, num_samples, num_chains, key, fields=()):
 def test_every_rung_samples_its_tempered_conjugate_posterior():
     x, y = data()
     pot = full_batch_potential(linear_model(), x, y)
-    betas = geometric_ladder(4, 0.05)
-    kernel = ParallelTempering(pot, betas=betas, num_steps=6, step_size=0.1)
-    mcmc = _run(pot, kernel, 300, 1500, 2, 0, fields=("positions", "swap_rate"))
+    kernel = ParallelTempering(pot, betas=geometric_ladder(4, 0.05), num_steps=6, step_size=0.1)
+    mcmc = _run(pot, kernel, 300, 1500, 2, 0, fields=("positions", "swap_rate", "betas"))
+    extra = mcmc.get_extra_fields(group_by_chain=True)
     # the flat order is the sites' sorted order: bias, kernel[0], kernel[1]
-    flat = np.asarray(mcmc.get_extra_fields(group_by_chain=True)["positions"], np.float64)
-    for k, beta in enumerate(betas):
-        mean, cov = closed_form(x, y, temperature=1.0 / beta)
-        _assert_matches_gaussian(flat[:, :, k][..., [1, 2, 0]], mean, cov)
+    flat = np.asarray(extra["positions"], np.float64)
+    betas = np.asarray(extra["betas"])  # each ladder respaced in warmup, then fixed
+    assert np.all(betas[:, 150:] == betas[:, -1:])  # fixed in sampling
+    np.testing.assert_allclose(betas[:, -1, [0, -1]], [[1.0, 0.05]] * 2, rtol=1e-6)
+    for chain in range(2):
+        for k, beta in enumerate(betas[chain, -1]):
+            mean, cov = closed_form(x, y, temperature=1.0 / float(beta))
+            _assert_matches_gaussian(flat[chain : chain + 1, :, k][..., [1, 2, 0]], mean, cov)
     # z is the β = 1 rung, constrained by MCMC's postprocess_fn into the sites
     samples = mcmc.get_samples(group_by_chain=True)
     np.testing.assert_array_equal(samples["Dense_0.bias"][..., 0], flat[:, :, 0, 0])
@@ -94,6 +99,19 @@ def test_the_beta_one_rung_visits_both_signs_of_a_symmetric_posterior_as_often()
     assert ess > 10, f"ESS of the sign {ess:.0f}: the rungs do not carry states across"
     mcse = np.sqrt(0.25 / ess)
     assert abs(positive.mean() - 0.5) < 4.5 * mcse, (positive.mean(), mcse, ess)
+
+
+def test_a_respaced_ladder_equalises_the_swap_rejection_between_neighbours():
+    betas = jnp.asarray(geometric_ladder(5, 1e-3))
+    rates = jnp.array([0.0, 0.0, 0.9, 0.9])  # the two gaps next to beta = 1 reject every swap
+    new = np.asarray(respaced_ladder(betas, rates), np.float64)
+    assert new[0] == 1.0 and new[-1] == pytest.approx(1e-3) and np.all(np.diff(new) < 0)
+    # the cumulative rejection, piecewise linear in log beta, at the new rungs: equal steps
+    reject = 1.0 - np.asarray(rates) + 1e-3
+    barrier = np.concatenate([[0.0], np.cumsum(reject)])
+    at = np.interp(-np.log(new), -np.log(np.asarray(betas, np.float64)), barrier)
+    np.testing.assert_allclose(np.diff(at), barrier[-1] / 4, rtol=1e-4)
+    assert new[1] > betas[1] and new[2] > betas[2]  # rungs moved into the rejecting gaps
 
 
 @pytest.mark.parametrize(
