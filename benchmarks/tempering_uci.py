@@ -53,7 +53,7 @@ def main(a: argparse.Namespace) -> None:
     ll = -float(bp.metrics.gaussian_nll(mean, scale, data.y_test)) - float(np.log(y_std))
     grads = a.chains * a.temperatures * a.num_steps * (a.num_warmup + a.num_samples)
     print(f"{data.name} split {a.split}: {data.x_train.shape[0]} train / "
-          f"{data.x_test.shape[0]} test rows, MLP({a.width}), {pot.num_params} parameters")  # fmt: skip
+          f"{data.x_test.shape[0]} test rows, MLP({a.width}), {pot.num_params} parameters")
     print(f"parallel tempering: {a.chains} ladders x {a.temperatures} temperatures down to "
           f"{a.min_beta:g}, {a.num_steps} leapfrog steps, {a.num_warmup} + {a.num_samples} "
           f"sweeps, {grads:,} gradients, {seconds:.0f} s")  # fmt: skip
