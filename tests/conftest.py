@@ -11,6 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# XLA's backend at optimization level 0, without LLVM's expensive passes: the suite's programs
+# are tiny and run for milliseconds, so compiling them is most of its time (measured on four of
+# the slowest tests, fresh cache: 93-96 s of CPU at the default level, 79 s at this one; see
+# benchmarks/RESULTS.md, "Test suite time"). Set in the environment, so the child processes of
+# tests (examples, the CLI's SIGKILL run) compile the same way and share the persistent cache.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
