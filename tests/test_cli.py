@@ -26,7 +26,9 @@ from bnn_ppl import cli, config, runs
 from bnn_ppl.io import load_npz, read_json
 
 # one pytest-xdist worker runs this module: its run-folder fixtures (hmc_run above all) are built
-# once, not once per worker, and its tests reuse that worker's compiled programs
+# once, not once per worker, and its tests reuse that worker's compiled programs. The fixtures
+# are session-scoped: xdist interleaves other modules' tests on that worker, and a module-scoped
+# fixture is torn down at each switch and built again (hmc_run and svi_run were built twice)
 pytestmark = pytest.mark.xdist_group("test_cli")
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -52,12 +54,12 @@ def ok(*args: str) -> str:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cli")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def hmc_run(folder: Path) -> Path:
     """HMC, 2 chains, checkpointed in two segments of 10 draws (fit with
     checkpoint_dir=<out>/checkpoints); also the uninterrupted run of the SIGKILL test."""
@@ -66,7 +68,7 @@ def hmc_run(folder: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ensemble_run(folder: Path) -> Path:
     out = folder / "ensemble"
     ok("run", "ensemble", *TINY, "--num-members", "3", "--num-steps", "50",
@@ -74,7 +76,7 @@ def ensemble_run(folder: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def svi_run(folder: Path) -> Path:
     out = folder / "svi"
     ok("run", "svi", *TINY, "--num-steps", "50", "--map-steps", "20",
@@ -82,7 +84,7 @@ def svi_run(folder: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def diabetes_run(folder: Path) -> Path:
     """A regression run (another data set)."""
     out = folder / "diabetes"
