@@ -55,7 +55,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
-from numpyro.infer.hmc_util import dual_averaging
+from numpyro.infer.hmc_util import dual_averaging, welford_covariance
 from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import is_prng_key
 
@@ -79,11 +79,11 @@ class TemperingState(NamedTuple):
     ``positions``: ``(K, d)`` flat unconstrained parameters; ``prior_energy``/``lik_energy``:
     ``(K,)`` the two parts of each replica's potential (``potential = prior + β · lik``) and
     ``prior_grad``/``lik_grad`` their gradients; ``log_step``, ``inv_mass`` ``(K, d)`` and
-    ``adapt`` (dual averaging; ``window`` the Welford sums of the mass-matrix window) the
-    per-temperature settings; ``accept_prob`` ``(K,)`` the last HMC acceptance,
-    ``swap_prob`` ``(K-1,)`` the last swap proposals' acceptance (``nan`` for the pairs not
-    proposed), ``swap_rate`` ``(K-1,)`` the mean acceptance of the pairs' proposals since
-    warmup (during warmup: since the start).
+    ``adapt`` (dual averaging; ``window`` NumPyro's Welford ``(mean, m2, n)`` of the
+    mass-matrix window) the per-temperature settings; ``accept_prob`` ``(K,)`` the last HMC
+    acceptance, ``swap_prob`` ``(K-1,)`` the last swap proposals' acceptance (``nan`` for the
+    pairs not proposed), ``swap_rate`` ``(K-1,)`` the mean acceptance of the pairs' proposals
+    since sampling began (in warmup: since the ladder was last respaced).
     """
 
     i: Array
@@ -157,16 +157,19 @@ def _energy_parts(pot: FullBatchPotential, data: ShardedData, unravel: Any) -> C
     """``flat -> ((prior part, likelihood part), (their gradients))`` of ``pot``'s potential."""
     model = pot.model
 
-    def parts(flat: Array) -> tuple[Array, Array]:
+    def prior_part(flat: Array) -> Array:
         params, log_det = pot.constrain(unravel(flat))
         log_prior = model.log_prior(params, pot._x_spec).astype(pot.dtype)
-        prior = -(model.prior_scale * log_prior + log_det.astype(pot.dtype))
-        return prior, -model.likelihood_scale * pot.log_likelihood(params, data)
+        return -(model.prior_scale * log_prior + log_det.astype(pot.dtype))
+
+    def lik_part(flat: Array) -> Array:
+        params, _ = pot.constrain(unravel(flat))
+        return -model.likelihood_scale * pot.log_likelihood(params, data)
 
     def both(flat: Array) -> tuple[tuple[Array, Array], tuple[Array, Array]]:
-        (prior, lik), pull = jax.vjp(parts, flat)
-        one = jnp.ones((), prior.dtype)
-        return (prior, lik), (pull((one, 0 * one))[0], pull((0 * one, one))[0])
+        # two gradients, one backward pass through the network (the prior's is cheap)
+        (prior, gp), (lik, gl) = (jax.value_and_grad(f)(flat) for f in (prior_part, lik_part))
+        return (prior, lik), (gp, gl)
 
     return both
 
@@ -311,21 +314,18 @@ class ParallelTempering(MCMCKernel):
         # warmup's last sweep leaves the averaged step (dual averaging's x_avg) for sampling
         log_step = jnp.where(warm, jnp.where(state.i + 1 == n, adapt[1], adapt[0]), state.log_step)
         adapt = jax.tree.map(lambda new, old: jnp.where(warm, new, old), adapt, state.adapt)
-        count, mean, m2 = state.window
+        _, welford_update, welford_final = welford_covariance(diagonal=True)
         in_window = warm & (state.i >= n // 4) & (state.i < (3 * n) // 4)
-        count1 = count + in_window
-        delta = z - mean
-        mean1 = jnp.where(in_window, mean + delta / jnp.maximum(count1, 1), mean)
-        m21 = jnp.where(in_window, m2 + delta * (z - mean1), m2)
-        set_mass = warm & (state.i + 1 == (3 * n) // 4) & (count1 > 1)
-        var = m21 / jnp.maximum(count1 - 1, 1)
-        c = count1.astype(var.dtype)
-        regularised = (c / (c + 5.0)) * var + 1e-3 * (5.0 / (c + 5.0))  # as Stan's
-        inv_mass = jnp.where(set_mass, regularised, state.inv_mass)
+        window = jax.tree.map(lambda new, old: jnp.where(in_window, new, old),
+                              jax.vmap(welford_update)(z, state.window), state.window)  # fmt: skip
+        set_mass = warm & (state.i + 1 == (3 * n) // 4) & (window[2][0] > 1)
+        # NumPyro's estimate, regularised towards 1e-3 as Stan's (what its HMC adapts to)
+        variance = jax.vmap(lambda w: welford_final(w, regularize=True)[0])(window)
+        inv_mass = jnp.where(set_mass, variance, state.inv_mass)
         init_da, _ = dual_averaging()
         restarted = jax.vmap(lambda s: init_da(jnp.log(10.0) + s))(log_step)
         adapt = jax.tree.map(lambda r, a: jnp.where(set_mass, r, a), restarted, adapt)
-        return log_step, adapt, inv_mass, (count1, mean1, m21)
+        return log_step, adapt, inv_mass, window
 
     # ---------------------------------------------------------------- MCMCKernel API
     @property
@@ -358,6 +358,7 @@ class ParallelTempering(MCMCKernel):
             )
         (prior, lik), (gp, gl) = jax.vmap(_energy_parts(self.potential, data, self.unravel))(flat)
         init_da, _ = dual_averaging()
+        welford_init, _, _ = welford_covariance(diagonal=True)
         log_step = jnp.full((n_temp,), jnp.log(self.step_size), flat.dtype)
         zeros = jnp.zeros((n_temp,), flat.dtype)
         return TemperingState(
@@ -365,7 +366,7 @@ class ParallelTempering(MCMCKernel):
             prior_energy=prior, lik_energy=lik,
             prior_grad=gp, lik_grad=gl, log_step=log_step, inv_mass=jnp.ones_like(flat),
             adapt=jax.vmap(lambda s: init_da(jnp.log(10.0) + s))(log_step),
-            window=(jnp.zeros((), jnp.int32), jnp.zeros_like(flat), jnp.zeros_like(flat)),
+            window=jax.vmap(lambda _: welford_init(flat.shape[-1]))(jnp.arange(n_temp)),
             accept_prob=zeros, swap_prob=jnp.full((n_temp - 1,), jnp.nan, flat.dtype),
             swap_sum=jnp.zeros((n_temp - 1,), flat.dtype),
             swap_tries=jnp.zeros((n_temp - 1,), jnp.int32), rng_key=key,
