@@ -33,8 +33,10 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -43,9 +45,9 @@ import jax
 import numpy as np
 
 from bnn_ppl import io
-from bnn_ppl.inference.checkpoint_store import CheckpointError
+from bnn_ppl.inference.checkpoint_store import CheckpointError, saved_fingerprint
 
-__all__ = ["run_fingerprint", "check_same", "function_digest"]
+__all__ = ["run_fingerprint", "check_same", "function_digest", "resume_chunk", "recorded_chunk"]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -121,6 +123,28 @@ def run_fingerprint(
     fields = json.loads(json.dumps(fields, sort_keys=True))  # JSON-normal (tuples -> lists)
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     return {"fields": fields, "digest": digest}
+
+
+def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, int | None]:
+    """``(config to build the potential with, the chunk a run in checkpoint_dir recorded)``:
+    a run whose chunk the memory rule chose (``potential.memory_chunk`` in its verified
+    ``run.json``) resumes with that chunk, whatever memory is free now; an int ``chunk_size``,
+    or no such run, builds with ``config`` as it is (and the recorded chunk is ``None``)."""
+    saved = saved_fingerprint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
+    memory = (saved or {}).get("fields", {}).get("potential.memory_chunk")
+    if memory is None or isinstance(config.chunk_size, int):
+        return config, None
+    return dataclasses.replace(config, chunk_size=memory), memory
+
+
+def recorded_chunk(pot: Any, resumed: int | None) -> int | None:
+    """The ``memory_chunk`` to fingerprint: the resumed run's, else the chunk of ``pot`` if
+    a memory rule chose it (:data:`~bnn_ppl.inference.chunking.MEMORY_RULES`), else ``None``."""
+    from bnn_ppl.inference.chunking import MEMORY_RULES
+
+    if resumed is not None:
+        return resumed
+    return pot.chunk_size if pot.chunk_rule in MEMORY_RULES else None
 
 
 _WHY = {

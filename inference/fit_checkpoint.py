@@ -29,7 +29,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import warnings
@@ -157,10 +156,9 @@ def fit_checkpointed(
 ) -> Posterior:
     """The Posterior :func:`~bnn_ppl.inference.fit` returns (data attached), run (or resumed)
     in ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
-    from bnn_ppl.inference.checkpoint_store import CheckpointStore, saved_fingerprint
-    from bnn_ppl.inference.chunking import MEMORY_RULES
+    from bnn_ppl.inference.checkpoint_store import CheckpointStore
     from bnn_ppl.inference.cycles import keep_cycle_ends
-    from bnn_ppl.inference.fingerprint import run_fingerprint
+    from bnn_ppl.inference.fingerprint import recorded_chunk, resume_chunk, run_fingerprint
     from bnn_ppl.inference.fitting import sgmcmc_posterior
     from bnn_ppl.inference.progress_log import ProgressLog
     from bnn_ppl.inference.resume import run_segments
@@ -170,15 +168,10 @@ def fit_checkpointed(
 
     sg = isinstance(config, _SGMCMCConfig)
     make = _sgmcmc_plan if sg else _mcmc_plan
-    # a run whose chunk the memory rule chose resumes with that chunk, whatever is free now
-    saved = saved_fingerprint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
-    memory = (saved or {}).get("fields", {}).get("potential.memory_chunk")
-    chosen = config if memory is None or isinstance(config.chunk_size, int) else (
-        dataclasses.replace(config, chunk_size=memory))  # fmt: skip
+    chosen, resumed = resume_chunk(config, checkpoint_dir)
     plan, pot, init, run_key, extra = make(model, d, chosen, key)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
-    if chosen is config:
-        memory = pot.chunk_size if pot.chunk_rule in MEMORY_RULES else None
+    memory = recorded_chunk(pot, resumed)
     fingerprint = run_fingerprint(
         config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory
     )

@@ -60,7 +60,7 @@ import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
-from bnn_ppl.inference.fingerprint import run_fingerprint
+from bnn_ppl.inference.fingerprint import recorded_chunk, resume_chunk, run_fingerprint
 from bnn_ppl.inference.hmc_checks import as_key
 from bnn_ppl.inference.reference_chains import (
     Chains,
@@ -82,14 +82,18 @@ the stopping rule, which decide how many segments are sampled but not what they 
 
 
 def reference_fingerprint(
-    c: ReferenceHMCConfig, x: Any, y: Any, rng_key: Any, potential_fn: Any, init: Any
-) -> dict[str, Any]:
+    c: ReferenceHMCConfig, x: Any, y: Any, rng_key: Any, potential_fn: Any, init: Any,
+    memory_chunk: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """:func:`~bnn_ppl.inference.fingerprint.run_fingerprint` of a reference run: ``c``'s
-    fields but :data:`NOT_FINGERPRINTED`, the training data, the key and the potential at the
-    first chain's initial parameters (``init``: one row per chain)."""
+    fields but :data:`NOT_FINGERPRINTED`, the training data, the key, the potential at the
+    first chain's initial parameters (``init``: one row per chain) and the chunk a memory rule
+    chose (``memory_chunk``)."""
     fields = {k: v for k, v in c.to_dict().items() if k not in NOT_FINGERPRINTED}
     first = jax.tree.map(lambda a: a[0], init)
-    return run_fingerprint(fields, x, y, as_key(rng_key), potential_fn, first)
+    return run_fingerprint(
+        fields, x, y, as_key(rng_key), potential_fn, first, memory_chunk=memory_chunk
+    )
 
 
 class CheckpointedChains(Chains):
@@ -107,8 +111,10 @@ class CheckpointedChains(Chains):
         checkpoint_dir: str | os.PathLike,
     ):
         self._clock = time.monotonic()  # the time of the last commit (or of the start)
-        super().__init__(model, x, y, c, rng_key)
-        fingerprint = reference_fingerprint(c, x, y, rng_key, self.pot.potential_fn, self.init)
+        chosen, resumed = resume_chunk(c, checkpoint_dir)  # a memory rule's chunk is kept
+        super().__init__(model, x, y, chosen, rng_key)
+        fingerprint = reference_fingerprint(c, x, y, rng_key, self.pot.potential_fn, self.init,
+                                            recorded_chunk(self.pot, resumed))  # fmt: skip
         self.store = CheckpointStore(checkpoint_dir, fingerprint)
         self._replay: list[dict[str, np.ndarray]] = []  # committed segments not yet replayed
         self._seconds = 0.0  # the time committed up to the last segment returned

@@ -146,6 +146,18 @@ def test_a_changed_draw_setting_is_refused_naming_it(finished, tmp_path, changes
     assert _snapshot(folder) == before
 
 
+def test_a_resume_takes_the_chunk_the_memory_rule_chose(tmp_path, uninterrupted, monkeypatch):
+    # chunk_size="auto" on the CPU: no free-memory figure, so 1024 rows (all 30 here); on the
+    # rerun the device has next to no free memory (a new potential would take 1-row chunks)
+    folder = tmp_path / "ckpt"
+    first = _run(folder, chunk_size="auto", max_draws=10)
+    assert first.draws == 10
+    monkeypatch.setattr("bnn_ppl.inference.chunking.free_device_bytes", lambda devices: 1)
+    resumed = _run(folder, chunk_size="auto")
+    assert resumed.resumed_after == 1
+    _assert_same_draws(resumed, uninterrupted)
+
+
 def test_checkpoint_arguments_of_a_reference_fit_are_checked(tmp_path):
     x, y = data()
     config = ReferenceHMCConfig(**SETTINGS)
