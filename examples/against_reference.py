@@ -16,7 +16,6 @@ other chains), and judges two claims of Izmailov et al. (2021).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SGHMCConfig, SVIConfig
-from bnn_ppl.io import load_npz, read_json, write_json
+from bnn_ppl.io import load_npz, read_json, read_jsonl, write_json
 from bnn_ppl.metrics import comparison as cmp
 from bnn_ppl.metrics.efficiency import full_batch_gradients, sgmcmc_gradients_per_draw
 from bnn_ppl.metrics.suite import flat_draws
@@ -101,8 +100,8 @@ def configs(args: argparse.Namespace, n_train: int, per_draw: float) -> dict[str
 def gradients(post: bp.Posterior, config: Config, n_train: int, folder: str) -> float:
     """The full-batch gradient evaluations a fit used, its optimisation and warmup included."""
     if isinstance(config, HMCConfig):  # warmup's leapfrog steps per chain, then sampling's
-        with open(os.path.join(folder, "progress.jsonl")) as f:
-            warmup = json.loads(f.readline())["grad_evals"] * config.num_chains
+        warmup = read_jsonl(os.path.join(folder, "progress.jsonl"))[0]["grad_evals"]
+        warmup *= config.num_chains
         return warmup + full_batch_gradients(post, n_train)
     if isinstance(config, SGHMCConfig):  # its MAP for the step size, then burn-in + cycles
         c, step = config, sgmcmc_gradients_per_draw(1, config.batch_size, n_train)
