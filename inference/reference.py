@@ -100,6 +100,7 @@ from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
+from bnn_ppl.scale_levels import describe_scale_levels, scale_levels
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -301,6 +302,9 @@ def reference_hmc(
     lp = np.concatenate([p.sample_stats["lp"] for p in parts], axis=1)
     levels = chain_levels(lp)
     apart = describe_levels(levels)
+    samples = {k: np.concatenate([p.samples[k] for p in parts], axis=1) for k in parts[0].samples}
+    scales = scale_levels(samples, lp, weight=np.size(y) * model.likelihood_scale)
+    funnel = describe_scale_levels(scales, levels)  # chains apart because at different noise
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {
         **{k: (_json(v) if isinstance(v, float) else v) for k, v in last.items()},
@@ -311,6 +315,8 @@ def reference_hmc(
         "chain_health": health_record(health),
         "chain_levels": [c._asdict() for c in levels],
         "chains_apart": apart,
+        "scale_levels": [s._asdict() for s in scales],
+        "scale_funnel": funnel,
         "quantity": quantity,
         "trajectory_length_used": float(np.mean(segment.trajectory_length)),
         "resumed_after_segment": chains.resumed_after,
@@ -319,14 +325,14 @@ def reference_hmc(
     }  # fmt: skip
     posterior = Posterior(
         ReferenceHMCConfig.method,
-        {k: np.concatenate([p.samples[k] for p in parts], axis=1) for k in parts[0].samples},
+        samples,
         {k: np.concatenate([p.sample_stats[k] for p in parts], axis=1)
          for k in parts[0].sample_stats},
         config={**c.to_dict(), "kernel": "HMC", "convergence": record},
     )  # fmt: skip
     if not converged:
         warnings.warn(ReferenceNotConvergedWarning(_not_converged(c, reason, warm, checks, health,
-                                                                  quantity, apart)),
+                                                                  quantity, apart, funnel)),
                       stacklevel=2)  # fmt: skip
     return ReferenceRun(posterior, np.concatenate(values, axis=1), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
@@ -335,7 +341,7 @@ def reference_hmc(
 
 def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
                    checks: list[ConvergenceCheck], health: list[ChainHealth], quantity: str,
-                   apart: str | None) -> str:  # fmt: skip
+                   apart: str | None, funnel: str | None = None) -> str:  # fmt: skip
     """The text of the :class:`ReferenceNotConvergedWarning`."""
     if warm.cut_short:
         return (
@@ -352,6 +358,9 @@ def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
         return head + (f"Not every chain moves ({bad}); the step size is fixed after warmup, so "
                        "more draws will not fix that: rerun with another seed or a longer "
                        "warmup.")  # fmt: skip
+    if apart and funnel:
+        return head + (f"The chains are not at one level: {apart}. Why: {funnel} (README, "
+                       "'Reference posteriors').")  # fmt: skip
     if apart:
         return head + (f"The chains are not at one level: {apart} (not samples of one "
                        "distribution; more draws will not fix that - see README, 'Reference "

@@ -4,9 +4,9 @@ Each script is run as a user would run it (``python benchmarks/<name>.py --quick
 repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
-``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead`` and
-``reference_convergence`` (which needs the UCI data) run under ``-m slow`` only (20-90 s each on
-2 cores).
+``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead``,
+``reference_convergence`` and ``noise_funnel`` (the last two need the UCI data) run under
+``-m slow`` only (20-90 s each on 2 cores).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
@@ -114,3 +114,14 @@ def test_reference_convergence_benchmark_runs_quick(monkeypatch):
     monkeypatch.setenv("BNN_PPL_DATA", str(UCI_DIR))
     out, _ = run_script("reference_convergence", ["--quick"], None)
     assert "function-space check: R-hat max" in out and "MAP (Adam" in out, out[-2000:]
+
+
+@pytest.mark.slow  # two reference_hmc compilations (learned and fixed noise), ~90 s of CPU
+def test_noise_funnel_benchmark_runs_quick(monkeypatch):
+    from conftest import UCI_DIR
+
+    if not (UCI_DIR / "yacht").is_dir():
+        pytest.skip(f"no UCI data at {UCI_DIR}")
+    monkeypatch.setenv("BNN_PPL_DATA", str(UCI_DIR))
+    out, _ = run_script("noise_funnel", ["--quick"], None)
+    assert "noise learned" in out and "noise fixed 0.05" in out and "scale gap" in out, out[-2000:]

@@ -145,6 +145,9 @@ def test_a_budget_too_small_warns_and_reports_its_figures():
     lp = run.posterior.sample_stats["lp"]
     np.testing.assert_allclose([c["lp_mean"] for c in levels], lp.mean(axis=1), rtol=1e-6)
     assert "chains_apart" in run.posterior.config["convergence"]
+    # a fixed noise scale: no noise-scale levels, no funnel (test_scale_levels has a learned one)
+    assert run.posterior.config["convergence"]["scale_levels"] == []
+    assert run.posterior.config["convergence"]["scale_funnel"] is None
 
     # the same key gives the same draws, segments included - also with a time budget, under
     # which warmup runs in segments of segment_draws iterations (5 here) to check it between
