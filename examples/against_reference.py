@@ -7,8 +7,10 @@ reference ``examples/references/digits.{npz,json}`` (checked by SHA-256). With
 recommended step size) and a short HMC run at ``--samples`` samples each, then at about
 ``--gradients`` full-batch gradients each (counted with optimisation and warmup; minibatch steps
 as batch/rows). It prints accuracy, NLL, ECE, agreement and TV with the reference's BMA and a
-noise floor (the ``.npz`` holds only the pooled BMA, so: the short HMC run's chain 1 against its
-other chains), and judges two claims of Izmailov et al. (2021).
+noise floor: the reference's chain 1 against its other chains, from the per-chain BMAs of the
+``.npz`` (``chain_probs``; a file written before they were stored has only the pooled BMA, and
+then only the short HMC run's chain 1 against its other chains is shown), and judges two claims
+of Izmailov et al. (2021).
 
     python examples/against_reference.py     # summary.json under --out
 """
@@ -33,7 +35,7 @@ from bnn_ppl.validation import InputValueError
 
 REFERENCE = Path(__file__).resolve().parent / "references" / "digits.json"
 WIDTH, PRIOR_SCALE = 50, 0.3  # the reference's network and prior (checked against its record)
-REF, FLOOR = "reference", "HMC chains"
+REF, FLOOR, REF_FLOOR = "reference", "HMC chains", "reference chains"
 COLUMNS = {"accuracy": "accuracy", "nll": "NLL", "ece": "ECE", "agreement": "agree w/ ref",
            "tv": "TV w/ ref"}  # fmt: skip
 CLAIMS = {"hmc_beats_ensemble": "HMC BNNs outperform deep ensembles (lower NLL, accuracy at "
@@ -51,9 +53,10 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(f"{a}{g:>11}{n:>9}" for a, (g, n) in zip(lines, cells, strict=True))
 
 
-def load_reference(path: Path, data: bp.data.Dataset) -> tuple[dict, np.ndarray]:
-    """The reference's record and BMA probabilities ``(n_test, K)``, its file checked by SHA-256
-    and its data and model checked against ``data`` and this script's network and prior."""
+def load_reference(path: Path, data: bp.data.Dataset) -> tuple[dict, dict[str, np.ndarray]]:
+    """The reference's record and arrays (BMA probabilities ``probs`` ``(n_test, K)``, and each
+    chain's ``chain_probs`` if stored), its file checked by SHA-256 and its data and model
+    checked against ``data`` and this script's network and prior."""
     record = read_json(path)
     arrays = load_npz(path.parent / record["predictions"]["file"],
                       sha256=record["predictions"]["sha256"])  # fmt: skip
@@ -64,7 +67,7 @@ def load_reference(path: Path, data: bp.data.Dataset) -> tuple[dict, np.ndarray]
         raise InputValueError(f"{path}: the reference is of another model or data ({got}, test "
                               f"labels equal: {np.array_equal(arrays['y_test'], data.y_test)}); "
                               f"this example compares with {want}.")  # fmt: skip
-    return record, arrays["probs"]
+    return record, arrays
 
 
 def configs(args: argparse.Namespace, n_train: int, per_draw: float) -> dict[str, dict]:
@@ -111,9 +114,9 @@ def gradients(post: bp.Posterior, config: Config, n_train: int, folder: str) -> 
     return float(config.num_members * config.num_steps)  # an ensemble
 
 
-def compare(args, regime, model, data, ref_probs, ref_grads, fits, key) -> dict[str, dict]:
-    """Fit each method of one regime and return the table's rows (reference and floor too)."""
-    preds, counts = {REF: ref_probs[None]}, {REF: ref_grads}
+def compare(args, regime, model, data, ref, ref_grads, fits, key) -> dict[str, dict]:
+    """Fit each method of one regime and return the table's rows (reference and floors too)."""
+    preds, counts = {REF: ref["probs"][None]}, {REF: ref_grads}
     for (name, config), k in zip(fits.items(), jax.random.split(key, len(fits)), strict=True):
         folder = os.path.join(args.out, regime.replace(" ", "_"), name.lower())
         is_hmc = isinstance(config, HMCConfig)  # a checkpoint folder records warmup's cost
@@ -128,12 +131,15 @@ def compare(args, regime, model, data, ref_probs, ref_grads, fits, key) -> dict[
         r |= {"gradients": counts[name], "samples": float(len(preds[name]))}
     rows[REF]["samples"] = float(args.ref_samples)
     rows[FLOOR] = cmp.noise_floor(chains, data.y_test, task="classification")
+    if "chain_probs" in ref:  # each chain's BMA: one "draw" per chain, equal draws per chain
+        rows[REF_FLOOR] = cmp.noise_floor(ref["chain_probs"][:, None], data.y_test,
+                                          task="classification")  # fmt: skip
     return rows
 
 
 def main(args: argparse.Namespace) -> None:
     data = bp.data.load("digits")
-    record, ref_probs = load_reference(REFERENCE, data)
+    record, ref = load_reference(REFERENCE, data)
     conv = record["recipe"]["convergence"]
     args.ref_samples = conv["draws"] * record["recipe"]["num_chains"]
     per_draw = conv["gradients"] / args.ref_samples
@@ -145,17 +151,19 @@ def main(args: argparse.Namespace) -> None:
     keys = jax.random.split(jax.random.key(args.seed), 2)
     for (regime, fits), key in zip(configs(args, len(data.x_train), per_draw).items(), keys,
                                    strict=True):  # fmt: skip
-        rows = compare(args, regime, model, data, ref_probs, float(conv["gradients"]), fits, key)
+        rows = compare(args, regime, model, data, ref, float(conv["gradients"]), fits, key)
         ref, ens, svi = rows[REF], rows["ensemble"], rows["SVI"]  # the two CLAIMS:
         v = {"hmc_beats_ensemble": ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"],
              "ensemble_closer_than_svi": ens["agreement"] > svi["agreement"]
              and ens["tv"] < svi["tv"]}  # fmt: skip
         payload["regimes"][regime] = {"results": rows, "verdicts": v}
         print(f"\n{regime}:\n" + table(rows))
-        gap, floor = svi["tv"] - ens["tv"], rows[FLOOR]["tv"]
+        which = REF_FLOOR if REF_FLOOR in rows else FLOOR
+        gap, floor = svi["tv"] - ens["tv"], rows[which]["tv"]
         print(f"reference: gradients of its sampling phase only; {FLOOR}: the short HMC run's "
-              f"chain 1 vs the rest (the .npz holds no per-chain predictions)\nTV gap SVI - "
-              f"ensemble {gap:.4f}, noise floor TV {floor:.4f}: "
+              f"chain 1 vs the rest; {REF_FLOOR}: the reference's chain 1 vs the rest"
+              f"{'' if which == REF_FLOOR else ' (not in this .npz)'}\nTV gap SVI - "
+              f"ensemble {gap:.4f}, noise floor ({which}) TV {floor:.4f}: "
               f"{'beyond' if abs(gap) > floor else 'within'} the floor")  # fmt: skip
         for claim, text in CLAIMS.items():
             print(f"claim ({regime}; Izmailov et al.): {text}: "

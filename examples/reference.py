@@ -45,20 +45,32 @@ from bnn_ppl.run_config import git_commit, versions
 
 
 def reference_predictive(model, run, data) -> tuple[dict, dict]:
-    """The BMA at the test inputs as arrays, and the test metrics computed from those arrays:
-    NLL and accuracy, or the Gaussian NLL and RMSE of the moment-matched predictive in
-    standardised units and in the target's own (the UCI protocol's test RMSE and LL)."""
-    pred = bp.bma(bp.predict(model, run.posterior.samples, data.x_test, chunk_size=512))
+    """The BMA at the test inputs as arrays, each chain's BMA too (``chain_probs``, or
+    ``chain_mean`` and ``chain_scale``: one chain against the others is the reference's own Monte
+    Carlo noise floor), and the test metrics computed from the pooled arrays: NLL and accuracy,
+    or the Gaussian NLL and RMSE of the moment-matched predictive in standardised units and in
+    the target's own (the UCI protocol's test RMSE and LL)."""
+    def average(samples: dict) -> object:
+        return bp.bma(bp.predict(model, samples, data.x_test, chunk_size=512))
+
+    samples = run.posterior.samples
+    pred = average(samples)
+    per_chain = [average({k: v[c : c + 1] for k, v in samples.items()})
+                 for c in range(run.posterior.num_chains)]  # fmt: skip
     y, y_std = data.y_test, float(data.y_std)
     if isinstance(pred, bp.likelihoods.GaussianPrediction):
         mean, scale = np.asarray(pred.mean).reshape(-1), np.asarray(pred.scale).reshape(-1)
-        arrays = {"mean": mean, "scale": scale, "y_test": y, "y_std": np.asarray(y_std)}
+        arrays = {"mean": mean, "scale": scale, "y_test": y, "y_std": np.asarray(y_std),
+                  "chain_mean": np.stack([np.asarray(p.mean).reshape(-1) for p in per_chain]),
+                  "chain_scale": np.stack([np.asarray(p.scale).reshape(-1) for p in per_chain])}
         nll, rmse = float(bp.metrics.gaussian_nll(mean, scale, y)), float(bp.metrics.rmse(mean, y))
         return arrays, {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * y_std,
                         "test_ll_original": -nll - float(np.log(y_std))}  # fmt: skip
     probs = np.asarray(pred)
-    return {"probs": probs, "y_test": y}, {"nll": float(bp.metrics.nll(probs, y)),
-                                           "accuracy": float(bp.metrics.accuracy(probs, y))}
+    arrays = {"probs": probs, "y_test": y,
+              "chain_probs": np.stack([np.asarray(p) for p in per_chain])}
+    return arrays, {"nll": float(bp.metrics.nll(probs, y)),
+                    "accuracy": float(bp.metrics.accuracy(probs, y))}  # fmt: skip
 
 
 def main(args: argparse.Namespace) -> None:

@@ -217,7 +217,9 @@ def _check_reference(stdout: str, out_dir: Path, variant: str) -> None:
     assert {"bnn_ppl", "jax", "numpyro"} <= set(record["versions"])
     assert len(record["recipe"]["convergence"]["checks"]) == 2
     arrays = load_npz(out_dir / "digits.npz", sha256=record["predictions"]["sha256"])
-    assert arrays["probs"].shape == (30, 10)
+    assert arrays["probs"].shape == (30, 10) and arrays["chain_probs"].shape == (2, 30, 10)
+    # each chain's BMA (the reference's own noise floor): equal draws, so they average to it
+    np.testing.assert_allclose(arrays["chain_probs"].mean(0), arrays["probs"], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(
         record["metrics"]["nll"],
         float(bp.metrics.nll(arrays["probs"], arrays["y_test"])),
