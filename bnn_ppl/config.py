@@ -287,7 +287,11 @@ class ReferenceHMCConfig(Config):
     in the current metric), ``"dense"`` (likewise, a full covariance: for correlated
     posteriors, such as MLPs on small UCI sets) or ``"identity"`` (Izmailov et al.'s
     (π/2)·σ_prior·√T throughout);
-    ``trajectory_length=None`` is that default."""
+    ``trajectory_length=None`` is that default.
+    ``num_temperatures`` K >= 2 moves each chain by parallel tempering instead
+    (:class:`~bnn_ppl.inference.ParallelTempering`: K rungs, geometric from 1 down to
+    ``min_beta``, respaced in warmup when ``adapt_ladder``, ``leapfrog_steps`` per sweep; its
+    own diagonal metric); ``None`` or 1 is plain HMC."""
 
     method: ClassVar[str] = "reference_hmc"
 
@@ -305,6 +309,15 @@ class ReferenceHMCConfig(Config):
     step_size: float = 0.01
     target_accept_prob: float = 0.8
     max_num_steps: int = 1024
+    num_temperatures: int | None = None  # K >= 2: parallel tempering with K rungs
+    min_beta: float = 1e-3  # tempering: the ladder's lowest inverse temperature
+    leapfrog_steps: int = 16  # tempering: leapfrog steps per sweep, at every rung
+    adapt_ladder: bool = True  # tempering: respace the ladder in warmup (equal swap rates)
+
+    @property
+    def tempering(self) -> bool:
+        """Whether the chains are moved by parallel tempering (``num_temperatures >= 2``)."""
+        return (self.num_temperatures or 1) >= 2
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -331,7 +344,18 @@ class ReferenceHMCConfig(Config):
         validation.check_number("target_accept_prob", self.target_accept_prob, low=0.0,
                                 high=1.0, low_inclusive=False, high_inclusive=False)  # fmt: skip
         _count("max_num_steps", self.max_num_steps)
-
+        _optional_count("num_temperatures", self.num_temperatures)
+        validation.check_number("min_beta", self.min_beta, low=0.0, high=1.0,
+                                low_inclusive=False, high_inclusive=False)  # fmt: skip
+        _count("leapfrog_steps", self.leapfrog_steps)
+        validation.check_bool("adapt_ladder", self.adapt_ladder)
+        for name, default in (("mass_matrix", "diagonal"), ("trajectory_length", None)):
+            if self.tempering and getattr(self, name) != default:
+                raise InputValueError(
+                    f"{name}={getattr(self, name)!r} applies to plain HMC only (each tempering "
+                    "rung adapts a diagonal metric and runs leapfrog_steps steps): leave it at "
+                    f"{default!r}, or set num_temperatures=None."
+                )
 
 CONFIGS: dict[str, type[Config]] = {
     c.method: c

@@ -23,6 +23,7 @@ so; such a file is not a reference.
     python examples/reference.py --dataset digits                     # MLP(50), N(0, 0.3^2)
     python examples/reference.py --dataset yacht --split 0 --mass-matrix dense  # N(0, 1), UCI
     python examples/reference.py --checkpoint-dir runs/digits_ref    # resumable: run it again
+    python examples/reference.py --dataset yacht --temperatures 16 --min-beta 1e-4  # tempering
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def main(args: argparse.Namespace) -> None:
                             max_draws=args.max_draws, max_seconds=args.max_seconds,
                             mass_matrix=args.mass_matrix,
                             max_num_steps=args.max_num_steps,
+                            num_temperatures=args.temperatures, min_beta=args.min_beta,
+                            leapfrog_steps=args.leapfrog_steps,
                             checkpoint_dir=args.checkpoint_dir)  # fmt: skip
     for w in caught:
         kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
@@ -99,6 +102,11 @@ def main(args: argparse.Namespace) -> None:
     wall = time.time() - t0
     for check in run.checks:
         print(check.describe())
+    ladder = run.posterior.config["convergence"].get("tempering")
+    if ladder:
+        print("ladders (beta per rung):", np.round(ladder["betas"], 4).tolist())
+        print("swap rates per neighbour pair:", np.round(ladder["swap_rates"], 3).tolist())
+        print("stalled pairs:", ladder["stalled"] or "none")
     arrays, metrics = reference_predictive(model, run, data)
     uci = args.dataset.startswith("uci/")
     name = args.name or args.dataset.replace("/", "_") + (f"_split{args.split}" if uci else "")
@@ -150,6 +158,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-num-steps", type=int, default=1024,
                    help="most leapfrog steps per iteration (caps the cost of warmup's first, "
                    "identity-metric windows on a posterior much narrower than its prior)")
+    p.add_argument("--temperatures", type=int, default=None,
+                   help="K >= 2: parallel tempering with K rungs per chain (default: plain HMC)")
+    p.add_argument("--min-beta", type=float, default=1e-3,
+                   help="tempering: the ladder's lowest inverse temperature")
+    p.add_argument("--leapfrog-steps", type=int, default=16,
+                   help="tempering: leapfrog steps per sweep at every rung")
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)

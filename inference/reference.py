@@ -17,6 +17,12 @@ predictions Izmailov et al. (2021) published:
   (an MLP on a small UCI set) needs it, where the diagonal metric leaves the step size at its
   floor and chains stuck. ``benchmarks/reference_mass_matrix.py`` and the stored UCI references
   measured them (README, "Reference posteriors").
+  ``num_temperatures=K`` (K >= 2) moves each chain by parallel tempering instead
+  (:class:`~bnn_ppl.inference.ParallelTempering`: a ladder of K likelihood temperatures,
+  ``leapfrog_steps`` per sweep, swaps between neighbours; the chain is its ``β = 1`` rung), for
+  posteriors whose modes an HMC chain cannot cross; everything below is the same, and the
+  record's ``"tempering"`` holds each chain's final ladder, the swap rate of every neighbour
+  pair and the pairs that stall (:mod:`bnn_ppl.inference.reference_kernels`).
 * **Stopping rule.** After warmup the chains are sampled in segments of ``segment_draws``
   draws (NumPyro's ``MCMC`` continued from its ``last_state``: nothing is re-adapted). After
   every segment the checked quantity (:mod:`bnn_ppl.function_values`: by default every
@@ -94,7 +100,6 @@ from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
-from bnn_ppl.inference.hmc_checks import warn_if_shortened
 from bnn_ppl.inference.reference_chains import Chains, Warmup, health_record, segment_health
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
@@ -212,7 +217,8 @@ def reference_hmc(
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
             (400), ``quantity``, ``mass_matrix`` ("diagonal", "dense" or "identity"),
             ``trajectory_length``, ``step_size``, ``target_accept_prob``, ``max_num_steps``,
-            ``chunk_size``.
+            ``chunk_size``; parallel tempering: ``num_temperatures`` (None: plain HMC),
+            ``min_beta`` (1e-3), ``leapfrog_steps`` (16), ``adapt_ladder`` (True).
 
     Returns:
         A :class:`ReferenceRun`; ``converged`` is ``True`` only if the last check met the
@@ -274,9 +280,9 @@ def reference_hmc(
             if reason:  # warmup cut short: its last segment is all there is
                 break
             draws += part.num_draws
-            gradients += int(np.sum(part.sample_stats["n_steps"]))
-            if not checks:  # as hmc() warns after its run: shortened trajectories
-                warn_if_shortened(segment.step_size, segment.trajectory_length, c.max_num_steps)
+            gradients += chains.kernel.gradients(segment.extra, part.num_draws)
+            if not checks:
+                chains.kernel.after_first_segment(segment.state)
             figures = check_convergence(
                 np.concatenate(values, axis=1),
                 max_rhat=c.max_rhat, min_share=c.min_share, min_ess=c.min_ess,
@@ -318,7 +324,7 @@ def reference_hmc(
         "scale_levels": [s._asdict() for s in scales],
         "scale_funnel": funnel,
         "quantity": quantity,
-        "trajectory_length_used": float(np.mean(segment.trajectory_length)),
+        **chains.kernel.record(segment.state),
         "resumed_after_segment": chains.resumed_after,
         "checks": [{k: (_json(v) if isinstance(v, float) else v) for k, v in ch._asdict().items()}
                    for ch in checks],
@@ -328,11 +334,13 @@ def reference_hmc(
         samples,
         {k: np.concatenate([p.sample_stats[k] for p in parts], axis=1)
          for k in parts[0].sample_stats},
-        config={**c.to_dict(), "kernel": "HMC", "convergence": record},
+        config={**c.to_dict(), "kernel": chains.kernel.name, "convergence": record},
     )  # fmt: skip
     if not converged:
+        note = chains.kernel.problem(segment.state)
         warnings.warn(ReferenceNotConvergedWarning(_not_converged(c, reason, warm, checks, health,
-                                                                  quantity, apart, funnel)),
+                                                                  quantity, apart, funnel,
+                                                                  note)),
                       stacklevel=2)  # fmt: skip
     return ReferenceRun(posterior, np.concatenate(values, axis=1), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
@@ -341,8 +349,10 @@ def reference_hmc(
 
 def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
                    checks: list[ConvergenceCheck], health: list[ChainHealth], quantity: str,
-                   apart: str | None, funnel: str | None = None) -> str:  # fmt: skip
-    """The text of the :class:`ReferenceNotConvergedWarning`."""
+                   apart: str | None, funnel: str | None = None,
+                   note: str | None = None) -> str:  # fmt: skip
+    """The text of the :class:`ReferenceNotConvergedWarning` (``note``: the kernel's, e.g. a
+    stalled tempering ladder)."""
     if warm.cut_short:
         return (
             f"reference_hmc stopped at its budget (max_seconds={c.max_seconds}) during warmup: "
@@ -353,6 +363,7 @@ def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
     head = (f"reference_hmc stopped ({reason}) before converging: {checks[-1].describe()}; "
             f"needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} for {c.min_share:.0%} "
             f"of the {quantity!r} values. ")  # fmt: skip
+    head += f"{note} " if note else ""
     if reason == "chains_not_moving":
         bad = "; ".join(f"chain {h.chain}: {', '.join(h.problems)}" for h in health if not h.moving)
         return head + (f"Not every chain moves ({bad}); the step size is fixed after warmup, so "

@@ -6,11 +6,14 @@ on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
 
 * :class:`Chains` - the run's chains in memory: :meth:`~Chains.start` warms them up and runs
   the first segment, :meth:`~Chains.next` one more; each gives a :class:`Segment` (numpy
-  draws, extra fields and the state's step size and trajectory length), which is also what
+  draws, extra fields and the kernel's summary of the last state: its step size and the
+  kernel's own figures), which is also what
   :class:`~bnn_ppl.inference.reference_checkpoint.CheckpointedChains` commits and replays.
-* :func:`build_chains` - the checked :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would
-  build, its ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains'
-  initial parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
+* :func:`build_chains` - the kernel the config asks for
+  (:func:`~bnn_ppl.inference.reference_kernels.chain_kernel`: the checked
+  :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would build, or parallel tempering), its
+  ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains' initial
+  parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
 * :func:`warm_up` - warmup, and the first sampling segment. Without a deadline it is one
   ``MCMC.run`` (warmup and the first segment together, as :func:`hmc` runs them). With one,
   warmup runs in segments of ``warmup_segment`` iterations from the kernel's public ``init``:
@@ -33,7 +36,8 @@ Example:
     >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
     >>> c = ReferenceHMCConfig(num_warmup=40, segment_draws=10, max_seconds=1e-6)
     >>> mcmc, pot, init, key = build_chains(model, x, x[:, 0], c, jax.random.key(0))
-    >>> done = warm_up(mcmc, pot, init, key, c, deadline=0.0)  # the deadline has passed
+    >>> fields = chain_kernel(c).extra_fields
+    >>> done = warm_up(mcmc, pot, init, key, c, fields, deadline=0.0)  # the deadline has passed
     >>> done.warmup_done, done.cut_short     # one warmup segment, then it stopped
     (10, True)
 """
@@ -46,11 +50,11 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bnn_ppl.chain_health import ChainHealth, check_chains, final_step_size
+from bnn_ppl.chain_health import ChainHealth, check_chains
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.inference.hmc_checks import CheckedMCMC, as_key
-from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, HMC, _hmc_kwargs
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
+from bnn_ppl.inference.reference_kernels import ChainKernel, chain_kernel
 from bnn_ppl.inference.resume import joined_arrays, segment_arrays
 from bnn_ppl.model import BNN
 
@@ -82,58 +86,60 @@ class Warmup(NamedTuple):
 
 class Segment(NamedTuple):
     """One segment of draws: ``samples`` and flattened ``extra`` fields, ``(chain, draw, ...)``
-    numpy arrays; the ``step_size`` and ``trajectory_length`` per chain of the state after it
-    (both fixed after warmup); ``seconds``: the wall time the run had committed at its end (a
-    checkpointed run: a rerun replays the same figure), ``None`` in memory (read at the check)."""
+    numpy arrays; ``state``: the kernel's summary of the state after it
+    (:meth:`~bnn_ppl.inference.reference_kernels.ChainKernel.summary`: ``step_size`` per chain,
+    fixed after warmup, and the kernel's figures); ``seconds``: the wall time the run had
+    committed at its end (a checkpointed run: a rerun replays the same figure), ``None`` in
+    memory (read at the check)."""
 
     samples: dict[str, np.ndarray]
     extra: dict[str, np.ndarray]
-    step_size: np.ndarray
-    trajectory_length: np.ndarray
+    state: dict[str, np.ndarray]
     seconds: float | None = None
 
+    @property
+    def step_size(self) -> np.ndarray:
+        return self.state["step_size"]
 
-def segment_arrays_of(mcmc: CheckedMCMC) -> dict[str, np.ndarray]:
+
+def segment_arrays_of(mcmc: CheckedMCMC, kernel: ChainKernel) -> dict[str, np.ndarray]:
     """The last ``MCMC.run``'s draws and extra fields (``"sample/<site>"``,
-    ``"extra/<field>"``), with ``"state/step_size"`` and ``"state/trajectory_length"`` of its
-    last state: what a checkpointed run commits per segment."""
-    state = mcmc.last_state
-    return segment_arrays(mcmc) | {
-        "state/step_size": np.asarray(final_step_size(state)),
-        "state/trajectory_length": np.asarray(state.trajectory_length),
-    }
+    ``"extra/<field>"``), with ``kernel``'s summary of its last state (``"state/<name>"``):
+    what a checkpointed run commits per segment."""
+    summary = kernel.summary(mcmc.last_state)
+    return segment_arrays(mcmc) | {f"state/{k}": np.asarray(v) for k, v in summary.items()}
 
 
 def as_segment(arrays: dict[str, np.ndarray], seconds: float | None = None) -> Segment:
     """The :class:`Segment` of :func:`segment_arrays_of`'s arrays (or the same read back)."""
     samples, extra = joined_arrays([arrays])
-    step, length = arrays["state/step_size"], arrays["state/trajectory_length"]
-    return Segment(samples, extra, step, length, seconds)
+    state = {k[6:]: v for k, v in arrays.items() if k.startswith("state/")}
+    return Segment(samples, extra, state, seconds)
 
 
 def build_chains(
     model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any
 ) -> tuple[CheckedMCMC, FullBatchPotential, Any, jax.Array]:
     """``(mcmc, potential, initial parameters, run key)`` for ``c``'s chains (checked data)."""
-    kwargs = _hmc_kwargs(
-        model, x, c.trajectory_length, c.step_size, True, c.mass_matrix != "identity",
-        c.target_accept_prob, c.max_num_steps, c.mass_matrix == "dense",
-    )  # fmt: skip
+    kernel = chain_kernel(c)
     pot = full_batch_potential(model, x, y, chunk_size=c.chunk_size)
     mcmc = CheckedMCMC(
-        HMC(pot, **kwargs), num_warmup=c.num_warmup, num_samples=min(c.segment_draws, c.max_draws),
-        num_chains=c.num_chains, chain_method="vectorized", progress_bar=False, jit_model_args=True,
+        kernel.build(model, x, pot), num_warmup=c.num_warmup,
+        num_samples=min(c.segment_draws, c.max_draws), num_chains=c.num_chains,
+        chain_method="vectorized", progress_bar=False, jit_model_args=True,
     )  # fmt: skip
     init_key, run_key = jax.random.split(as_key(rng_key))  # as hmc() splits it
-    return mcmc, pot, pot.init_params(init_key, c.num_chains, method="prior"), run_key
+    return mcmc, pot, kernel.init_params(pot, init_key), run_key
 
 
-def continue_chains(mcmc: CheckedMCMC, pot: FullBatchPotential, state: Any, n: int) -> None:
+def continue_chains(mcmc: CheckedMCMC, pot: FullBatchPotential, state: Any, n: int,
+                    fields: tuple[str, ...]) -> None:  # fmt: skip
     """``n`` more iterations per chain from ``state`` (warmup ones while its counter is below
-    ``num_warmup``), the continuation NumPyro documents for ``post_warmup_state``."""
+    ``num_warmup``), the continuation NumPyro documents for ``post_warmup_state``, collecting
+    the extra ``fields``."""
     mcmc.num_samples = n
     mcmc.post_warmup_state = state
-    mcmc.run(state.rng_key, *pot.args, extra_fields=DEFAULT_EXTRA_FIELDS)
+    mcmc.run(state.rng_key, *pot.args, extra_fields=fields)
 
 
 def warm_up(
@@ -142,16 +148,17 @@ def warm_up(
     init: Any,
     run_key: jax.Array,
     c: ReferenceHMCConfig,
+    fields: tuple[str, ...],
     deadline: float | None,
     first_segment: bool = True,
 ) -> Warmup:
     """Warm the chains up and run the first sampling segment (unless ``first_segment`` is
     False: then ``Warmup.state`` is warmup's last state), unless ``deadline`` (a
     ``time.monotonic()`` value; ``None``: none) passes between two warmup segments of
-    ``c.segment_draws`` iterations."""
+    ``c.segment_draws`` iterations; ``fields``: the extra fields to collect."""
     start = time.monotonic()
     if first_segment and (deadline is None or c.num_warmup == 0):
-        mcmc.run(run_key, *pot.args, init_params=init, extra_fields=DEFAULT_EXTRA_FIELDS)
+        mcmc.run(run_key, *pot.args, init_params=init, extra_fields=fields)
         return Warmup(c.num_warmup, False, time.monotonic() - start)
     # the state MCMC.run would start from: one key per chain, the kernel set up for num_warmup
     keys = jax.random.split(run_key, c.num_chains)
@@ -160,7 +167,7 @@ def warm_up(
     done = 0
     while done < c.num_warmup:
         n = min(size, c.num_warmup - done)
-        continue_chains(mcmc, pot, state, n)
+        continue_chains(mcmc, pot, state, n, fields)
         state, done = mcmc.last_state, done + n
         if done < c.num_warmup and deadline is not None and time.monotonic() >= deadline:
             jax.block_until_ready(state)
@@ -168,19 +175,20 @@ def warm_up(
     if not first_segment:
         jax.block_until_ready(state)
         return Warmup(done, False, time.monotonic() - start, state)
-    continue_chains(mcmc, pot, state, min(c.segment_draws, c.max_draws))
+    continue_chains(mcmc, pot, state, min(c.segment_draws, c.max_draws), fields)
     return Warmup(done, False, time.monotonic() - start)
 
 
 class Chains:
     """A run's chains, kept in memory: built by :func:`build_chains`; :meth:`start` warms them
-    up (:func:`warm_up`) and returns the first segment, :meth:`next` runs one more. A context
+    up (:func:`warm_up`) and returns the first segment, :meth:`next` runs one more; ``kernel``
+    is what moves them (:func:`~bnn_ppl.inference.reference_kernels.chain_kernel`). A context
     manager, as its checkpointed subclass is (nothing to hold here)."""
 
     resumed_after: int | None = None  # (a checkpointed run: the segment it resumed after)
 
     def __init__(self, model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any):
-        self.c = c
+        self.c, self.kernel = c, chain_kernel(c)
         self.mcmc, self.pot, self.init, self.run_key = build_chains(model, x, y, c, rng_key)
 
     def __enter__(self) -> Chains:
@@ -191,13 +199,14 @@ class Chains:
 
     def start(self, deadline: float | None) -> tuple[Warmup, Segment]:
         """Warmup and the first segment (warmup's last segment, if the deadline cut it)."""
-        warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, self.c, deadline)
-        return warm, as_segment(segment_arrays_of(self.mcmc))
+        fields = self.kernel.extra_fields
+        warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, self.c, fields, deadline)
+        return warm, as_segment(segment_arrays_of(self.mcmc, self.kernel))
 
     def next(self, n: int) -> Segment:
         """``n`` more draws per chain, continued from where the chains stopped."""
-        continue_chains(self.mcmc, self.pot, self.mcmc.last_state, n)
-        return as_segment(segment_arrays_of(self.mcmc))
+        continue_chains(self.mcmc, self.pot, self.mcmc.last_state, n, self.kernel.extra_fields)
+        return as_segment(segment_arrays_of(self.mcmc, self.kernel))
 
 
 def segment_health(segment: Segment) -> list[ChainHealth]:

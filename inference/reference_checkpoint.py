@@ -11,8 +11,9 @@ no pickle) instead:
   final state is committed as segment 0, with its wall time. Warmup is one unit: a kill during
   warmup, or a ``max_seconds`` that ends it early (the run then returns what it has, as in
   memory), commits nothing, and the next call redoes warmup.
-* **Every segment**'s draws, extra fields, step size, trajectory length and wall time, and the
-  chains' state after it, are committed when it ends; the next segment continues from the
+* **Every segment**'s draws, extra fields, the kernel's summary of its last state (step size,
+  trajectory length or tempering ladder and swap rates) and wall time, and the chains' state
+  after it, are committed when it ends; the next segment continues from the
   state *read back from disk* (:func:`~bnn_ppl.inference.resume.state_from_arrays`), so an
   uninterrupted run and one resumed after any segment run the same program on the same bits.
 * **A rerun** replays the committed segments, in order, through the stopping rule (the
@@ -28,7 +29,9 @@ no pickle) instead:
   replay the same way.
 * **The fingerprint** (:func:`reference_fingerprint`, in ``run.json``) holds what determines
   the draws: the data, the seed, the model's computation and every setting but the budget and
-  the stopping rule (:data:`NOT_FINGERPRINTED`). A changed one is refused, naming the field.
+  the stopping rule (:data:`NOT_FINGERPRINTED`); the tempering settings only when
+  ``num_temperatures >= 2`` (without tempering they determine nothing, and a folder written
+  before they existed resumes). A changed one is refused, naming the field.
 
 Example:
     >>> import jax, numpy as np, tempfile, warnings
@@ -71,6 +74,7 @@ from bnn_ppl.inference.reference_chains import (
     segment_arrays_of,
     warm_up,
 )
+from bnn_ppl.inference.reference_kernels import TEMPERING_FIELDS, chain_kernel
 from bnn_ppl.inference.resume import state_arrays, state_from_arrays
 from bnn_ppl.model import BNN
 
@@ -86,11 +90,13 @@ def reference_fingerprint(
     memory_chunk: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """:func:`~bnn_ppl.inference.fingerprint.run_fingerprint` of a reference run: ``c``'s
-    fields but :data:`NOT_FINGERPRINTED`, the training data, the key, the potential at the
-    first chain's initial parameters (``init``: one row per chain) and the chunk a memory rule
-    chose (``memory_chunk``)."""
-    fields = {k: v for k, v in c.to_dict().items() if k not in NOT_FINGERPRINTED}
-    first = jax.tree.map(lambda a: a[0], init)
+    fields but :data:`NOT_FINGERPRINTED` (and the tempering fields without tempering), the
+    training data, the key, the potential at the first chain's initial parameters (``init``:
+    as :meth:`~bnn_ppl.inference.reference_kernels.ChainKernel.init_params` drew them) and the
+    chunk a memory rule chose (``memory_chunk``)."""
+    unused = () if c.tempering else TEMPERING_FIELDS
+    fields = {k: v for k, v in c.to_dict().items() if k not in (*NOT_FINGERPRINTED, *unused)}
+    first = chain_kernel(c).first_params(init)
     return run_fingerprint(
         fields, x, y, as_key(rng_key), potential_fn, first, memory_chunk=memory_chunk
     )
@@ -139,9 +145,11 @@ class CheckpointedChains(Chains):
         """Warmup, committed (or read back), and the first segment (replayed if committed)."""
         c, record = self.c, self.store.latest()
         if record is None:
-            warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, c, deadline, False)
+            fields = self.kernel.extra_fields
+            warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, c, fields, deadline,
+                           False)  # fmt: skip
             if warm.cut_short:  # nothing committed: the next call redoes warmup
-                return warm, as_segment(segment_arrays_of(self.mcmc))
+                return warm, as_segment(segment_arrays_of(self.mcmc, self.kernel))
             stats = {"time/seconds": self._lap(), "time/iterations": np.asarray(c.num_warmup)}
             record = self.store.commit(0, state_arrays(warm.state), stats, [])
             self._template = warm.state
@@ -169,8 +177,8 @@ class CheckpointedChains(Chains):
         if self._replay:
             arrays = self._replay.pop(0)
         else:
-            continue_chains(self.mcmc, self.pot, self._state, n)
-            arrays = segment_arrays_of(self.mcmc) | {"time/seconds": self._lap()}
+            continue_chains(self.mcmc, self.pot, self._state, n, self.kernel.extra_fields)
+            arrays = segment_arrays_of(self.mcmc, self.kernel) | {"time/seconds": self._lap()}
             done = [*self._record.draws_per_segment, n]
             state = state_arrays(self.mcmc.last_state)
             self._record = self.store.commit(self._record.segment + 1, state, arrays, done)

@@ -231,6 +231,7 @@ class ParallelTempering(MCMCKernel):
         _, self.unravel = ravel_pytree(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes))
         self._num_warmup = 0
         self._vectorized = False
+        self._init_jit = jax.jit(self._init_states)
 
     # ------------------------------------------------------------------ one replica
     def _trajectory(self, both: Callable, key: PRNGKey, beta: Array, flat: Array, prior: Array,
@@ -339,6 +340,10 @@ class ParallelTempering(MCMCKernel):
         self._num_warmup = validation.check_int("num_warmup", num_warmup, minimum=0)
         self._vectorized = not is_prng_key(rng_key)
         data = model_args[0] if model_args else self.potential.data
+        # compiled once: MCMC.run calls init on every run, even one from post_warmup_state
+        return self._init_jit(rng_key, init_params, data)
+
+    def _init_states(self, rng_key: PRNGKey, init_params: Any, data: ShardedData) -> Any:
         if self._vectorized:
             if init_params is None:
                 return jax.vmap(lambda k: self._init_one(k, None, data))(rng_key)

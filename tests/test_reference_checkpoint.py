@@ -111,6 +111,8 @@ def test_a_finished_run_is_read_back_and_a_larger_budget_continues(finished, uni
     before = _snapshot(folder)
     again = _run(folder)  # nothing to sample: every decision replays from the stored draws
     assert _snapshot(folder) == before and again.resumed_after == 2
+    # the tempering settings do not move plain HMC's chains: not in its fingerprint
+    assert _run(folder, min_beta=0.5, leapfrog_steps=3).checks == again.checks
     _assert_same_draws(again, uninterrupted)
     assert again.checks == finished[1].checks  # (the committed times too)
     # through fit: the same folder, the same draws, and the Posterior's data groups
@@ -185,6 +187,45 @@ def test_a_damaged_segment_file_is_set_aside_and_the_segment_redone(finished, un
     _assert_same_draws(run, uninterrupted)
     aside = list((folder / "aside").rglob("draws_000002.npz"))
     assert len(aside) == 1 and aside[0].read_bytes() == bytes(raw)
+
+
+TEMPERING = dict(num_temperatures=2, leapfrog_steps=4)
+
+
+def test_a_tempering_run_resumed_equals_the_uninterrupted_one(tmp_path):
+    """Parallel tempering through the same commits and replay: interrupted during segment 2
+    and resumed, its draws, checks and ladder are the uninterrupted run's, bit for bit; a
+    changed tempering setting is refused, naming it."""
+    whole = _run(**TEMPERING)
+    assert whole.posterior.config["kernel"] == "ParallelTempering" and whole.segments == 2
+    folder, original, calls = tmp_path / "ckpt", rc.continue_chains, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("stopped during segment 2")
+        original(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rc, "continue_chains", interrupted)
+        with pytest.raises(RuntimeError, match="during segment 2"):
+            _run(folder, **TEMPERING)
+    resumed = _run(folder, **TEMPERING)
+    assert resumed.resumed_after == 1
+    _assert_same_draws(resumed, whole)
+    assert _same_checks(resumed, whole)
+    np.testing.assert_array_equal(resumed.values, whole.values)
+    ladder = resumed.posterior.config["convergence"]["tempering"]
+    assert ladder == whole.posterior.config["convergence"]["tempering"]
+    assert np.shape(ladder["betas"]) == (4, 2) and np.shape(ladder["swap_rates"]) == (4, 1)
+    before = _snapshot(folder)
+    for name, value, was in (("leapfrog_steps", 5, 4), ("min_beta", 0.01, 0.001),
+                             ("num_temperatures", 3, 2), ("adapt_ladder", False, True)):  # fmt: skip
+        with pytest.raises(CheckpointError, match=f"config.{name} is {was!r} there and"):
+            _run(folder, **(TEMPERING | {name: value}))
+    with pytest.raises(CheckpointError, match="config.num_temperatures is 2 there and '<missing>' now"):
+        _run(folder)  # plain HMC
+    assert _snapshot(folder) == before
 
 
 # ------------------------------------------------------------------------ SIGKILL, bit-exact
