@@ -357,6 +357,7 @@ class ReferenceHMCConfig(Config):
                     f"{default!r}, or set num_temperatures=None."
                 )
 
+
 CONFIGS: dict[str, type[Config]] = {
     c.method: c
     for c in (

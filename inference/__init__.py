@@ -18,7 +18,8 @@
   :func:`gradient_scales` and :func:`recommended_step_size` give each sampler's step size, and
   :func:`check_accuracy` warns about a run that could not be accurate, from the statistics of
   every sampling step that the kernels' state carries (:mod:`step_stats`).
-* :func:`reference_hmc` - HMC in segments until the test predictions have converged
+* :func:`reference_hmc` - HMC (or, with ``num_temperatures``, parallel tempering;
+  :mod:`reference_kernels`) in segments until the test predictions have converged
   (R-hat and ESS checked by the recipe, :mod:`stopping_rule`), or its budget ends (warmup's
   included, :mod:`reference_chains`) or a chain stops moving, and it says so; with a
   ``checkpoint_dir`` it commits every segment and resumes (:mod:`reference_checkpoint`).

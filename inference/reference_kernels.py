@@ -165,8 +165,12 @@ class TemperingChains(ChainKernel):
 
     def summary(self, state: Any) -> dict[str, np.ndarray]:
         steps = np.exp(np.asarray(state.log_step, np.float64))
-        return {"step_size": steps[:, 0], "step_sizes": steps,
-                "betas": np.asarray(state.betas), "swap_rate": np.asarray(state.swap_rate)}  # fmt: skip
+        return {
+            "step_size": steps[:, 0],
+            "step_sizes": steps,
+            "betas": np.asarray(state.betas),
+            "swap_rate": np.asarray(state.swap_rate),
+        }
 
     def gradients(self, extra: dict[str, np.ndarray], draws: int) -> int:
         c = self.c
@@ -176,11 +180,12 @@ class TemperingChains(ChainKernel):
         """``{"tempering": ...}``: the ladder and swap rates per chain, and the stalled pairs
         (mean swap rate below :data:`STALLED_SWAP_RATE`) by chain, also in words."""
         betas, rates = np.asarray(summary["betas"]), np.asarray(summary["swap_rate"])
-        stalled = [{"chain": int(c), "pair": [int(k), int(k) + 1], "betas": [float(betas[c, k]),
-                    float(betas[c, k + 1])], "swap_rate": float(rates[c, k])}
-                   for c, k in zip(*np.nonzero(rates < STALLED_SWAP_RATE), strict=True)]  # fmt: skip
-        text = "; ".join(_stalled_pair(k, betas, rates) for k in sorted({s["pair"][0]
-                                                                         for s in stalled}))
+        where = zip(*np.nonzero(rates < STALLED_SWAP_RATE), strict=True)
+        stalled = [{"chain": int(c), "pair": [int(k), int(k) + 1],
+                    "betas": [float(betas[c, k]), float(betas[c, k + 1])],
+                    "swap_rate": float(rates[c, k])} for c, k in where]  # fmt: skip
+        pairs = sorted({s["pair"][0] for s in stalled})
+        text = "; ".join(_stalled_pair(k, betas, rates) for k in pairs)
         return {"tempering": {
             "num_temperatures": int(betas.shape[-1]),
             "betas": betas.tolist(),
@@ -193,9 +198,11 @@ class TemperingChains(ChainKernel):
         text = self.record(summary)["tempering"]["stalled"]
         if text is None:
             return None
-        return (f"The tempering ladder stalls ({text}): states do not cross those pairs, so "
-                "the beta = 1 rung does not get the hot rungs' states; raise "
-                "num_temperatures (with adapt_ladder the rungs crowd where swaps fail).")  # fmt: skip
+        return (
+            f"The tempering ladder stalls ({text}): states do not cross those pairs, so the "
+            "beta = 1 rung does not get the hot rungs' states; raise num_temperatures (with "
+            "adapt_ladder the rungs crowd where swaps fail)."
+        )
 
 
 def _span(values: np.ndarray, fmt: str) -> str:

@@ -109,10 +109,14 @@ def test_a_ladder_whose_swaps_fail_is_named_in_the_record_and_the_warning():
         ({"num_temperatures": 3, "min_beta": 0.0}, "min_beta"),
         ({"num_temperatures": 3, "leapfrog_steps": 0}, "leapfrog_steps"),
         ({"num_temperatures": 3, "adapt_ladder": "yes"}, "adapt_ladder"),
-        ({"num_temperatures": 3, "mass_matrix": "dense"},
-         "mass_matrix='dense' applies to plain HMC only"),
-        ({"num_temperatures": 3, "trajectory_length": 1.0},
-         "trajectory_length=1.0 applies to plain HMC only.*num_temperatures=None"),
+        (
+            {"num_temperatures": 3, "mass_matrix": "dense"},
+            "mass_matrix='dense' applies to plain HMC only",
+        ),
+        (
+            {"num_temperatures": 3, "trajectory_length": 1.0},
+            "trajectory_length=1.0 applies to plain HMC only.*num_temperatures=None",
+        ),
         ({"num_temperature": 3}, "num_temperature"),
     ],
 )
