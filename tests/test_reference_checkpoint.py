@@ -60,6 +60,22 @@ def _snapshot(folder):
             if p.is_file() and p.name != "lock"}  # fmt: skip
 
 
+def _interrupted_in_segment_2(folder, **changes):
+    """Run into ``folder``, stopped by an exception during segment 2 (segment 1 committed)."""
+    original, calls = rc.continue_chains, []
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("stopped during segment 2")
+        original(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rc, "continue_chains", interrupted)
+        with pytest.raises(RuntimeError, match="during segment 2"):
+            _run(folder, **changes)
+
+
 @pytest.fixture(scope="module")
 def uninterrupted():
     """The run in memory, no checkpoint: 2 segments of 10 draws, stopped by max_draws."""
@@ -76,18 +92,7 @@ def finished(tmp_path_factory):
     cut = _run(folder, max_seconds=1e-3)  # the budget ends warmup after its first 10 iterations
     assert cut.warmup_cut_short and cut.warmup_done == 10 and cut.stop_reason == "max_seconds"
     assert (folder / "run.json").exists() and not list(folder.glob("record_*.json"))
-    original, calls = rc.continue_chains, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("stopped during segment 2")
-        original(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rc, "continue_chains", interrupted)
-        with pytest.raises(RuntimeError, match="during segment 2"):
-            _run(folder)
+    _interrupted_in_segment_2(folder)
     assert [p.name for p in sorted(folder.glob("record_*.json"))][-1] == "record_000001.json"
     return folder, _run(folder)
 
@@ -198,18 +203,8 @@ def test_a_tempering_run_resumed_equals_the_uninterrupted_one(tmp_path):
     changed tempering setting is refused, naming it."""
     whole = _run(**TEMPERING)
     assert whole.posterior.config["kernel"] == "ParallelTempering" and whole.segments == 2
-    folder, original, calls = tmp_path / "ckpt", rc.continue_chains, []
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("stopped during segment 2")
-        original(*args)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rc, "continue_chains", interrupted)
-        with pytest.raises(RuntimeError, match="during segment 2"):
-            _run(folder, **TEMPERING)
+    folder = tmp_path / "ckpt"
+    _interrupted_in_segment_2(folder, **TEMPERING)
     resumed = _run(folder, **TEMPERING)
     assert resumed.resumed_after == 1
     _assert_same_draws(resumed, whole)
