@@ -282,12 +282,12 @@ class ReferenceHMCConfig(Config):
     have rank-normalised split R-hat <= ``max_rhat`` and bulk ESS >= ``min_ess``, or until
     ``max_draws`` draws per chain or ``max_seconds`` (checked between segments, warmup's
     included: with a ``max_seconds`` warmup runs in segments of ``segment_draws`` iterations)
-    are spent, or a chain stops moving.
+    are spent, or a chain stops moving. ``burn_in``: the share of each chain's draws, from the
+    first, left out of every check and of the result (0.5: Gelman et al.'s first half).
     ``mass_matrix`` is ``"diagonal"`` (adapted in warmup; the trajectory is a quarter period
     in the current metric), ``"dense"`` (likewise, a full covariance: for correlated
     posteriors, such as MLPs on small UCI sets) or ``"identity"`` (Izmailov et al.'s
-    (π/2)·σ_prior·√T throughout);
-    ``trajectory_length=None`` is that default.
+    (π/2)·σ_prior·√T throughout); ``trajectory_length=None`` is that default.
     ``num_temperatures`` K >= 2 moves each chain by parallel tempering instead
     (:class:`~bnn_ppl.inference.ParallelTempering`: K rungs, geometric from 1 down to
     ``min_beta``, respaced in warmup when ``adapt_ladder``, ``leapfrog_steps`` per sweep; its
@@ -303,6 +303,7 @@ class ReferenceHMCConfig(Config):
     max_rhat: float = 1.01
     min_share: float = 0.99
     min_ess: float = 400.0
+    burn_in: float = 0.0
     quantity: str | None = None
     mass_matrix: str = "diagonal"
     trajectory_length: float | None = None
@@ -336,6 +337,7 @@ class ReferenceHMCConfig(Config):
         validation.check_number("min_share", self.min_share, low=0.0, high=1.0,
                                 low_inclusive=False)  # fmt: skip
         validation.check_positive("min_ess", self.min_ess)
+        validation.check_number("burn_in", self.burn_in, low=0.0, high=1.0, high_inclusive=False)
         if self.quantity is not None:
             validation.check_choice("quantity", self.quantity, QUANTITIES)
         validation.check_choice("mass_matrix", self.mass_matrix, MASS_MATRICES)

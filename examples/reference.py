@@ -90,7 +90,7 @@ def main(args: argparse.Namespace) -> None:
                             rng_key=jax.random.key(args.seed), num_chains=args.num_chains,
                             num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                             max_draws=args.max_draws, max_seconds=args.max_seconds,
-                            mass_matrix=args.mass_matrix,
+                            burn_in=args.burn_in, mass_matrix=args.mass_matrix,
                             max_num_steps=args.max_num_steps,
                             num_temperatures=args.temperatures, min_beta=args.min_beta,
                             leapfrog_steps=args.leapfrog_steps,
@@ -154,6 +154,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--segment-draws", type=int, default=500)
     p.add_argument("--max-draws", type=int, default=20_000, help="per chain")
     p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--burn-in", type=float, default=0.0,
+                   help="share of each chain's draws, from the first, left out of every check "
+                   "and of the stored predictive (0.5: the first half)")
     p.add_argument("--mass-matrix", choices=("diagonal", "dense", "identity"), default="diagonal")
     p.add_argument("--max-num-steps", type=int, default=1024,
                    help="most leapfrog steps per iteration (caps the cost of warmup's first, "

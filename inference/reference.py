@@ -215,10 +215,12 @@ def reference_hmc(
         **settings: any of its fields, overriding ``config``: ``num_chains`` (4),
             ``num_warmup`` (500), ``segment_draws`` (200), ``max_draws`` (10000 per chain),
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
-            (400), ``quantity``, ``mass_matrix`` ("diagonal", "dense" or "identity"),
-            ``trajectory_length``, ``step_size``, ``target_accept_prob``, ``max_num_steps``,
-            ``chunk_size``; parallel tempering: ``num_temperatures`` (None: plain HMC),
-            ``min_beta`` (1e-3), ``leapfrog_steps`` (16), ``adapt_ladder`` (True).
+            (400), ``burn_in`` (0: the share of each chain's draws, from the first, left out of
+            every check and of the result), ``quantity``, ``mass_matrix`` ("diagonal", "dense"
+            or "identity"), ``trajectory_length``, ``step_size``, ``target_accept_prob``,
+            ``max_num_steps``, ``chunk_size``; parallel tempering: ``num_temperatures``
+            (None: plain HMC), ``min_beta`` (1e-3), ``leapfrog_steps`` (16), ``adapt_ladder``
+            (True).
 
     Returns:
         A :class:`ReferenceRun`; ``converged`` is ``True`` only if the last check met the
@@ -283,8 +285,9 @@ def reference_hmc(
             gradients += chains.kernel.gradients(segment.extra, part.num_draws)
             if not checks:
                 chains.kernel.after_first_segment(segment.state)
+            first = int(c.burn_in * draws)  # each chain's draws before it: burn-in
             figures = check_convergence(
-                np.concatenate(values, axis=1),
+                np.concatenate(values, axis=1)[:, first:],
                 max_rhat=c.max_rhat, min_share=c.min_share, min_ess=c.min_ess,
             )  # fmt: skip
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
@@ -305,10 +308,16 @@ def reference_hmc(
             break
 
     converged = reason == "converged"
-    lp = np.concatenate([p.sample_stats["lp"] for p in parts], axis=1)
+    first = int(c.burn_in * draws)  # the burn-in left out of the last check and of the result
+
+    def kept(arrays: list[Any]) -> Any:
+        return np.concatenate(arrays, axis=1)[:, first:]
+
+    stats = {k: kept([p.sample_stats[k] for p in parts]) for k in parts[0].sample_stats}
+    lp = stats["lp"]
     levels = chain_levels(lp)
     apart = describe_levels(levels)
-    samples = {k: np.concatenate([p.samples[k] for p in parts], axis=1) for k in parts[0].samples}
+    samples = {k: kept([p.samples[k] for p in parts]) for k in parts[0].samples}
     scales = scale_levels(samples, lp, weight=np.size(y) * model.likelihood_scale)
     funnel = describe_scale_levels(scales, levels)  # chains apart because at different noise
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
@@ -324,6 +333,7 @@ def reference_hmc(
         "scale_levels": [s._asdict() for s in scales],
         "scale_funnel": funnel,
         "quantity": quantity,
+        "burn_in_draws": first,
         **chains.kernel.record(segment.state),
         "resumed_after_segment": chains.resumed_after,
         "checks": [{k: (_json(v) if isinstance(v, float) else v) for k, v in ch._asdict().items()}
@@ -332,8 +342,7 @@ def reference_hmc(
     posterior = Posterior(
         ReferenceHMCConfig.method,
         samples,
-        {k: np.concatenate([p.sample_stats[k] for p in parts], axis=1)
-         for k in parts[0].sample_stats},
+        stats,
         config={**c.to_dict(), "kernel": chains.kernel.name, "convergence": record},
     )  # fmt: skip
     if not converged:
@@ -342,7 +351,7 @@ def reference_hmc(
                                                                   quantity, apart, funnel,
                                                                   note)),
                       stacklevel=2)  # fmt: skip
-    return ReferenceRun(posterior, np.concatenate(values, axis=1), quantity, tuple(checks),
+    return ReferenceRun(posterior, kept(values), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
                         chains.resumed_after)  # fmt: skip
 

@@ -80,7 +80,8 @@ from bnn_ppl.model import BNN
 
 __all__ = ["NOT_FINGERPRINTED", "CheckpointedChains", "reference_fingerprint"]
 
-NOT_FINGERPRINTED = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity")
+NOT_FINGERPRINTED = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
+                     "burn_in")  # fmt: skip
 """The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields a rerun may change: the budget and
 the stopping rule, which decide how many segments are sampled but not what they hold."""
 

@@ -152,11 +152,20 @@ def test_a_budget_too_small_warns_and_reports_its_figures():
     # the same key gives the same draws, segments included - also with a time budget, under
     # which warmup runs in segments of segment_draws iterations (5 here) to check it between
     # them: continued from the last state, the adaptation is the one-piece warmup's, bit for bit
+    # (burn_in leaves each chain's first half out of every check and of the result: the
+    # draws are the same, the checks are those of the second halves)
     with pytest.warns(ReferenceNotConvergedWarning):
         again = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, max_seconds=1e6,
-                              **settings)  # fmt: skip
+                              burn_in=0.5, **settings)  # fmt: skip
     for k, v in run.posterior.samples.items():
-        np.testing.assert_array_equal(v, again.posterior.samples[k])
+        np.testing.assert_array_equal(v[:, 10:], again.posterior.samples[k])
+    np.testing.assert_array_equal(run.values[:, 10:], again.values)
+    np.testing.assert_array_equal(run.posterior.sample_stats["lp"][:, 10:],
+                                  again.posterior.sample_stats["lp"])  # fmt: skip
+    for check, end in zip(again.checks, (10, 20), strict=True):
+        want = check_convergence(run.values[:, end // 2 : end])
+        assert check.draws == end and {k: getattr(check, k) for k in want} == want
+    assert again.posterior.config["convergence"]["burn_in_draws"] == 10
     assert run.warmup_done == again.warmup_done == 50 and not again.warmup_cut_short
 
 
@@ -237,6 +246,8 @@ def test_quantities_agree_with_function_values():
         ({"min_share": 0.0}, "min_share"),
         ({"min_share": 1.5}, "min_share"),
         ({"min_ess": 0}, "min_ess"),
+        ({"burn_in": 1.0}, "burn_in"),
+        ({"burn_in": -0.1}, "burn_in"),
         ({"max_draws": 0}, "max_draws"),
         ({"max_seconds": 0.0}, "max_seconds"),
         ({"max_seconds": -1.0}, "max_seconds"),
