@@ -160,10 +160,8 @@ def main_converged(args: argparse.Namespace) -> None:
     config = ReferenceHMCConfig(num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                                 max_draws=args.max_draws, max_seconds=args.max_seconds)  # fmt: skip
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows, MLP({args.width}), "
-          f"prior Normal({args.prior_scale}); reference recipe per setting: 4 chains from prior "
-          f"draws, {args.num_warmup} warmup, segments of {args.segment_draws} draws until >= 99 % "
-          f"of the test probabilities have R-hat <= 1.01 and bulk ESS >= 400, at most "
-          f"{args.max_draws} draws/chain or {args.max_seconds:g} s", flush=True)  # fmt: skip
+          f"prior Normal({args.prior_scale}); reference recipe per setting: {config.describe()}",
+          flush=True)  # fmt: skip
     rows: dict[tuple[str, float], dict] = {}
     start = time.perf_counter()
     for i, (mode, t) in enumerate(settings(args.temperatures)):

@@ -175,10 +175,7 @@ def main_converged(args: argparse.Namespace) -> None:
     keys = [(f, args.family_scale) for f in args.families]
     keys += [("normal", s) for s in args.scales if ("normal", s) not in keys]
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows; MLP(hidden="
-          f"({args.width},)); reference recipe per prior: 4 chains from prior draws, "
-          f"{args.num_warmup} warmup, segments of {args.segment_draws} draws until >= 99 % of the "
-          f"test probabilities have R-hat <= 1.01 and bulk ESS >= 400, at most {args.max_draws} "
-          f"draws/chain or {args.max_seconds:g} s", flush=True)  # fmt: skip
+          f"({args.width},)); reference recipe per prior: {config.describe()}", flush=True)
     rows: dict[tuple[str, float], dict] = {}
     for family, scale in keys:
         spec = prior_spec(family, scale, args.df)

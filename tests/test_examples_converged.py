@@ -4,7 +4,7 @@ Each setting is fitted by the reference recipe; the verdict is stated over the s
 converged only, and the others are listed as not converged. The verdict functions are checked
 here on constructed rows (fast: nothing is fitted), with an unconverged setting that would flip
 the verdict if it were counted; the end-to-end runs (a tiny budget no setting can converge in,
-~2 minutes of compilation per setting on 2 busy cores) are slow.
+~2 minutes of compilation per setting on 2 busy cores: one and two settings) are slow.
 """
 
 from __future__ import annotations
@@ -102,11 +102,11 @@ def _check_rows(stdout: str, results: dict, out: Path) -> None:
 
 @pytest.mark.slow
 def test_cold_posterior_converged_mode_reports_and_excludes(tmp_path: Path) -> None:
-    stdout, payload, out = _unconverged_run("cold_posterior.py", ["--temperatures", "1", "0.1"],
-                                            tmp_path)  # fmt: skip
-    assert set(payload["results"]) == {"T=1", "likelihood_T=0.1", "posterior_T=0.1"}
+    stdout, payload, out = _unconverged_run("cold_posterior.py", ["--temperatures", "1"], tmp_path)
+    assert set(payload["results"]) == {"T=1"}  # one setting: each costs minutes of compilation
     _check_rows(stdout, payload["results"], out)
-    assert payload["verdicts"]["overall"] == "no verdict"
+    assert payload["verdicts"] == {"likelihood": "T = 1 did not converge",
+                                   "posterior": "T = 1 did not converge", "overall": "no verdict"}
     assert "no verdict on converged chains" in stdout and "supports" not in stdout
 
 
