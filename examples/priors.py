@@ -203,7 +203,8 @@ def main_converged(args: argparse.Namespace) -> None:
           f"accuracy {fmt(s['family_effect_accuracy'])}, NLL {fmt(s['family_effect_nll'])}")
     print(f"scale effect of the Normal prior (max - min over converged scales): accuracy "
           f"{fmt(s['scale_effect_accuracy'])}, NLL {fmt(s['scale_effect_nll'])}")
-    print(f"best converged NLL: {fmt(s['best_nll'])} ({s['best']}); Normal's best "
+    where = f" ({s['best']})" if s["best"] else ""
+    print(f"best converged NLL: {fmt(s['best_nll'])}{where}; Normal's best "
           f"{fmt(s['normal_best_nll'])}")
     unconverged = [f"{r['spec']} ({r['stop_reason']})" for r in rows.values() if not r["converged"]]
     print(f"not converged, excluded from the verdict: {', '.join(unconverged) or 'none'}")
