@@ -53,7 +53,13 @@ from bnn_ppl.inference.reference import (
     reference_hmc,
 )
 from bnn_ppl.inference.resume import MCMCPlan, run_segments
-from bnn_ppl.inference.run_folder import chain_summary, fit_run
+from bnn_ppl.inference.run_folder import (
+    CONVERGENCE_HEADER,
+    chain_summary,
+    convergence_cells,
+    convergence_summary,
+    fit_run,
+)
 from bnn_ppl.inference.sghmc import SGHMC
 from bnn_ppl.inference.sgld import SGLD
 from bnn_ppl.inference.sgmcmc_accuracy import (
@@ -75,6 +81,7 @@ from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, fr
 
 __all__ = [
     "ATMC",
+    "CONVERGENCE_HEADER",
     "ConvergenceCheck",
     "DeterministicSiteWarning",
     "FitData",
@@ -102,6 +109,8 @@ __all__ = [
     "TemperingState",
     "as_posterior",
     "chain_summary",
+    "convergence_cells",
+    "convergence_summary",
     "deep_ensemble",
     "fit",
     "fit_run",

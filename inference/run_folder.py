@@ -5,8 +5,11 @@ script: :func:`fit_run` claims ``folder`` for the run's configuration (the data 
 method's config, the seed, the caller's model options and the data's fingerprint) before
 anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
 (:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
-per-chain sampler summary (:func:`chain_summary`); a fit that diverges leaves a
-``metrics.json`` saying so (``"status": "diverged"`` and the reason) and its error propagates.
+per-chain sampler summary (:func:`chain_summary`) and, for a reference run
+(:class:`~bnn_ppl.config.ReferenceHMCConfig`), its convergence figures
+(:func:`convergence_summary`, printed as a table row by :func:`convergence_cells`); a fit
+that diverges leaves a ``metrics.json`` saying so (``"status": "diverged"`` and the reason)
+and its error propagates.
 The examples write one folder per fitted method or setting this way, so every number they print
 can be recomputed from a folder.
 
@@ -45,7 +48,53 @@ from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, check_key
 
-__all__ = ["chain_summary", "fit_run"]
+__all__ = ["CONVERGENCE_HEADER", "chain_summary", "convergence_cells", "convergence_summary",
+           "fit_run"]  # fmt: skip
+
+CONVERGENCE_FIELDS = ("converged", "stop_reason", "rhat_max", "share_rhat_ok", "ess_bulk_min",
+                      "draws", "gradients", "seconds")  # fmt: skip
+"""What :func:`convergence_summary` keeps of a reference run's last convergence check."""
+
+CONVERGENCE_HEADER = (f"{'converged':>10}{'R-hat max':>10}{'<=1.01':>8}{'ESS min':>9}"
+                      f"{'draws':>7}{'gradients':>11}{'time s':>8}")  # fmt: skip
+"""The column heads of :func:`convergence_cells`."""
+
+
+def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
+    """A reference run's convergence figures (its last check, :mod:`~bnn_ppl.inference.reference`):
+    ``converged``, ``stop_reason``, ``rhat_max``, ``share_rhat_ok`` (of the test quantities,
+    R-hat <= the threshold), ``ess_bulk_min``, ``draws`` per chain, ``gradients`` (leapfrog
+    steps after warmup, all chains) and ``seconds``; a run stopped in warmup has ``None`` for
+    the figures. ``None`` for a posterior of another method.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl import Posterior
+        >>> post = Posterior("reference_hmc", {"w": np.zeros((2, 4))}, config={"convergence": {
+        ...     "converged": False, "stop_reason": "max_draws", "rhat_max": 1.2, "draws": 4}})
+        >>> summary = convergence_summary(post)
+        >>> summary["converged"], summary["draws"], summary["ess_bulk_min"]
+        (False, 4, None)
+        >>> convergence_cells(summary).split()[:2]
+        ['no', '1.200']
+    """
+    record = posterior.config.get("convergence")
+    if not isinstance(record, Mapping):
+        return None
+    return {k: record.get(k) for k in CONVERGENCE_FIELDS}
+
+
+def convergence_cells(summary: Mapping[str, Any]) -> str:
+    """:func:`convergence_summary` as one row under :data:`CONVERGENCE_HEADER` (``-`` for a
+    figure a run stopped in warmup does not have)."""
+
+    def cell(key: str, form: str, width: int) -> str:
+        value = summary.get(key)
+        return f"{'-' if value is None else format(value, form):>{width}}"
+
+    return (f"{'yes' if summary.get('converged') else 'no':>10}{cell('rhat_max', '.3f', 10)}"
+            f"{cell('share_rhat_ok', '.1%', 8)}{cell('ess_bulk_min', '.0f', 9)}"
+            f"{cell('draws', 'd', 7)}{cell('gradients', ',d', 11)}{cell('seconds', '.0f', 8)}")  # fmt: skip
 
 
 def chain_summary(posterior: Posterior) -> list[dict[str, Any]]:
@@ -134,6 +183,9 @@ def fit_run(
         raise
     wall = time.perf_counter() - start
     summary = {"chains": chain_summary(post)}
+    convergence = convergence_summary(post)
+    if convergence is not None:  # a reference run: whether, and how far, it converged
+        summary["convergence"] = convergence
     if "accuracy" in post.config:  # SG-MCMC: what accuracy_summary found
         summary["accuracy"] = post.config["accuracy"]
     record = runs.save_posterior(
