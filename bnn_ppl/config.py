@@ -359,19 +359,6 @@ class ReferenceHMCConfig(Config):
                     f"{default!r}, or set num_temperatures=None."
                 )
 
-    def describe(self) -> str:
-        """The recipe in one line (what a script prints above its results).
-
-        >>> ReferenceHMCConfig(max_seconds=300).describe()[:47]
-        '4 chains from prior draws, 500 warmup, segments'
-        """
-        what = "predictions" if self.quantity is None else f"{self.quantity!r} values"
-        budget = "" if self.max_seconds is None else f" or {self.max_seconds:g} s"
-        return (f"{self.num_chains} chains from prior draws, {self.num_warmup} warmup, segments "
-                f"of {self.segment_draws} draws until >= {self.min_share:.0%} of the test {what} "
-                f"have R-hat <= {self.max_rhat:g} and bulk ESS >= {self.min_ess:g}, at most "
-                f"{self.max_draws} draws/chain{budget}")  # fmt: skip
-
 
 CONFIGS: dict[str, type[Config]] = {
     c.method: c

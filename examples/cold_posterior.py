@@ -43,6 +43,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig, ReferenceHMCConfig
 from bnn_ppl.inference import CONVERGENCE_HEADER, convergence_cells, fit_run
+from bnn_ppl.inference.stopping_rule import describe_recipe
 from bnn_ppl.io import read_json, write_json
 from bnn_ppl.models import mlp_bnn
 from bnn_ppl.plots import metric_curves, save_figure
@@ -160,7 +161,8 @@ def main_converged(args: argparse.Namespace) -> None:
     config = ReferenceHMCConfig(num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                                 max_draws=args.max_draws, max_seconds=args.max_seconds)  # fmt: skip
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows, MLP({args.width}), "
-          f"prior Normal({args.prior_scale}); reference recipe per setting: {config.describe()}",
+          f"prior Normal({args.prior_scale}); reference recipe per setting: "
+          f"{describe_recipe(config)}",
           flush=True)  # fmt: skip
     rows: dict[tuple[str, float], dict] = {}
     start = time.perf_counter()

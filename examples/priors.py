@@ -47,6 +47,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig, ReferenceHMCConfig
 from bnn_ppl.inference import CONVERGENCE_HEADER, convergence_cells, fit_run
+from bnn_ppl.inference.stopping_rule import describe_recipe
 from bnn_ppl.io import write_json
 from bnn_ppl.models import mlp_bnn
 from bnn_ppl.plots import metric_curves, save_figure
@@ -175,7 +176,7 @@ def main_converged(args: argparse.Namespace) -> None:
     keys = [(f, args.family_scale) for f in args.families]
     keys += [("normal", s) for s in args.scales if ("normal", s) not in keys]
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows; MLP(hidden="
-          f"({args.width},)); reference recipe per prior: {config.describe()}", flush=True)
+          f"({args.width},)); reference recipe per prior: {describe_recipe(config)}", flush=True)
     rows: dict[tuple[str, float], dict] = {}
     for family, scale in keys:
         spec = prior_spec(family, scale, args.df)

@@ -25,7 +25,7 @@ import numpy as np
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics import convergence
 
-__all__ = ["ConvergenceCheck", "check_convergence"]
+__all__ = ["ConvergenceCheck", "check_convergence", "describe_recipe"]
 
 
 class ConvergenceCheck(NamedTuple):
@@ -99,3 +99,18 @@ def check_convergence(
         "share_ess_ok": share_ess,
         "converged": share_rhat >= c.min_share and share_ess >= c.min_share,
     }
+
+
+def describe_recipe(c: ReferenceHMCConfig) -> str:
+    """The reference recipe of ``c`` in one line (what a script prints above its results).
+
+    >>> describe_recipe(ReferenceHMCConfig(max_seconds=300))[:47]
+    '4 chains from prior draws, 500 warmup, segments'
+    """
+    what = "predictions" if c.quantity is None else f"{c.quantity!r} values"
+    budget = "" if c.max_seconds is None else f" or {c.max_seconds:g} s"
+    burn = f" (each chain's first {c.burn_in:.0%} left out)" if c.burn_in else ""
+    return (f"{c.num_chains} chains from prior draws, {c.num_warmup} warmup, segments of "
+            f"{c.segment_draws} draws until >= {c.min_share:.0%} of the test {what}{burn} have "
+            f"R-hat <= {c.max_rhat:g} and bulk ESS >= {c.min_ess:g}, at most {c.max_draws} "
+            f"draws/chain{budget}")  # fmt: skip
