@@ -139,7 +139,7 @@ def compare(args, regime, model, data, ref, ref_grads, fits, key) -> dict[str, d
 
 def main(args: argparse.Namespace) -> None:
     data = bp.data.load("digits")
-    record, ref = load_reference(REFERENCE, data)
+    record, arrays = load_reference(REFERENCE, data)
     conv = record["recipe"]["convergence"]
     args.ref_samples = conv["draws"] * record["recipe"]["num_chains"]
     per_draw = conv["gradients"] / args.ref_samples
@@ -151,7 +151,7 @@ def main(args: argparse.Namespace) -> None:
     keys = jax.random.split(jax.random.key(args.seed), 2)
     for (regime, fits), key in zip(configs(args, len(data.x_train), per_draw).items(), keys,
                                    strict=True):  # fmt: skip
-        rows = compare(args, regime, model, data, ref, float(conv["gradients"]), fits, key)
+        rows = compare(args, regime, model, data, arrays, float(conv["gradients"]), fits, key)
         ref, ens, svi = rows[REF], rows["ensemble"], rows["SVI"]  # the two CLAIMS:
         v = {"hmc_beats_ensemble": ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"],
              "ensemble_closer_than_svi": ens["agreement"] > svi["agreement"]
