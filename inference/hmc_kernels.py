@@ -122,8 +122,8 @@ class _OnPotential:
         self.settings = settings
         self.kinetic_fn = kinetic_fn
         self._functions = self._hmc_functions()
-        # init at the potential's initial values, compiled once per kernel (see init)
-        self._init_at_default = jax.jit(self._default_states, static_argnums=1)
+        # NumPyro's init_kernel, compiled once per kernel and input shapes (see init)
+        self._init_compiled = jax.jit(self._compiled_states, static_argnums=1)
         self._initialized = False
         # the num_warmup that NumPyro's init_kernel last set its sampler up for (see init)
         self._set_up_for: int | None = None
@@ -169,13 +169,18 @@ class _OnPotential:
 
         return jax.vmap(one)(init_params, rng_key) if vectorized else one(init_params, rng_key)
 
-    def _default_states(
-        self, rng_key: Any, num_warmup: int, model_args: tuple, model_kwargs: dict
+    def _compiled_states(
+        self,
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
     ) -> HMCState:
-        """:meth:`_states` at the potential's initial values (jitted), with NumPyro functions
-        of its own: their closures, which hold the traced data, end with the trace."""
+        """:meth:`_states` (jitted), with NumPyro functions of its own: their closures, which
+        hold the traced data, end with the trace."""
         init_kernel = self._hmc_functions().init
-        return self._states(init_kernel, rng_key, num_warmup, None, model_args, model_kwargs)
+        return self._states(init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs)
 
     def adjust(self, state: HMCState) -> HMCState:
         """What this kernel changes in NumPyro's state after ``init`` and every ``sample``."""
@@ -224,23 +229,24 @@ class _OnPotential:
         it (vmapped over a batch of keys, one per chain); ``init_params=None`` starts from
         ``potential.init_params``. Also sets NumPyro's sampler up for ``num_warmup``."""
         model_kwargs = {} if model_kwargs is None else model_kwargs
-        init = self._functions.init
-        if init_params is None:
-            # MCMC.run calls init on every run, also when it continues from a post_warmup_state
-            # and discards the result: compute it compiled (once per kernel), and set NumPyro's
-            # sampler up for num_warmup by tracing only (no computation). What init_kernel sets
-            # up (its warmup adapter, the number of warmup steps) depends on num_warmup and the
-            # kernel's settings alone, so the trace - a trace of the whole gradient, 0.3 s for
-            # a tiny MLP on a CPU, every run - is skipped when it is already set up for it.
-            state = self._init_at_default(rng_key, num_warmup, model_args, model_kwargs)
-            if self._set_up_for != num_warmup:
-                jax.eval_shape(
-                    lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
-                    rng_key,
-                    state.z,
-                )
-        else:  # as numpyro.infer.HMC.init computes it (eagerly)
-            state = self._states(init, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        # numpyro.infer.HMC.init runs init_kernel eagerly, vmapped: op by op, hundreds of small
+        # compilations for every new network (measured: 5-8 s of CPU for a one-hidden-layer
+        # MLP, 2 s compiled). Here it is one compiled program, giving NumPyro's draws bit for
+        # bit (tests/test_hmc.py::test_kernels_are_numpyros_on_its_public_api). MCMC.run calls
+        # init on every run, also when it continues from a post_warmup_state and discards the
+        # result: the program is compiled once per kernel and input shapes. NumPyro's sampler
+        # is set up for num_warmup by tracing only (no computation). What init_kernel sets up
+        # (its warmup adapter, the number of warmup steps) depends on num_warmup and the
+        # kernel's settings alone, so the trace - a trace of the whole gradient, 0.3 s for a
+        # tiny MLP on a CPU, every run - is skipped when it is already set up for it.
+        state = self._init_compiled(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        if self._set_up_for != num_warmup:
+            init = self._functions.init
+            jax.eval_shape(
+                lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
+                rng_key,
+                state.z,
+            )
         self._set_up_for = num_warmup
         self._initialized = True
         return self.adjust(state)

@@ -38,6 +38,8 @@ TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", 
 # repeating over half its draws (a StuckChainWarning); with 50, 0.8-0.94 on seeds 0-1
 HMC = ["hmc", *TINY, "--num-warmup", "50", "--num-samples", "20"]
 HMC_CHECKPOINTED = [*HMC, "--num-chains", "2", "--checkpoint-every", "10"]
+# the ensemble_run fixture's run (a test repeating it reads its programs from the compilation cache)
+ENSEMBLE = ["ensemble", *TINY, "--num-members", "3", "--num-steps", "50"]
 
 
 def bnn_ppl(*args: str) -> tuple[int, str, str]:
@@ -71,8 +73,7 @@ def hmc_run(folder: Path) -> Path:
 @pytest.fixture(scope="session")
 def ensemble_run(folder: Path) -> Path:
     out = folder / "ensemble"
-    ok("run", "ensemble", *TINY, "--num-members", "3", "--num-steps", "50",
-       "--out", str(out), "--quiet")  # fmt: skip
+    ok("run", *ENSEMBLE, "--out", str(out), "--quiet")
     return out
 
 
@@ -585,10 +586,9 @@ def test_a_damaged_config_is_named(tmp_path: Path) -> None:
 
 def test_a_refused_option_leaves_the_folder_free_for_the_corrected_command(tmp_path: Path) -> None:
     out = tmp_path / "ensemble"
-    ensemble = ["ensemble", *TINY, "--num-members", "3", "--num-steps", "50"]
-    rc, _, err = bnn_ppl("run", *ensemble, "--batch-size", "500", "--out", str(out))
+    rc, _, err = bnn_ppl("run", *ENSEMBLE, "--batch-size", "500", "--out", str(out))
     assert rc == 2 and "larger than the 200 training rows" in err and not out.exists()
-    ok("run", *ensemble, "--out", str(out), "--quiet")  # as the ensemble_run fixture
+    ok("run", *ENSEMBLE, "--out", str(out), "--quiet")  # as the ensemble_run fixture
     assert read_json(out / runs.CONFIG)["arguments"]["batch_size"] is None
 
 
@@ -684,9 +684,12 @@ def _python_m(*args: str, bug: bool = False) -> subprocess.CompletedProcess[str]
     )
 
 
-def test_python_m_bnn_ppl_runs_the_cli_and_quiet_prints_nothing(tmp_path: Path) -> None:
-    args = ["ensemble", *TINY, "--num-members", "2", "--num-steps", "5"]
-    proc = _python_m("run", *args, "--out", str(tmp_path / "ens"), "--quiet")
+def test_python_m_bnn_ppl_runs_the_cli_and_quiet_prints_nothing(
+    ensemble_run: Path, tmp_path: Path
+) -> None:
+    # the ensemble_run fixture's run: the child process reads the programs that run compiled
+    # from the tests' persistent compilation cache instead of compiling a run of its own
+    proc = _python_m("run", *ENSEMBLE, "--out", str(tmp_path / "ens"), "--quiet")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "" and proc.stderr == ""  # --quiet: nothing at all on success
     assert (tmp_path / "ens" / runs.METRICS).exists()
