@@ -94,7 +94,8 @@ def convergence_cells(summary: Mapping[str, Any]) -> str:
 
     return (f"{'yes' if summary.get('converged') else 'no':>10}{cell('rhat_max', '.3f', 10)}"
             f"{cell('share_rhat_ok', '.1%', 8)}{cell('ess_bulk_min', '.0f', 9)}"
-            f"{cell('draws', 'd', 7)}{cell('gradients', ',d', 11)}{cell('seconds', '.0f', 8)}")  # fmt: skip
+            f"{cell('draws', 'd', 7)}{cell('gradients', ',d', 11)}"
+            f"{cell('seconds', '.0f', 8)}")  # fmt: skip
 
 
 def chain_summary(posterior: Posterior) -> list[dict[str, Any]]:
