@@ -52,8 +52,7 @@ __all__ = [
 
 INIT_METHODS = ("prior", "median", "uniform")
 QUANTITIES = ("probs", "p_true", "centred_logits", "mean")
-"""The function-space quantities (:data:`bnn_ppl.function_values.QUANTITIES`, kept here
-without importing JAX)."""
+"""The function-space quantities (:data:`bnn_ppl.function_values.QUANTITIES`, without JAX)."""
 MASS_MATRICES = ("diagonal", "dense", "identity")
 
 
@@ -289,9 +288,9 @@ class ReferenceHMCConfig(Config):
     posteriors, such as MLPs on small UCI sets) or ``"identity"`` (Izmailov et al.'s
     (π/2)·σ_prior·√T throughout); ``trajectory_length=None`` is that default.
     ``num_temperatures`` K >= 2 moves each chain by parallel tempering instead
-    (:class:`~bnn_ppl.inference.ParallelTempering`: K rungs, geometric from 1 down to
-    ``min_beta``, respaced in warmup when ``adapt_ladder``, ``leapfrog_steps`` per sweep; its
-    own diagonal metric); ``None`` or 1 is plain HMC."""
+    (:class:`~bnn_ppl.inference.ParallelTempering`: K rungs from 1 down to ``min_beta``,
+    respaced in warmup when ``adapt_ladder``, ``leapfrog_steps`` per sweep, a diagonal metric;
+    plain HMC's ``mass_matrix``, ``trajectory_length``, ``max_num_steps`` are refused)."""
 
     method: ClassVar[str] = "reference_hmc"
 
@@ -351,7 +350,8 @@ class ReferenceHMCConfig(Config):
                                 low_inclusive=False, high_inclusive=False)  # fmt: skip
         _count("leapfrog_steps", self.leapfrog_steps)
         validation.check_bool("adapt_ladder", self.adapt_ladder)
-        for name, default in (("mass_matrix", "diagonal"), ("trajectory_length", None)):
+        plain_hmc = {"mass_matrix": "diagonal", "trajectory_length": None, "max_num_steps": 1024}
+        for name, default in plain_hmc.items():
             if self.tempering and getattr(self, name) != default:
                 raise InputValueError(
                     f"{name}={getattr(self, name)!r} applies to plain HMC only (each tempering "

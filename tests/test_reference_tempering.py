@@ -117,6 +117,10 @@ def test_a_ladder_whose_swaps_fail_is_named_in_the_record_and_the_warning():
             {"num_temperatures": 3, "trajectory_length": 1.0},
             "trajectory_length=1.0 applies to plain HMC only.*num_temperatures=None",
         ),
+        (
+            {"num_temperatures": 3, "max_num_steps": 64},
+            "max_num_steps=64 applies to plain HMC only",
+        ),
         ({"num_temperature": 3}, "num_temperature"),
     ],
 )
