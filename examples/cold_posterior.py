@@ -155,6 +155,11 @@ def converged_verdicts(rows: dict[tuple[str, float], dict]) -> dict[str, str | b
     return out
 
 
+def checkpoint(args: argparse.Namespace, *parts: str) -> str | None:
+    """``--checkpoint-root``'s folder for one converged-mode run, or ``None``."""
+    return None if args.checkpoint_root is None else os.path.join(args.checkpoint_root, *parts)
+
+
 def main_converged(args: argparse.Namespace) -> None:
     """The sweep on digits with every setting fitted by the reference recipe (``--converged``)."""
     data = bp.data.load("digits").head(args.max_train)
@@ -172,7 +177,8 @@ def main_converged(args: argparse.Namespace) -> None:
         _, record = fit_run(os.path.join(args.out, "digits", folder_name(mode, t)), model, data,
                             config, jax.random.key(args.seed + i),
                             options={"temperature": t, "temper": mode, "width": args.width,
-                                     "prior_scale": args.prior_scale})  # fmt: skip
+                                     "prior_scale": args.prior_scale},
+                            checkpoint_dir=checkpoint(args, folder_name(mode, t)))  # fmt: skip
         rows[(mode, t)] = ({k: record["metrics"][k] for k in ("accuracy", "nll", "ece")}
                            | record["summary"]["convergence"]
                            | {"wall_time_s": record["wall_time_s"]})  # fmt: skip
@@ -243,6 +249,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ):  # fmt: skip
         p.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument("--out", default="runs/cold_posterior")
+    p.add_argument("--checkpoint-root", default=None,
+                   help="--converged: commit each run's segments under this folder, so that the "
+                   "same command (or one with a larger budget and another --out) resumes them")
     args = p.parse_args(argv)
     c = args.converged
     defaults = {"width": 20 if c else 50, "num_warmup": 300 if c else 100,

@@ -167,6 +167,11 @@ def converged_summary(rows: dict[tuple[str, float], dict], family_scale: float, 
     return out
 
 
+def checkpoint(args: argparse.Namespace, *parts: str) -> str | None:
+    """``--checkpoint-root``'s folder for one converged-mode run, or ``None``."""
+    return None if args.checkpoint_root is None else os.path.join(args.checkpoint_root, *parts)
+
+
 def main_converged(args: argparse.Namespace) -> None:
     """Every prior fitted by the reference recipe (``--converged``); the claim over those that
     converged."""
@@ -183,7 +188,8 @@ def main_converged(args: argparse.Namespace) -> None:
         model = mlp_bnn(data, args.width, bp.priors.from_string(spec))
         _, record = fit_run(os.path.join(args.out, family, f"{scale:g}"), model, data, config,
                             jax.random.key(args.seed),  # the same key: only the prior changes
-                            options={"prior": spec, "width": args.width})  # fmt: skip
+                            options={"prior": spec, "width": args.width},
+                            checkpoint_dir=checkpoint(args, family, f"{scale:g}"))  # fmt: skip
         rows[(family, scale)] = ({k: record["metrics"][k] for k in ("accuracy", "nll", "ece")}
                                  | record["summary"]["convergence"]
                                  | {"spec": spec, "wall_time_s": record["wall_time_s"]})
@@ -256,6 +262,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="--converged: most wall time per prior")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/priors")
+    p.add_argument("--checkpoint-root", default=None,
+                   help="--converged: commit each run's segments under this folder, so that the "
+                   "same command (or one with a larger budget and another --out) resumes them")
     args = p.parse_args(argv)
     if args.width is None:
         args.width = 20 if args.converged else 50

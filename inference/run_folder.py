@@ -130,6 +130,7 @@ def fit_run(
     options: Mapping[str, Any] | None = None,
     split: int | None = None,
     extra: Mapping[str, Any] | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
 ) -> tuple[Posterior, dict[str, Any]]:
     """Claim ``folder``, fit ``model`` to ``data`` with ``config``, and write the run's results.
 
@@ -147,6 +148,9 @@ def fit_run(
         extra: more JSON-able entries for ``metrics.json``; ``wall_time_s`` and ``summary``
             (``{"chains": chain_summary(posterior)}``, and for SG-MCMC ``"accuracy"``: the
             :func:`~bnn_ppl.inference.accuracy_summary` of the run) are added.
+        checkpoint_dir: passed to :func:`~bnn_ppl.inference.fit` (MCMC, SG-MCMC and reference
+            runs): the fit commits its segments there and a rerun of the same call resumes
+            from them; ``wall_time_s`` is then the resumed call's time.
 
     Returns:
         The fitted :class:`~bnn_ppl.Posterior` and the ``metrics.json`` record (its test metrics
@@ -177,7 +181,7 @@ def fit_run(
     runs.claim(folder, runs.make_config(arguments, data=runs.data_identity(data, split=split)))
     start = time.perf_counter()
     try:
-        post = fit(model, data, config, key)
+        post = fit(model, data, config, key, checkpoint_dir=checkpoint_dir)
     except DivergedError as err:  # the claimed folder says so, rather than look unfinished
         wall = time.perf_counter() - start
         runs.save_diverged(folder, config.method, str(err), extra={"wall_time_s": wall})

@@ -115,9 +115,13 @@ def test_cold_posterior_converged_mode_reports_and_excludes(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_priors_converged_mode_reports_and_excludes(tmp_path: Path) -> None:
+    ckpt = tmp_path / "ckpt"
     stdout, payload, out = _unconverged_run(
-        "priors.py", ["--families", "normal", "--scales", "0.3"], tmp_path
+        "priors.py",
+        ["--families", "normal", "--scales", "0.3", "--checkpoint-root", str(ckpt)],
+        tmp_path,
     )
+    assert (ckpt / "normal" / "0.3" / "run.json").is_file()  # resumable: segments committed
     assert set(payload["results"]) == {"normal:0.3"}  # one prior: minutes of compilation each
     _check_rows(stdout, payload["results"], out)
     s = payload["summary"]
