@@ -251,7 +251,7 @@ def gaussian_w2(
     Returns
     -------
     Array
-        Non-negative scalar.
+        The mean W2 over rows, a non-negative scalar in ``y_scale``'s units.
 
     Example:
     >>> import numpy as np
