@@ -111,7 +111,14 @@ def stored_predictions(arrays: Mapping[str, Any], *, chains: bool = False) -> Pr
 
 
 def num_draws(predictions: Prediction) -> int:
-    """The number of draws of per-draw predictions ``(draw, n, ...)`` (any predictive type)."""
+    """The number of draws of per-draw predictions ``(draw, n, ...)`` (any predictive type).
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.likelihoods import GaussianPrediction
+        >>> num_draws(GaussianPrediction(np.zeros((5, 3)), np.ones((5, 3))))   # not len(): 2
+        5
+    """
     return int(np.shape(next(iter(prediction_fields(predictions).values())))[0])
 
 
