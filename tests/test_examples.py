@@ -160,7 +160,7 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
         y_std = payload["dataset"]["y_std"]
         assert y_std > 10  # diabetes targets: std about 77, so original units are not unit-free
         for r in rows_:
-            assert set(r) == {"rmse", "nll", "rmse_vs_reference"}
+            assert set(r) == {"rmse", "nll", "rmse_vs_reference", "w2"}
             # a constant prediction of the mean has RMSE ~ y_std; a fit model beats 1.5 x that
             assert 0.0 < r["rmse"] < 1.5 * y_std
             assert r["rmse_vs_reference"] >= 0.0

@@ -19,7 +19,6 @@ import pytest
 from test_examples import EXAMPLES, _check_ok, _run, check_run_folders
 from test_examples_claims_a import _load_example
 
-import bnn_ppl as bp
 from bnn_ppl import runs
 from bnn_ppl.io import load_npz, read_json, write_json
 
@@ -137,42 +136,59 @@ def _check_covariate_shift(stdout: str, out_dir: Path, variant: str) -> None:
 
 
 ROWS = {"reference", "ensemble", "SVI", "SGHMC", "HMC", "HMC chains"}
+# variant -> the stored reference it runs against (default: the script's, digits)
+REFERENCES = {"default": "digits.json", "yacht": "uci_yacht_split0_noise0.05.json"}
 
 
 def _check_against_reference(stdout: str, out_dir: Path, variant: str) -> None:
-    """Both regimes: the reference's row is the stored file's (its metrics, agreement 1, TV 0,
-    its recorded gradients); each method's gradients are what its settings cost; each claim
-    line says what the numbers say."""
+    """Both regimes: the reference's row is the stored file's (its metrics, closeness 0 to
+    itself, its recorded gradients and kept draws); each method's gradients are what its
+    settings cost; each claim line says what the numbers say."""
     payload = json.loads((out_dir / "summary.json").read_text())
-    record = read_json(EXAMPLES / "references" / "digits.json")
+    record = read_json(EXAMPLES / "references" / REFERENCES[variant])
+    conv = record["recipe"]["convergence"]
+    kept = (conv["draws"] - (conv.get("burn_in_draws") or 0)) * record["recipe"]["num_chains"]
+    arrays = load_npz(EXAMPLES / "references" / record["predictions"]["file"])
+    regression = payload["task"] == "regression"
+    assert regression == ("mean" in arrays)
     claims = [line for line in stdout.splitlines() if line.startswith("claim")]
     assert len(claims) == 4 and all(c.endswith("supported here") for c in claims), claims
     assert set(payload["regimes"]) == {"equal samples", "equal gradients"}
     for regime, body in payload["regimes"].items():
         rows, verdicts = body["results"], body["verdicts"]
         # the reference's own chains give the noise floor when its .npz stores them
-        arrays = load_npz(EXAMPLES / "references" / record["predictions"]["file"])
-        assert set(rows) == ROWS | ({"reference chains"} if "chain_probs" in arrays else set())
-        ref = rows["reference"]
-        assert ref["agreement"] == 1.0 and ref["tv"] == 0.0 and ref["samples"] == 2000
-        assert ref["gradients"] == record["recipe"]["convergence"]["gradients"]
-        for k, v in record["metrics"].items():
-            assert ref[k] == pytest.approx(v, rel=1e-6), k
-        for r in rows.values():
-            assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
-        assert rows["ensemble"]["gradients"] == 20 * rows["ensemble"]["samples"]
+        per_chain = "chain_probs" in arrays or "chain_mean" in arrays
+        assert set(rows) == ROWS | ({"reference chains"} if per_chain else set())
+        ref, ens, svi = rows["reference"], rows["ensemble"], rows["SVI"]
+        assert ref["samples"] == kept and ref["gradients"] == conv["gradients"]
+        if regression:  # the record's figures in the target's units, recomputed from the .npz
+            want = {"test_ll": record["metrics"]["test_ll_original"],
+                    "rmse": record["metrics"]["rmse_original"]}  # fmt: skip
+            assert ref["w2"] == 0.0 and ref["rmse_vs_reference"] == 0.0
+            assert all(r["w2"] >= 0.0 and r["test_ll"] == -r["nll"] for r in rows.values())
+            assert verdicts["ensemble_closer_than_svi"] == (ens["w2"] < svi["w2"])
+            assert verdicts["hmc_beats_ensemble"] == (
+                ref["test_ll"] > ens["test_ll"] and ref["rmse"] <= ens["rmse"]
+            )
+        else:
+            want = record["metrics"]
+            assert ref["agreement"] == 1.0 and ref["tv"] == 0.0
+            for r in rows.values():
+                assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
+            assert verdicts["ensemble_closer_than_svi"] == (
+                ens["agreement"] > svi["agreement"] and ens["tv"] < svi["tv"]
+            )
+            assert verdicts["hmc_beats_ensemble"] == (
+                ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"]
+            )
+        for k, v in want.items():  # float32 sums over at most a few hundred rows
+            assert ref[k] == pytest.approx(v, rel=1e-5), k
+        assert ens["gradients"] == 20 * ens["samples"]
         assert rows["HMC"]["gradients"] > 0 and rows["SGHMC"]["gradients"] > 0
         if regime == "equal samples":
             assert {rows[m]["samples"] for m in ("ensemble", "SVI", "SGHMC", "HMC")} == {2}
         else:  # 60 gradients: 3 members, 20 MAP + 40 SVI steps
-            assert rows["ensemble"]["gradients"] == rows["SVI"]["gradients"] == 60
-        ens, svi = rows["ensemble"], rows["SVI"]
-        assert verdicts["ensemble_closer_than_svi"] == (
-            ens["agreement"] > svi["agreement"] and ens["tv"] < svi["tv"]
-        )
-        assert verdicts["hmc_beats_ensemble"] == (
-            ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"]
-        )
+            assert ens["gradients"] == svi["gradients"] == 60
 
 
 # script name -> check(stdout, out_dir, variant) after a successful run
@@ -211,25 +227,62 @@ def test_example_runs(script: str, tmp_path: Path) -> None:
     CHECKS[script](proc.stdout, out_dir, "default")
 
 
-def test_against_reference_loads_the_checked_reference_and_refuses_another(tmp_path: Path) -> None:
-    """The stored file loads (checksum checked) with the data it was run on; a corrupted copy
-    and a record of another network are refused, naming the file."""
+def _needs_uci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import UCI_DIR
+
+    if not (UCI_DIR / "yacht").is_dir():
+        pytest.skip(f"no UCI data at {UCI_DIR}")
+    monkeypatch.setenv("BNN_PPL_DATA", str(UCI_DIR))
+
+
+@pytest.mark.slow  # eight tiny fits of MLP(50) on yacht: ~150 s on 2 shared cores, compiling
+def test_against_reference_runs_on_the_yacht_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The regression reference: test LL, RMSE and W2 columns, the record's figures in the
+    reference's row, its chains' noise floor, the claims judged on LL/RMSE and W2."""
+    _needs_uci(monkeypatch)
+    out_dir = tmp_path / "out"
+    flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS["against_reference.py"]]
+    ref = EXAMPLES / "references" / REFERENCES["yacht"]
+    proc = _run("against_reference.py", [*flags, "--reference", str(ref)], cwd=tmp_path)
+    _check_ok(proc)
+    for row in ("test LL", "RMSE", "W2 w/ ref", "reference chains", "W2 gap", "noise sd 0.05"):
+        assert row in proc.stdout, f"{row!r} not in the output:\n{proc.stdout}"
+    _check_against_reference(proc.stdout, out_dir, "yacht")
+
+
+def test_against_reference_loads_the_checked_reference_and_refuses_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored files load (checksum checked) with the data and model their records name; a
+    corrupted copy, a model the script cannot build and a record of other rows are refused,
+    naming the file."""
     script = _load_example("against_reference.py")
-    data = bp.data.load("digits")
-    record, arrays = script.load_reference(script.REFERENCE, data)
+    record, arrays, data, task = script.load_reference(script.REFERENCE)
     probs = arrays["probs"]
+    assert task == "classification" and data.name == "digits"
     assert probs.shape == (len(data.x_test), 10) and record["converged"] is True
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert script.reference_model(record, script.REFERENCE) == (50, 0.3, None)
     npz = (script.REFERENCE.parent / "digits.npz").read_bytes()
     (tmp_path / "digits.npz").write_bytes(npz[:-1] + bytes([npz[-1] ^ 1]))
     write_json(tmp_path / "digits.json", record)
     with pytest.raises(ValueError, match="checksum mismatch"):
-        script.load_reference(tmp_path / "digits.json", data)
+        script.load_reference(tmp_path / "digits.json")
     (tmp_path / "digits.npz").write_bytes(npz)
-    write_json(tmp_path / "digits.json", record | {"model": record["model"] | {
-        "network": "MLP(hidden=(20,))"}})  # fmt: skip
+    write_json(tmp_path / "digits.json", record | {"data": record["data"] | {"test_rows": 359}})
     with pytest.raises(ValueError, match="another model or data"):
-        script.load_reference(tmp_path / "digits.json", data)
+        script.load_reference(tmp_path / "digits.json")
+    deeper = record | {"model": record["model"] | {"network": "MLP(hidden=(20, 20))"}}
+    with pytest.raises(ValueError, match="cannot build"):
+        script.reference_model(deeper, tmp_path / "digits.json")
+    _needs_uci(monkeypatch)  # the regression reference: its task, model and target scale
+    path = script.REFERENCE.parent / REFERENCES["yacht"]
+    record, arrays, data, task = script.load_reference(path)
+    assert task == "regression" and data.name == "uci/yacht" and len(data.x_train) == 277
+    assert script.reference_model(record, path) == (50, 1.0, 0.05)
+    assert float(arrays["y_std"]) == pytest.approx(float(data.y_std))
 
 
 def test_against_reference_spends_about_equal_gradients() -> None:
@@ -246,6 +299,9 @@ def test_against_reference_spends_about_equal_gradients() -> None:
     per_cycle = 2 * 1000 * 128 / 1437
     assert abs(count["SGHMC"] - 50_000) <= per_cycle / 2
     assert eq["HMC"].num_samples == 50_000 / (2 * 50.0) - 100  # after 100 warmup
+    assert eq["HMC"].max_num_steps == 1024  # the reference's cap, passed on
+    assert script.configs(args, 277, 256.0, max_num_steps=256)["equal gradients"][
+        "HMC"].max_num_steps == 256  # fmt: skip
     same = regimes["equal samples"]
     assert same["ensemble"].num_members == same["SVI"].num_samples == 4
     assert same["SGHMC"].num_samples * 2 == same["HMC"].num_samples * 2 == 4

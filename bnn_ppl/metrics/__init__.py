@@ -66,7 +66,13 @@ so eager calls compile once per input shape instead of dispatching op by op.
 from bnn_ppl.metrics.calibration import ReliabilityCurve, ece, reliability_curve
 from bnn_ppl.metrics.classification import accuracy, agreement, brier, nll, total_variation
 from bnn_ppl.metrics.counts import poisson_mixture_nll
-from bnn_ppl.metrics.regression import gaussian_nll, mixture_nll, rmse, student_t_mixture_nll
+from bnn_ppl.metrics.regression import (
+    gaussian_nll,
+    gaussian_w2,
+    mixture_nll,
+    rmse,
+    student_t_mixture_nll,
+)
 
 __all__ = [
     "ReliabilityCurve",
@@ -75,6 +81,7 @@ __all__ = [
     "brier",
     "ece",
     "gaussian_nll",
+    "gaussian_w2",
     "mixture_nll",
     "nll",
     "poisson_mixture_nll",

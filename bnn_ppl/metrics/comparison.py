@@ -2,14 +2,16 @@
 
 Izmailov et al. (2021) judge approximate posteriors by how close their Bayesian model average
 (BMA) is to full-batch HMC's: the top-1 agreement and the total variation distance of the
-predicted class probabilities (for regression here: the RMSE between the BMA means, in the
-targets' original units). :func:`closeness` computes that for one pair of per-draw
-predictions; :func:`compare_to_reference` gives a whole table, each method's test metrics
+predicted class probabilities (for regression here: the RMSE between the BMA means and the mean
+2-Wasserstein distance between the BMAs moment-matched to Gaussians, in the targets' original
+units). :func:`closeness` computes that for one pair of per-draw predictions;
+:func:`compare_to_reference` gives a whole table, each method's test metrics
 (:func:`~bnn_ppl.metrics.suite.predictive_metrics`) beside its closeness to the reference;
 :func:`noise_floor` compares the reference's first chain with its other chains, the Monte
 Carlo noise below which a difference between methods means nothing; :func:`single_draw_metrics`
-averages the metrics of single draws (what one sample, not the average, achieves); and
-:func:`format_table` prints rows of metrics.
+averages the metrics of single draws (what one sample, not the average, achieves);
+:func:`bma_draw` summarises per-draw predictions by their BMA as one draw (to compare like with
+like against a reference stored as its BMA only); and :func:`format_table` prints rows of metrics.
 
 Every function takes per-draw predictions ``(draw, n, ...)`` (probabilities or a predictive
 NamedTuple, as :func:`bnn_ppl.predict` returns them); :func:`noise_floor` takes them with a
@@ -38,17 +40,26 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl import metrics as _metrics
-from bnn_ppl.likelihoods import Prediction, prediction_fields, prediction_from_fields
+from bnn_ppl.likelihoods import (
+    GaussianPrediction,
+    Prediction,
+    prediction_fields,
+    prediction_from_fields,
+)
 from bnn_ppl.metrics.suite import flat_draws, per_chain, predictive_metrics
+from bnn_ppl.model_average import bma
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
+    "bma_draw",
     "closeness",
     "posterior_predictions",
     "compare_to_reference",
     "format_table",
     "noise_floor",
+    "num_draws",
     "single_draw_metrics",
+    "stored_predictions",
 ]
 
 _CENTRE = ("probs", "mean", "loc", "rate")  # the field whose draw average is the BMA's centre
@@ -70,6 +81,71 @@ def posterior_predictions(posterior: Any, *, chains: bool = False) -> Prediction
     return pred if chains else flat_draws(pred, True)
 
 
+def stored_predictions(arrays: Mapping[str, Any], *, chains: bool = False) -> Prediction:
+    """A reference stored as its BMA (the arrays of an ``examples/references`` ``.npz``) as one
+    draw ``(1, n, ...)``: class probabilities ``probs``, or a :class:`GaussianPrediction` of
+    ``mean`` and ``scale``. ``chains=True``: each chain's BMA ``(chain, 1, n, ...)`` from
+    ``chain_probs`` or ``chain_mean`` and ``chain_scale``, for :func:`noise_floor`.
+
+    Raises:
+        ValueError: the arrays hold neither predictive (or, with ``chains``, no per-chain BMAs).
+
+    Example:
+        >>> import numpy as np
+        >>> stored_predictions({"mean": np.zeros(3), "scale": np.ones(3)}).mean.shape
+        (1, 3)
+    """
+    names = ("chain_probs",) if chains else ("probs",)
+    names += ("chain_mean", "chain_scale") if chains else ("mean", "scale")
+    if names[0] in arrays:
+        return (
+            np.asarray(arrays[names[0]])[:, None] if chains else np.asarray(arrays[names[0]])[None]
+        )
+    if not all(k in arrays for k in names[1:]):
+        raise InputValueError(
+            f"the stored arrays {sorted(arrays)} hold no {' or '.join(names[:2])}; pass the "
+            "arrays of a reference .npz (examples/reference.py writes them)."
+        )
+    axis = 1 if chains else 0
+    return GaussianPrediction(*(np.expand_dims(np.asarray(arrays[k]), axis) for k in names[1:]))
+
+
+def num_draws(predictions: Prediction) -> int:
+    """The number of draws of per-draw predictions ``(draw, n, ...)`` (any predictive type).
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.likelihoods import GaussianPrediction
+        >>> num_draws(GaussianPrediction(np.zeros((5, 3)), np.ones((5, 3))))   # not len(): 2
+        5
+    """
+    return int(np.shape(next(iter(prediction_fields(predictions).values())))[0])
+
+
+def bma_draw(predictions: Prediction, *, chains: bool = False) -> Prediction:
+    """The Bayesian model average of per-draw predictions ``(draw, n, ...)`` as a single draw
+    ``(1, n, ...)``: the averaged class probabilities, or (Gaussian, Student-t) the Gaussian
+    moment-matched to the mixture of the draws (:func:`bnn_ppl.bma`). A reference stored as its
+    BMA only (``examples/references``) is compared with methods summarised the same way: the
+    metrics of classification are unchanged by it, a Gaussian NLL becomes that of the
+    moment-matched Gaussian. ``chains=True``: ``(chain, draw, n, ...)`` in, each chain's BMA
+    ``(chain, 1, n, ...)`` out.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.likelihoods import GaussianPrediction
+        >>> one = bma_draw(GaussianPrediction(np.array([[0.0], [2.0]]), np.ones((2, 1))))
+        >>> one.mean.tolist(), round(float(one.scale[0, 0]) ** 2, 4)   # variance 1 + 1
+        ([[1.0]], 2.0)
+    """
+    if chains:
+        split = [bma_draw(p) for p in per_chain(predictions)]
+        fields = [prediction_fields(p) for p in split]
+        return prediction_from_fields({k: np.stack([f[k] for f in fields]) for k in fields[0]})
+    fields = prediction_fields(bma(predictions))
+    return prediction_from_fields({k: np.asarray(v)[None] for k, v in fields.items()})
+
+
 def _centre(predictions: Prediction) -> tuple[str, np.ndarray]:
     fields = prediction_fields(predictions)
     name = next(k for k in _CENTRE if k in fields)
@@ -84,7 +160,11 @@ def closeness(
     Class probabilities: ``agreement`` (fraction of equal top-1 predictions,
     :func:`~bnn_ppl.metrics.agreement`) and ``tv`` (mean total variation distance,
     :func:`~bnn_ppl.metrics.total_variation`). Otherwise ``rmse_vs_reference``: the RMSE between
-    the two BMA means (locations, rates), times ``y_std`` (the targets' original units).
+    the two BMA means (locations, rates), times ``y_std`` (the targets' original units); and for
+    Gaussian and Student-t predictions ``w2``: the mean over test rows of the 2-Wasserstein
+    distance between the two BMAs moment-matched to Gaussians,
+    ``sqrt((m1 - m2)^2 + (s1 - s2)^2)`` (:func:`~bnn_ppl.metrics.gaussian_w2`), times ``y_std``
+    (inf where a Student-t mixture has infinite variance).
 
     Raises:
         ValueError: the two are of different predictive types or test sets.
@@ -100,7 +180,14 @@ def closeness(
             "agreement": float(_metrics.agreement(ours, ref)),
             "tv": float(_metrics.total_variation(ours, ref)),
         }
-    return {"rmse_vs_reference": float(_metrics.rmse(ours, ref, y_scale=y_std))}
+    out = {"rmse_vs_reference": float(_metrics.rmse(ours, ref, y_scale=y_std))}
+    a, b = bma(predictions), bma(reference)
+    if isinstance(a, GaussianPrediction):  # Gaussian and Student-t BMAs (moment-matched)
+        sa, sb = np.asarray(a.scale), np.asarray(b.scale)
+        finite = np.all(np.isfinite(sa)) and np.all(np.isfinite(sb))
+        w2 = _metrics.gaussian_w2(a.mean, sa, b.mean, sb, y_std) if finite else math.inf
+        out["w2"] = float(w2)
+    return out
 
 
 def compare_to_reference(
@@ -210,4 +297,3 @@ def format_table(
             cells.append(f"{'-':>{w}}" if math.isnan(v) else f"{v:>{w}{fmt}}")
         lines.append(f"{name:<{first}}" + "".join(cells))
     return "\n".join(lines)
-
