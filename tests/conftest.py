@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -88,6 +89,27 @@ def count_compiles() -> Iterator[list[str]]:
     finally:
         jax.monitoring.unregister_event_duration_listener(on_duration)
         jax.monitoring.unregister_event_listener(on_event)
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU of this process and of its children that have been waited for."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """With ``BNN_PPL_TEST_CPU_LOG=path``, append each test's CPU seconds (set-up, call and
+    tear-down, child processes included; a module fixture counts towards its first test) and
+    node id, tab-separated, to ``path``: unlike ``--durations``, CPU time hardly depends on how
+    busy the machine is, so it compares runs on a shared machine (README, "Testing")."""
+    path = os.environ.get("BNN_PPL_TEST_CPU_LOG")
+    start = _cpu_seconds() if path else 0.0
+    yield
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
 
 
 @pytest.fixture

@@ -281,7 +281,9 @@ SHARDED_SCRIPT = textwrap.dedent(
     assert len(jax.devices()) == 4, jax.devices()
     rng = np.random.default_rng(0)
     out, arrays = {}, {}
-    for n, chunk in [(1000, 64), (1003, 64), (37, 5), (3, None)]:
+    # several chunks with padding (1003 rows: 4 x 4 chunks of 64, 21 rows padded), a short
+    # chunk, and one chunk holding fewer rows than there are devices
+    for n, chunk in [(1003, 64), (37, 5), (3, None)]:
         x = rng.normal(size=(n, 6)).astype(np.float32)
         y = (rng.integers(0, 3, size=n)).astype(np.int32)
         model = bp.BNN(MLP(hidden=(16,), out=3), bp.priors.Normal(0.5),
