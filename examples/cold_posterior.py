@@ -19,7 +19,8 @@ trajectory length is Izmailov et al.'s (π/2)·σ_prior·√T (the library's def
 training rows, MLP(20) unless ``--width``), T ∈ {1, 0.3, 0.1}, each setting fitted by the
 reference recipe (:class:`bnn_ppl.config.ReferenceHMCConfig`: 4 chains from prior draws, run in
 segments until >= 99 % of the test probabilities have R-hat <= 1.01 and bulk ESS >= 400, or
-``--max-seconds`` / ``--max-draws`` per setting end it). Every row reports the test accuracy,
+``--max-seconds`` / ``--max-draws`` per setting end it; ``--burn-in`` leaves each chain's first
+share out of every check). Every row reports the test accuracy,
 NLL and ECE with its convergence figures (converged or not, R-hat max and the share <= 1.01, the
 smallest bulk ESS, draws per chain, gradients, time), and the verdict is stated over the
 settings that converged only; the others are listed as not converged.
@@ -164,7 +165,8 @@ def main_converged(args: argparse.Namespace) -> None:
     """The sweep on digits with every setting fitted by the reference recipe (``--converged``)."""
     data = bp.data.load("digits").head(args.max_train)
     config = ReferenceHMCConfig(num_warmup=args.num_warmup, segment_draws=args.segment_draws,
-                                max_draws=args.max_draws, max_seconds=args.max_seconds)  # fmt: skip
+                                max_draws=args.max_draws, max_seconds=args.max_seconds,
+                                burn_in=args.burn_in)  # fmt: skip
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows, MLP({args.width}), "
           f"prior Normal({args.prior_scale}); reference recipe per setting: "
           f"{describe_recipe(config)}",
@@ -245,6 +247,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--seed", int, 0, "random seed"),
         ("--segment-draws", int, 200, "--converged: draws per chain between convergence checks"),
         ("--max-draws", int, 3000, "--converged: most draws per chain per setting"),
+        ("--burn-in", float, 0.0, "--converged: share of each chain's first draws left out"),
         ("--max-seconds", float, 420.0, "--converged: most wall time per setting"),
     ):  # fmt: skip
         p.add_argument(flag, type=kind, default=default, help=text)

@@ -25,7 +25,8 @@ scale, one line per family) and ``summary.json``.
 ``--family-scale`` (0.3) and the Normal prior at every ``--scales``, MLP(20) unless ``--width``,
 each fitted by the reference recipe (:class:`bnn_ppl.config.ReferenceHMCConfig`: 4 chains from
 prior draws, segments until >= 99 % of the test probabilities have R-hat <= 1.01 and bulk ESS
->= 400, or ``--max-seconds`` / ``--max-draws`` per prior end it). Every row reports accuracy,
+>= 400, or ``--max-seconds`` / ``--max-draws`` per prior end it; ``--burn-in`` leaves each
+chain's first share out of every check). Every row reports accuracy,
 NLL and ECE with its convergence figures, and both parts of the claim are judged over the
 priors that converged only (the family effect at ``--family-scale``; the Normal prior's best NLL
 against the best); the others are listed as not converged.
@@ -177,7 +178,8 @@ def main_converged(args: argparse.Namespace) -> None:
     converged."""
     data = bp.data.load("digits").head(args.max_train)
     config = ReferenceHMCConfig(num_warmup=args.num_warmup, segment_draws=args.segment_draws,
-                                max_draws=args.max_draws, max_seconds=args.max_seconds)  # fmt: skip
+                                max_draws=args.max_draws, max_seconds=args.max_seconds,
+                                burn_in=args.burn_in)  # fmt: skip
     keys = [(f, args.family_scale) for f in args.families]
     keys += [("normal", s) for s in args.scales if ("normal", s) not in keys]
     print(f"digits: {len(data.x_train)} train / {len(data.x_test)} test rows; MLP(hidden="
@@ -258,6 +260,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--segment-draws", type=int, default=200,
                    help="--converged: draws per chain between convergence checks")
     p.add_argument("--max-draws", type=int, default=3000, help="--converged: per chain and prior")
+    p.add_argument("--burn-in", type=float, default=0.0,
+                   help="--converged: share of each chain's first draws left out of every check")
     p.add_argument("--max-seconds", type=float, default=360.0,
                    help="--converged: most wall time per prior")
     p.add_argument("--seed", type=int, default=0)

@@ -1,4 +1,5 @@
-"""Packaging: every subpackage in the tree is installed, under bnn_ppl.* only."""
+"""Packaging: every subpackage in the tree is installed, under bnn_ppl.* only; the shipped
+documentation has no placeholder left in it."""
 
 from __future__ import annotations
 
@@ -55,3 +56,15 @@ def test_importing_arviz_first_does_not_break_numpyro(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_documentation_has_no_placeholder_left():
+    """A stand-in written while a result was pending (``LAPLACE_PLACEHOLDER``, ``TODO`` ...) must
+    not reach the README or the references' README: it once sat in the Findings for a session."""
+    import re
+
+    pattern = re.compile(r"\b[A-Z][A-Z0-9_]*(PLACEHOLDER|_NOTE|_CONTINUED)\b|\b(TODO|FIXME|XXX)\b")
+    for doc in (ROOT / "README.md", ROOT / "examples" / "references" / "README.md"):
+        lines = enumerate(doc.read_text().splitlines(), 1)
+        found = [f"{doc.name}:{i}: {line.strip()}" for i, line in lines if pattern.search(line)]
+        assert not found, found
