@@ -350,9 +350,9 @@ class ReferenceHMCConfig(Config):
                                 low_inclusive=False, high_inclusive=False)  # fmt: skip
         _count("leapfrog_steps", self.leapfrog_steps)
         validation.check_bool("adapt_ladder", self.adapt_ladder)
-        plain_hmc = {"mass_matrix": "diagonal", "trajectory_length": None, "max_num_steps": 1024}
-        for name, default in plain_hmc.items():
-            if self.tempering and getattr(self, name) != default:
+        plain_hmc = ("mass_matrix", "trajectory_length", "max_num_steps")  # at their defaults
+        for name, default in ((f.name, f.default) for f in dataclasses.fields(self)):
+            if self.tempering and name in plain_hmc and getattr(self, name) != default:
                 raise InputValueError(
                     f"{name}={getattr(self, name)!r} applies to plain HMC only (each tempering "
                     "rung adapts a diagonal metric and runs leapfrog_steps steps): leave it at "
