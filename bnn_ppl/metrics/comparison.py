@@ -95,19 +95,16 @@ def stored_predictions(arrays: Mapping[str, Any], *, chains: bool = False) -> Pr
         >>> stored_predictions({"mean": np.zeros(3), "scale": np.ones(3)}).mean.shape
         (1, 3)
     """
-    names = ("chain_probs",) if chains else ("probs",)
-    names += ("chain_mean", "chain_scale") if chains else ("mean", "scale")
-    if names[0] in arrays:
-        return (
-            np.asarray(arrays[names[0]])[:, None] if chains else np.asarray(arrays[names[0]])[None]
-        )
-    if not all(k in arrays for k in names[1:]):
+    prefix, axis = ("chain_", 1) if chains else ("", 0)  # the draw axis to add
+    probs, mean, scale = (prefix + k for k in ("probs", "mean", "scale"))
+    if probs in arrays:
+        return np.expand_dims(np.asarray(arrays[probs]), axis)
+    if mean not in arrays or scale not in arrays:
         raise InputValueError(
-            f"the stored arrays {sorted(arrays)} hold no {' or '.join(names[:2])}; pass the "
+            f"the stored arrays {sorted(arrays)} hold no {probs} or {mean}; pass the "
             "arrays of a reference .npz (examples/reference.py writes them)."
         )
-    axis = 1 if chains else 0
-    return GaussianPrediction(*(np.expand_dims(np.asarray(arrays[k]), axis) for k in names[1:]))
+    return GaussianPrediction(*(np.expand_dims(np.asarray(arrays[k]), axis) for k in (mean, scale)))
 
 
 def num_draws(predictions: Prediction) -> int:
