@@ -156,11 +156,6 @@ def converged_verdicts(rows: dict[tuple[str, float], dict]) -> dict[str, str | b
     return out
 
 
-def checkpoint(args: argparse.Namespace, *parts: str) -> str | None:
-    """``--checkpoint-root``'s folder for one converged-mode run, or ``None``."""
-    return None if args.checkpoint_root is None else os.path.join(args.checkpoint_root, *parts)
-
-
 def main_converged(args: argparse.Namespace) -> None:
     """The sweep on digits with every setting fitted by the reference recipe (``--converged``)."""
     data = bp.data.load("digits").head(args.max_train)
@@ -176,11 +171,12 @@ def main_converged(args: argparse.Namespace) -> None:
     for i, (mode, t) in enumerate(settings(args.temperatures)):
         model = mlp_bnn(data, args.width, args.prior_scale, temperature=t,
                         temper="likelihood" if mode == "both" else mode)  # fmt: skip
+        ckpt = args.checkpoint_root and os.path.join(args.checkpoint_root, folder_name(mode, t))
         _, record = fit_run(os.path.join(args.out, "digits", folder_name(mode, t)), model, data,
                             config, jax.random.key(args.seed + i),
                             options={"temperature": t, "temper": mode, "width": args.width,
                                      "prior_scale": args.prior_scale},
-                            checkpoint_dir=checkpoint(args, folder_name(mode, t)))  # fmt: skip
+                            checkpoint_dir=ckpt)  # fmt: skip
         rows[(mode, t)] = ({k: record["metrics"][k] for k in ("accuracy", "nll", "ece")}
                            | record["summary"]["convergence"]
                            | {"wall_time_s": record["wall_time_s"]})  # fmt: skip

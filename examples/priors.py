@@ -168,11 +168,6 @@ def converged_summary(rows: dict[tuple[str, float], dict], family_scale: float, 
     return out
 
 
-def checkpoint(args: argparse.Namespace, *parts: str) -> str | None:
-    """``--checkpoint-root``'s folder for one converged-mode run, or ``None``."""
-    return None if args.checkpoint_root is None else os.path.join(args.checkpoint_root, *parts)
-
-
 def main_converged(args: argparse.Namespace) -> None:
     """Every prior fitted by the reference recipe (``--converged``); the claim over those that
     converged."""
@@ -188,10 +183,11 @@ def main_converged(args: argparse.Namespace) -> None:
     for family, scale in keys:
         spec = prior_spec(family, scale, args.df)
         model = mlp_bnn(data, args.width, bp.priors.from_string(spec))
+        ckpt = args.checkpoint_root and os.path.join(args.checkpoint_root, family, f"{scale:g}")
         _, record = fit_run(os.path.join(args.out, family, f"{scale:g}"), model, data, config,
                             jax.random.key(args.seed),  # the same key: only the prior changes
                             options={"prior": spec, "width": args.width},
-                            checkpoint_dir=checkpoint(args, family, f"{scale:g}"))  # fmt: skip
+                            checkpoint_dir=ckpt)  # fmt: skip
         rows[(family, scale)] = ({k: record["metrics"][k] for k in ("accuracy", "nll", "ece")}
                                  | record["summary"]["convergence"]
                                  | {"spec": spec, "wall_time_s": record["wall_time_s"]})
