@@ -57,6 +57,7 @@ __all__ = [
     "weight_space",
     "function_space",
     "convergence",
+    "rhat_bulk_ess",
     "sampler_summary",
     "check_chains",
     "ChainHealth",
@@ -161,17 +162,36 @@ def _chains_draws(name: str, a: Any) -> np.ndarray:
     return arr
 
 
-def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
+def _flat(a: np.ndarray) -> np.ndarray:
+    return a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
+
+
+def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-normalised split R-hat and bulk ESS (ArviZ) of ``(chains, draws, ...)`` values,
+    each with the quantities' shape: :func:`convergence` without the tail ESS, which costs as
+    much again and which a reference run's stopping rule does not use.
+
+    Example:
+        >>> import numpy as np
+        >>> rhat, ess = rhat_bulk_ess(np.random.default_rng(0).normal(size=(4, 300, 2)))
+        >>> rhat.shape, bool(np.all(rhat < 1.05)), bool(np.all(ess > 400))
+        ((2,), True, True)
+    """
+    a = _chains_draws("values", values)
     az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
+    flat, shape = _flat(a), a.shape[2:]
+    rhat = np.asarray(az.rhat(flat, method="rank")).reshape(shape)
+    return rhat, np.asarray(az.ess(flat, method="bulk")).reshape(shape)
+
+
+def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
+    az = _imports.arviz()
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
-        flat = a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
-        shape = a.shape[2:]
-        rhat[k] = np.asarray(az.rhat(flat, method="rank")).reshape(shape)
-        bulk[k] = np.asarray(az.ess(flat, method="bulk")).reshape(shape)
+        rhat[k], bulk[k] = rhat_bulk_ess(a)
         # tail ESS: the smaller of the 5% and 95% quantile ESS (Vehtari et al. 2021); ArviZ 1.3
         # needs ``prob`` spelled out for plain arrays
-        tail[k] = np.asarray(az.ess(flat, method="tail", prob=TAIL_PROB)).reshape(shape)
+        tail[k] = np.asarray(az.ess(_flat(a), method="tail", prob=TAIL_PROB)).reshape(a.shape[2:])
     return Convergence(rhat, bulk, tail)
 
 

@@ -286,10 +286,7 @@ def reference_hmc(
             if not checks:
                 chains.kernel.after_first_segment(segment.state)
             first = int(c.burn_in * draws)  # each chain's draws before it: burn-in
-            figures = check_convergence(
-                np.concatenate(values, axis=1)[:, first:],
-                max_rhat=c.max_rhat, min_share=c.min_share, min_ess=c.min_ess,
-            )  # fmt: skip
+            figures = chains.check(values, first)  # (a checkpointed run: kept in checks.json)
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
             seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
             checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))

@@ -56,6 +56,7 @@ from bnn_ppl.inference.hmc_checks import CheckedMCMC, as_key
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.reference_kernels import ChainKernel, chain_kernel
 from bnn_ppl.inference.resume import joined_arrays, segment_arrays
+from bnn_ppl.inference.stopping_rule import check_convergence
 from bnn_ppl.model import BNN
 
 __all__ = [
@@ -207,6 +208,18 @@ class Chains:
         """``n`` more draws per chain, continued from where the chains stopped."""
         continue_chains(self.mcmc, self.pot, self.mcmc.last_state, n, self.kernel.extra_fields)
         return as_segment(segment_arrays_of(self.mcmc, self.kernel))
+
+    def check(self, values: list[np.ndarray], first: int) -> dict[str, Any]:
+        """The stopping rule (:func:`~bnn_ppl.inference.stopping_rule.check_convergence`) on
+        the checked values of every segment so far (one ``(chains, draws, ...)`` array each),
+        each chain's first ``first`` draws left out."""
+        return rule_check(np.concatenate(values, axis=1), first, self.c)
+
+
+def rule_check(values: np.ndarray, first: int, c: ReferenceHMCConfig) -> dict[str, Any]:
+    """``c``'s stopping rule on ``values[:, first:]``."""
+    return check_convergence(values[:, first:], max_rhat=c.max_rhat, min_share=c.min_share,
+                             min_ess=c.min_ess)  # fmt: skip
 
 
 def segment_health(segment: Segment) -> list[ChainHealth]:

@@ -17,7 +17,9 @@ no pickle) instead:
   state *read back from disk* (:func:`~bnn_ppl.inference.resume.state_from_arrays`), so an
   uninterrupted run and one resumed after any segment run the same program on the same bits.
 * **A rerun** replays the committed segments, in order, through the stopping rule (the
-  checks are recomputed from the stored draws, so ``x_test`` and the quantity may change), and
+  checks are made on the stored draws, so ``x_test`` and the quantity may change; a check
+  already made on the same values under the same rule is read back from ``checks.json``
+  instead of recomputed, :mod:`bnn_ppl.inference.check_cache`), and
   continues from the last committed state when the rule asks for more draws. A run stopped by
   its budget therefore continues when called again with a larger ``max_draws`` or
   ``max_seconds`` (a segment cut short by the old ``max_draws`` stays short: the draws are the
@@ -62,6 +64,7 @@ import jax
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference.check_cache import CheckCache
 from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
 from bnn_ppl.inference.fingerprint import recorded_chunk, resume_chunk, run_fingerprint
 from bnn_ppl.inference.hmc_checks import as_key
@@ -71,6 +74,7 @@ from bnn_ppl.inference.reference_chains import (
     Warmup,
     as_segment,
     continue_chains,
+    rule_check,
     segment_arrays_of,
     warm_up,
 )
@@ -124,14 +128,25 @@ class CheckpointedChains(Chains):
                                             recorded_chunk(self.pot, resumed))  # fmt: skip
         self.store = CheckpointStore(checkpoint_dir, fingerprint)
         self._replay: list[dict[str, np.ndarray]] = []  # committed segments not yet replayed
+        self._checks: CheckCache | None = None  # opened with the folder's lock
         self._seconds = 0.0  # the time committed up to the last segment returned
 
     def __enter__(self) -> CheckpointedChains:
         self.store.__enter__()
+        self._checks = CheckCache(self.store.path)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.store.__exit__(*exc)
+
+    def check(self, values: list[np.ndarray], first: int) -> dict[str, Any]:
+        """:meth:`Chains.check`, read back from ``checks.json`` when a previous call on this
+        folder made the same check (:mod:`bnn_ppl.inference.check_cache`)."""
+        if self._checks is None:
+            raise RuntimeError("use CheckpointedChains inside `with chains:` (it holds the lock).")
+        c = self.c
+        rule = {"max_rhat": c.max_rhat, "min_share": c.min_share, "min_ess": c.min_ess}
+        return self._checks.check(values, first, rule, lambda a, f: rule_check(a, f, c))
 
     def _lap(self) -> np.ndarray:
         now = time.monotonic()

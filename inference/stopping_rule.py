@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
-from bnn_ppl.diagnostics import convergence
+from bnn_ppl.diagnostics import rhat_bulk_ess
 
 __all__ = ["ConvergenceCheck", "check_convergence", "describe_recipe"]
 
@@ -82,9 +82,10 @@ def check_convergence(
     a = np.asarray(values)
     flat = a.reshape(*a.shape[:2], -1)
     constant = np.all(flat == flat[:1, :1], axis=(0, 1))
-    conv = convergence({"f": flat[..., ~constant]}) if not constant.all() else None
-    rhat = conv.rhat["f"] if conv else np.zeros(0)
-    ess = conv.ess_bulk["f"] if conv else np.zeros(0)
+    if constant.all():
+        rhat = ess = np.zeros(0)
+    else:
+        rhat, ess = rhat_bulk_ess(flat[..., ~constant])
     size = flat.shape[-1]
     # NaN R-hat or ESS (not computable) fails both comparisons: never counted as converged
     share_rhat = (int(np.sum(rhat <= c.max_rhat)) + int(constant.sum())) / size

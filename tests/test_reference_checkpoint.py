@@ -32,11 +32,11 @@ SETTINGS = dict(num_warmup=50, segment_draws=10, max_draws=20)  # as test_refere
 XT = np.random.default_rng(7).normal(size=(8, 2)).astype(np.float32)
 
 
-def _run(folder=None, key=KEY, **changes):
+def _run(folder=None, key=KEY, x_test=XT, **changes):
     x, y = data()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ReferenceNotConvergedWarning)  # (20 draws: too few)
-        return reference_hmc(linear_model(), (x, y), x_test=XT, rng_key=key,
+        return reference_hmc(linear_model(), (x, y), x_test=x_test, rng_key=key,
                              checkpoint_dir=folder, **(SETTINGS | changes))  # fmt: skip
 
 
@@ -268,3 +268,19 @@ def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterru
     assert set(resumed.files) == set(uninterrupted.posterior.samples)
     for name, value in uninterrupted.posterior.samples.items():
         np.testing.assert_array_equal(resumed[name], value, err_msg=name)
+
+
+def test_a_rerun_reads_its_checks_back_instead_of_recomputing_them(finished, tmp_path,
+                                                                    monkeypatch):  # fmt: skip
+    """The replayed checks come from checks.json (the rule is not run again) and equal the
+    computed ones; other test inputs are other values: computed; without the file, the same
+    checks are recomputed."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished[0], folder)
+    calls, original = [], rc.rule_check
+    monkeypatch.setattr(rc, "rule_check", lambda *a: calls.append(1) or original(*a))
+    assert _run(folder).checks == finished[1].checks and calls == []
+    other = _run(folder, x_test=XT[:5])
+    assert len(calls) == 2 and other.values.shape[-1] == 5
+    (folder / "checks.json").unlink()
+    assert _run(folder).checks == finished[1].checks and len(calls) == 4
