@@ -167,9 +167,9 @@ def _flat(a: np.ndarray) -> np.ndarray:
 
 
 def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Rank-normalised split R-hat and bulk ESS (ArviZ) of ``(chains, draws, ...)`` values,
-    each with the quantities' shape: :func:`convergence` without the tail ESS, which costs as
-    much again and which a reference run's stopping rule does not use.
+    """Rank-normalised split R-hat and bulk ESS of ``(chains, draws, ...)`` values, each with
+    the quantities' shape: ArviZ's figures, computed for all quantities at once
+    (:mod:`bnn_ppl.rank_diagnostics`); :func:`convergence` adds the tail ESS.
 
     Example:
         >>> import numpy as np
@@ -177,15 +177,13 @@ def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
         >>> rhat.shape, bool(np.all(rhat < 1.05)), bool(np.all(ess > 400))
         ((2,), True, True)
     """
-    a = _chains_draws("values", values)
-    az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
-    flat, shape = _flat(a), a.shape[2:]
-    rhat = np.asarray(az.rhat(flat, method="rank")).reshape(shape)
-    return rhat, np.asarray(az.ess(flat, method="bulk")).reshape(shape)
+    from bnn_ppl import rank_diagnostics
+
+    return rank_diagnostics.rhat_bulk_ess(_chains_draws("values", values))
 
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
-    az = _imports.arviz()
+    az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
         rhat[k], bulk[k] = rhat_bulk_ess(a)

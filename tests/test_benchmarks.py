@@ -38,6 +38,7 @@ CASES = {
     "memory": (["--quick"], "peak - data", None),
     "gpu": (["--quick"], "HMC step / gradient", None),
     "import_time": (["--quick"], "target import bnn_ppl <= import numpyro", None),
+    "rank_diagnostics": (["--quick"], "figures agree with ArviZ", None),
 }
 
 
