@@ -292,6 +292,10 @@ def test_against_reference_spends_about_equal_gradients() -> None:
     args = script.parse_args(
         ["--gradients", "50000", "--map-steps", "5000", "--samples", "4", "--hmc-warmup", "100"]
     )
+    assert args.svi_steps == "auto"  # the reference's task decides
+    args = script.task_defaults(args, "classification")
+    assert args.svi_steps == 3000 and args.gradients == 50_000
+    assert script.task_defaults(script.parse_args([]), "regression").gradients == 500_000
     regimes = script.configs(args, 1437, per_draw=50.0)
     eq = regimes["equal gradients"]
     count = {m: script.gradients(None, c, 1437, "") for m, c in eq.items() if m != "HMC"}
