@@ -27,8 +27,9 @@ no pickle) instead:
   with a smaller budget or looser thresholds stops at the first committed check that meets it.
 * **Time.** A check's ``seconds`` is the wall time committed so far: warmup's and every
   segment's, each measured from the previous commit (the function values and checks between
-  segments included). Time lost to a kill is not counted, and decisions on ``max_seconds``
-  replay the same way.
+  segments included). Time lost to a kill is not counted, nor the time a rerun spends reading
+  back and replaying the committed segments (the first new segment's time is measured from the
+  last replayed one), and decisions on ``max_seconds`` replay the same way.
 * **The fingerprint** (:func:`reference_fingerprint`, in ``run.json``) holds what determines
   the draws: the data, the seed, the model's computation and every setting but the budget and
   the stopping rule (:data:`NOT_FINGERPRINTED`); the tempering settings only when
@@ -192,6 +193,8 @@ class CheckpointedChains(Chains):
         the last committed state, committed."""
         if self._replay:
             arrays = self._replay.pop(0)
+            if not self._replay:  # the next lap starts here: replaying is not the run's time
+                self._clock = time.monotonic()
         else:
             continue_chains(self.mcmc, self.pot, self._state, n, self.kernel.extra_fields)
             arrays = segment_arrays_of(self.mcmc, self.kernel) | {"time/seconds": self._lap()}

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 from pathlib import Path
 
@@ -284,3 +285,25 @@ def test_a_rerun_reads_its_checks_back_instead_of_recomputing_them(finished, tmp
     assert len(calls) == 2 and other.values.shape[-1] == 5
     (folder / "checks.json").unlink()
     assert _run(folder).checks == finished[1].checks and len(calls) == 4
+
+
+def test_replaying_the_committed_segments_is_not_counted_as_the_runs_time(finished, tmp_path,
+                                                                         monkeypatch):  # fmt: skip
+    """A rerun's first new segment is timed from the last replayed one: a slow read-back (here
+    1,000 s on a fake clock) is not committed as sampling time."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished[0], folder)
+    now = [0.0]
+    monkeypatch.setattr(rc, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    load = rc.CheckpointStore.load_draws
+
+    def slow_load(self, record):
+        now[0] += 1000.0  # reading back the committed segments took long
+        return load(self, record)
+
+    monkeypatch.setattr(rc.CheckpointStore, "load_draws", slow_load)
+    longer = _run(folder, max_draws=30)
+    assert longer.resumed_after == 2 and longer.segments == 3
+    committed = longer.checks[1].seconds  # warmup and segments 1-2, as first committed
+    assert committed == finished[1].checks[1].seconds
+    assert longer.checks[2].seconds - committed < 1000.0
