@@ -350,13 +350,13 @@ class ReferenceHMCConfig(Config):
                                 low_inclusive=False, high_inclusive=False)  # fmt: skip
         _count("leapfrog_steps", self.leapfrog_steps)
         validation.check_bool("adapt_ladder", self.adapt_ladder)
-        plain_hmc = ("mass_matrix", "trajectory_length", "max_num_steps")  # at their defaults
-        for name, default in ((f.name, f.default) for f in dataclasses.fields(self)):
-            if self.tempering and name in plain_hmc and getattr(self, name) != default:
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for name in ("mass_matrix", "trajectory_length", "max_num_steps"):  # at their defaults
+            if self.tempering and getattr(self, name) != defaults[name]:
                 raise InputValueError(
                     f"{name}={getattr(self, name)!r} applies to plain HMC only (each tempering "
                     "rung adapts a diagonal metric and runs leapfrog_steps steps): leave it at "
-                    f"{default!r}, or set num_temperatures=None."
+                    f"{defaults[name]!r}, or set num_temperatures=None."
                 )
 
 

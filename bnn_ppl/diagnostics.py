@@ -183,10 +183,13 @@ def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
+    """The figures of arrays already checked by :func:`_chains_draws`."""
+    from bnn_ppl import rank_diagnostics
+
     az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
-        rhat[k], bulk[k] = rhat_bulk_ess(a)
+        rhat[k], bulk[k] = rank_diagnostics.rhat_bulk_ess(a)
         # tail ESS: the smaller of the 5% and 95% quantile ESS (Vehtari et al. 2021); ArviZ 1.3
         # needs ``prob`` spelled out for plain arrays
         tail[k] = np.asarray(az.ess(_flat(a), method="tail", prob=TAIL_PROB)).reshape(a.shape[2:])

@@ -46,6 +46,8 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl import io
+from bnn_ppl.inference.checkpoint_store import record_checksum
+from bnn_ppl.inference.fingerprint import array_digest
 
 __all__ = ["FILE", "CheckCache", "CheckCacheWarning"]
 
@@ -55,18 +57,6 @@ FORMAT = 1
 
 class CheckCacheWarning(UserWarning):
     """``checks.json`` could not be trusted: its checks are recomputed and the file rewritten."""
-
-
-def _checksum(checks: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(checks, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def values_digest(values: np.ndarray) -> bytes:
-    """SHA-256 of an array's dtype, shape and bytes (C order)."""
-    a = np.ascontiguousarray(values)
-    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
-    h.update(a.tobytes())
-    return h.digest()
 
 
 class CheckCache:
@@ -90,7 +80,7 @@ class CheckCache:
             body = io.read_json(self.path)
             ok = (isinstance(body, dict) and body.get("format") == FORMAT
                   and isinstance(body.get("checks"), dict)
-                  and body.get("checksum") == _checksum(body["checks"]))  # fmt: skip
+                  and body.get("checksum") == record_checksum(body))  # fmt: skip
         except (OSError, ValueError):
             ok = False
         if not ok:
@@ -121,7 +111,7 @@ class CheckCache:
             )
         while self._segments < len(values):  # the segments not yet in the running key
             h = hashlib.sha256(self._running)
-            h.update(values_digest(values[self._segments]))
+            h.update(bytes.fromhex(array_digest(values[self._segments])))
             self._running, self._segments = h.digest(), self._segments + 1
         key = hashlib.sha256(
             self._running + json.dumps({**rule, "first": first}, sort_keys=True).encode()
@@ -132,5 +122,5 @@ class CheckCache:
         figures = compute(np.concatenate(values, axis=1), first)
         self.checks[key] = dict(figures)
         body = {"format": FORMAT, "checks": self.checks}
-        io.write_json(self.path, {**body, "checksum": _checksum(self.checks)})
+        io.write_json(self.path, {**body, "checksum": record_checksum(body)})
         return figures

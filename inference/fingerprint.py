@@ -47,12 +47,20 @@ import numpy as np
 from bnn_ppl import io
 from bnn_ppl.inference.checkpoint_store import CheckpointError, saved_fingerprint
 
-__all__ = ["run_fingerprint", "check_same", "function_digest", "resume_chunk", "recorded_chunk"]
+__all__ = [
+    "run_fingerprint",
+    "check_same",
+    "array_digest",
+    "function_digest",
+    "resume_chunk",
+    "recorded_chunk",
+]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def _array_digest(a: Any) -> str:
+def array_digest(a: Any) -> str:
+    """Hex SHA-256 of an array's dtype, shape and bytes (C order)."""
     arr = np.ascontiguousarray(np.asarray(a))
     head = f"{arr.dtype.str}{arr.shape}".encode()
     return io.sha256_bytes(head + arr.tobytes())
@@ -104,8 +112,8 @@ def run_fingerprint(
     fields: dict[str, Any] = {f"config.{k}": v for k, v in config.items()}
     if memory_chunk is not None:
         fields["potential.memory_chunk"] = int(memory_chunk)
-    fields["data.x"] = _array_digest(x)
-    fields["data.y"] = _array_digest(y)
+    fields["data.x"] = array_digest(x)
+    fields["data.y"] = array_digest(y)
     fields["seed"] = _key_text(rng_key)
     fields["model.network"] = function_digest(potential_fn, init_params)
     fields["model.param_shapes"] = {

@@ -216,10 +216,18 @@ class Chains:
         return rule_check(np.concatenate(values, axis=1), first, self.c)
 
 
+RULE_FIELDS = ("max_rhat", "min_share", "min_ess")
+"""The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields the stopping rule reads."""
+
+
+def rule_settings(c: ReferenceHMCConfig) -> dict[str, Any]:
+    """``c``'s stopping-rule thresholds (:data:`RULE_FIELDS`), by name."""
+    return {k: getattr(c, k) for k in RULE_FIELDS}
+
+
 def rule_check(values: np.ndarray, first: int, c: ReferenceHMCConfig) -> dict[str, Any]:
     """``c``'s stopping rule on ``values[:, first:]``."""
-    return check_convergence(values[:, first:], max_rhat=c.max_rhat, min_share=c.min_share,
-                             min_ess=c.min_ess)  # fmt: skip
+    return check_convergence(values[:, first:], **rule_settings(c))
 
 
 def segment_health(segment: Segment) -> list[ChainHealth]:

@@ -76,6 +76,7 @@ from bnn_ppl.inference.reference_chains import (
     as_segment,
     continue_chains,
     rule_check,
+    rule_settings,
     segment_arrays_of,
     warm_up,
 )
@@ -146,8 +147,7 @@ class CheckpointedChains(Chains):
         if self._checks is None:
             raise RuntimeError("use CheckpointedChains inside `with chains:` (it holds the lock).")
         c = self.c
-        rule = {"max_rhat": c.max_rhat, "min_share": c.min_share, "min_ess": c.min_ess}
-        return self._checks.check(values, first, rule, lambda a, f: rule_check(a, f, c))
+        return self._checks.check(values, first, rule_settings(c), lambda a, f: rule_check(a, f, c))
 
     def _lap(self) -> np.ndarray:
         now = time.monotonic()
