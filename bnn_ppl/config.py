@@ -290,7 +290,11 @@ class ReferenceHMCConfig(Config):
     ``num_temperatures`` K >= 2 moves each chain by parallel tempering instead
     (:class:`~bnn_ppl.inference.ParallelTempering`: K rungs from 1 down to ``min_beta``,
     respaced in warmup when ``adapt_ladder``, ``leapfrog_steps`` per sweep, a diagonal metric;
-    plain HMC's ``mass_matrix``, ``trajectory_length``, ``max_num_steps`` are refused)."""
+    plain HMC's ``mass_matrix``, ``trajectory_length``, ``max_num_steps`` are refused).
+    ``init_steps`` > 0 moves each chain's prior draw by that many full-batch Adam steps
+    (``init_learning_rate``, cosine-decayed) before warmup, so that a start far out in the
+    prior's tails reaches the posterior's high-density region before the step size and metric
+    are adapted (:mod:`bnn_ppl.inference.chain_starts`; plain HMC only)."""
 
     method: ClassVar[str] = "reference_hmc"
 
@@ -313,6 +317,8 @@ class ReferenceHMCConfig(Config):
     min_beta: float = 1e-3  # tempering: the ladder's lowest inverse temperature
     leapfrog_steps: int = 16  # tempering: leapfrog steps per sweep, at every rung
     adapt_ladder: bool = True  # tempering: respace the ladder in warmup (equal swap rates)
+    init_steps: int = 0  # Adam steps from each chain's prior draw before warmup (0: none)
+    init_learning_rate: float = 3e-3  # their learning rate (cosine-decayed to 1 %)
 
     @property
     def tempering(self) -> bool:
@@ -350,6 +356,13 @@ class ReferenceHMCConfig(Config):
                                 low_inclusive=False, high_inclusive=False)  # fmt: skip
         _count("leapfrog_steps", self.leapfrog_steps)
         validation.check_bool("adapt_ladder", self.adapt_ladder)
+        _count("init_steps", self.init_steps, minimum=0)
+        validation.check_positive("init_learning_rate", self.init_learning_rate)
+        if self.tempering and self.init_steps:
+            raise InputValueError(
+                f"init_steps={self.init_steps} applies to plain HMC only (a tempering ladder's "
+                "hot rungs bring its chain in): leave it at 0, or set num_temperatures=None."
+            )
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
         for name in ("mass_matrix", "trajectory_length", "max_num_steps"):  # at their defaults
             if self.tempering and getattr(self, name) != defaults[name]:

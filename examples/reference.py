@@ -93,13 +93,19 @@ def main(args: argparse.Namespace) -> None:
                             burn_in=args.burn_in, mass_matrix=args.mass_matrix,
                             max_num_steps=args.max_num_steps,
                             num_temperatures=args.temperatures, min_beta=args.min_beta,
-                            leapfrog_steps=args.leapfrog_steps,
+                            leapfrog_steps=args.leapfrog_steps, init_steps=args.init_steps,
+                            init_learning_rate=args.init_learning_rate,
                             checkpoint_dir=args.checkpoint_dir)  # fmt: skip
     for w in caught:
         kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
             w.category.__name__)
         print(f"WARNING ({kind}): {w.message}")
     wall = time.time() - t0
+    starts = run.posterior.config["convergence"]["starts"]
+    if starts:
+        print(f"starts: potential {np.round(starts['prior_potential'], 1).tolist()} at the prior "
+              f"draws -> {np.round(starts['potential'], 1).tolist()} after {starts['steps']} Adam "
+              "steps")
     for check in run.checks:
         print(check.describe())
     ladder = run.posterior.config["convergence"].get("tempering")
@@ -167,6 +173,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="tempering: the ladder's lowest inverse temperature")
     p.add_argument("--leapfrog-steps", type=int, default=16,
                    help="tempering: leapfrog steps per sweep at every rung")
+    p.add_argument("--init-steps", type=int, default=0,
+                   help="Adam steps from each chain's prior draw before warmup, for starts too "
+                   "far out for warmup to bring in (energy with a fixed noise: 20000)")
+    p.add_argument("--init-learning-rate", type=float, default=3e-3)
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)

@@ -59,7 +59,7 @@ class MAPResult(NamedTuple):
     final_loss: Array
 
 
-def _fitter(
+def map_fitter(
     pot: FullBatchPotential,
     optimizer: optax.GradientTransformation,
     num_steps: int,
@@ -132,7 +132,7 @@ def _setup(
         )
     pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size)
     key = jax.random.key(0) if rng_key is None else rng_key
-    return pot, _fitter(pot, optimizer, num_steps, batch_size), key
+    return pot, map_fitter(pot, optimizer, num_steps, batch_size), key
 
 
 def map_estimate(

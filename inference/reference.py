@@ -7,6 +7,12 @@ predictions Izmailov et al. (2021) published:
   independent draw from the prior. Prior draws are over-dispersed relative to the posterior,
   which is what R-hat needs to be meaningful (Gelman & Rubin); starting every chain at a MAP
   estimate plus jitter would let chains that never left one mode agree and pass.
+* **Starts far out.** On a sharp likelihood a prior draw can start so far from the posterior
+  that warmup adapts the step size and metric to where the chain is stuck, and it never
+  arrives. ``init_steps`` > 0 first moves every prior draw by that many full-batch Adam steps
+  on the run's potential (:mod:`bnn_ppl.inference.chain_starts`; each chain still starts from
+  its own draw and ends in its own basin); the potentials before and after are in the
+  record's ``"starts"``. Off by default.
 * **Kernel.** :func:`~bnn_ppl.inference.hmc` with its step size adapted in warmup (dual
   averaging to acceptance 0.8) and a fixed trajectory length: Izmailov et al.'s
   (π/2)·σ_prior·√T (:func:`~bnn_ppl.inference.default_trajectory_length`), a quarter period
@@ -218,9 +224,10 @@ def reference_hmc(
             (400), ``burn_in`` (0: the share of each chain's draws, from the first, left out of
             every check and of the result), ``quantity``, ``mass_matrix`` ("diagonal", "dense"
             or "identity"), ``trajectory_length``, ``step_size``, ``target_accept_prob``,
-            ``max_num_steps``, ``chunk_size``; parallel tempering: ``num_temperatures``
-            (None: plain HMC), ``min_beta`` (1e-3), ``leapfrog_steps`` (16), ``adapt_ladder``
-            (True).
+            ``max_num_steps``, ``chunk_size``; ``init_steps`` (0) and ``init_learning_rate``
+            (3e-3): Adam steps from each prior draw before warmup; parallel tempering:
+            ``num_temperatures`` (None: plain HMC), ``min_beta`` (1e-3), ``leapfrog_steps``
+            (16), ``adapt_ladder`` (True).
 
     Returns:
         A :class:`ReferenceRun`; ``converged`` is ``True`` only if the last check met the
@@ -324,6 +331,7 @@ def reference_hmc(
         "stop_reason": reason,
         "warmup_done": warm.warmup_done,
         "warmup_cut_short": warm.cut_short,
+        "starts": None if warm.starts is None else warm.starts.record(),
         "chain_health": health_record(health),
         "chain_levels": [c._asdict() for c in levels],
         "chains_apart": apart,
@@ -372,9 +380,11 @@ def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
     head += f"{note} " if note else ""
     if reason == "chains_not_moving":
         bad = "; ".join(f"chain {h.chain}: {', '.join(h.problems)}" for h in health if not h.moving)
+        fix = ("another seed or a longer warmup" if c.init_steps or c.tempering else
+               "init_steps (each prior draw optimised before warmup, for starts too far out "
+               "for warmup to bring in), another seed or a longer warmup")  # fmt: skip
         return head + (f"Not every chain moves ({bad}); the step size is fixed after warmup, so "
-                       "more draws will not fix that: rerun with another seed or a longer "
-                       "warmup.")  # fmt: skip
+                       f"more draws will not fix that: rerun with {fix}.")  # fmt: skip
     if apart and funnel:
         return head + (f"The chains are not at one level: {apart}. Why: {funnel} (README, "
                        "'Reference posteriors').")  # fmt: skip

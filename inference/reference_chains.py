@@ -52,6 +52,7 @@ import numpy as np
 
 from bnn_ppl.chain_health import ChainHealth, check_chains
 from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference.chain_starts import Starts, optimised_starts
 from bnn_ppl.inference.hmc_checks import CheckedMCMC, as_key
 from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.reference_kernels import ChainKernel, chain_kernel
@@ -77,12 +78,16 @@ class Warmup(NamedTuple):
     """How warmup went: ``warmup_done`` iterations of ``num_warmup``; ``cut_short``: the
     deadline passed first (no sampling segment was run; ``mcmc`` holds the last warmup
     segment's draws); ``seconds``: its wall time (with the first segment, when run together);
-    ``state``: the chains' state at its end, when it ran without the first segment."""
+    ``state``: the chains' state at its end, when it ran without the first segment;
+    ``starts``: with ``init_steps``, the chains' optimised starts
+    (:class:`~bnn_ppl.inference.chain_starts.Starts`; read back from a checkpoint without their
+    parameters)."""
 
     warmup_done: int
     cut_short: bool
     seconds: float
     state: Any = None
+    starts: Starts | None = None
 
 
 class Segment(NamedTuple):
@@ -156,11 +161,17 @@ def warm_up(
     """Warm the chains up and run the first sampling segment (unless ``first_segment`` is
     False: then ``Warmup.state`` is warmup's last state), unless ``deadline`` (a
     ``time.monotonic()`` value; ``None``: none) passes between two warmup segments of
-    ``c.segment_draws`` iterations; ``fields``: the extra fields to collect."""
+    ``c.segment_draws`` iterations; ``fields``: the extra fields to collect. With
+    ``c.init_steps`` the starts ``init`` are optimised first
+    (:func:`~bnn_ppl.inference.chain_starts.optimised_starts`; its time is warmup's)."""
     start = time.monotonic()
+    starts = None
+    if c.init_steps:
+        starts = optimised_starts(pot, init, c.init_steps, c.init_learning_rate)
+        init = starts.params
     if first_segment and (deadline is None or c.num_warmup == 0):
         mcmc.run(run_key, *pot.args, init_params=init, extra_fields=fields)
-        return Warmup(c.num_warmup, False, time.monotonic() - start)
+        return Warmup(c.num_warmup, False, time.monotonic() - start, starts=starts)
     # the state MCMC.run would start from: one key per chain, the kernel set up for num_warmup
     keys = jax.random.split(run_key, c.num_chains)
     state = mcmc.sampler.init(keys, c.num_warmup, init, pot.args, {})
@@ -172,12 +183,12 @@ def warm_up(
         state, done = mcmc.last_state, done + n
         if done < c.num_warmup and deadline is not None and time.monotonic() >= deadline:
             jax.block_until_ready(state)
-            return Warmup(done, True, time.monotonic() - start)
+            return Warmup(done, True, time.monotonic() - start, starts=starts)
     if not first_segment:
         jax.block_until_ready(state)
-        return Warmup(done, False, time.monotonic() - start, state)
+        return Warmup(done, False, time.monotonic() - start, state, starts)
     continue_chains(mcmc, pot, state, min(c.segment_draws, c.max_draws), fields)
-    return Warmup(done, False, time.monotonic() - start)
+    return Warmup(done, False, time.monotonic() - start, starts=starts)
 
 
 class Chains:

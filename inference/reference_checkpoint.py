@@ -34,7 +34,10 @@ no pickle) instead:
   the draws: the data, the seed, the model's computation and every setting but the budget and
   the stopping rule (:data:`NOT_FINGERPRINTED`); the tempering settings only when
   ``num_temperatures >= 2`` (without tempering they determine nothing, and a folder written
-  before they existed resumes). A changed one is refused, naming the field.
+  before they existed resumes), the optimised starts' (:data:`INIT_FIELDS`) only when
+  ``init_steps`` > 0, likewise. A changed one is refused, naming the field. The starts'
+  figures (potential before and after the optimisation) are committed with warmup and read
+  back with it.
 
 Example:
     >>> import jax, numpy as np, tempfile, warnings
@@ -65,6 +68,7 @@ import jax
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference.chain_starts import starts_from_arrays
 from bnn_ppl.inference.check_cache import CheckCache
 from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
 from bnn_ppl.inference.fingerprint import recorded_chunk, resume_chunk, run_fingerprint
@@ -84,7 +88,12 @@ from bnn_ppl.inference.reference_kernels import TEMPERING_FIELDS, chain_kernel
 from bnn_ppl.inference.resume import state_arrays, state_from_arrays
 from bnn_ppl.model import BNN
 
-__all__ = ["NOT_FINGERPRINTED", "CheckpointedChains", "reference_fingerprint"]
+__all__ = ["INIT_FIELDS", "NOT_FINGERPRINTED", "CheckpointedChains", "reference_fingerprint"]
+
+INIT_FIELDS = ("init_steps", "init_learning_rate")
+"""The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields of the optimised starts
+(:mod:`~bnn_ppl.inference.chain_starts`): fingerprinted only when ``init_steps`` > 0, so a
+folder written before they existed resumes."""
 
 NOT_FINGERPRINTED = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
                      "burn_in")  # fmt: skip
@@ -101,7 +110,8 @@ def reference_fingerprint(
     training data, the key, the potential at the first chain's initial parameters (``init``:
     as :meth:`~bnn_ppl.inference.reference_kernels.ChainKernel.init_params` drew them) and the
     chunk a memory rule chose (``memory_chunk``)."""
-    unused = () if c.tempering else TEMPERING_FIELDS
+    unused = (*(() if c.tempering else TEMPERING_FIELDS),
+              *(() if c.init_steps else INIT_FIELDS))  # fmt: skip
     fields = {k: v for k, v in c.to_dict().items() if k not in (*NOT_FINGERPRINTED, *unused)}
     first = chain_kernel(c).first_params(init)
     return run_fingerprint(
@@ -168,6 +178,7 @@ class CheckpointedChains(Chains):
             if warm.cut_short:  # nothing committed: the next call redoes warmup
                 return warm, as_segment(segment_arrays_of(self.mcmc, self.kernel))
             stats = {"time/seconds": self._lap(), "time/iterations": np.asarray(c.num_warmup)}
+            stats |= warm.starts.arrays() if warm.starts is not None else {}
             record = self.store.commit(0, state_arrays(warm.state), stats, [])
             self._template = warm.state
         else:  # the state's structure, and the kernel set up for num_warmup, by the public init
@@ -182,7 +193,8 @@ class CheckpointedChains(Chains):
             args = self.pot.args
             self._template = self.mcmc.sampler.init(keys, c.num_warmup, self.init, args, {})
             self._replay = self.store.load_draws(record)
-            warm = Warmup(c.num_warmup, False, float(stats["time/seconds"]))
+            warm = Warmup(c.num_warmup, False, float(stats["time/seconds"]),
+                          starts=starts_from_arrays(stats))
         self._seconds = float(stats["time/seconds"])
         self._record = record
         self._state = self._read_state()
