@@ -117,8 +117,10 @@ def test_a_finished_run_is_read_back_and_a_larger_budget_continues(finished, uni
     before = _snapshot(folder)
     again = _run(folder)  # nothing to sample: every decision replays from the stored draws
     assert _snapshot(folder) == before and again.resumed_after == 2
-    # the tempering settings do not move plain HMC's chains: not in its fingerprint
-    assert _run(folder, min_beta=0.5, leapfrog_steps=3).checks == again.checks
+    # the tempering settings do not move plain HMC's chains, nor init_learning_rate without
+    # init_steps: not in its fingerprint (a folder written before the fields existed resumes)
+    assert _run(folder, min_beta=0.5, leapfrog_steps=3,
+                init_learning_rate=0.1).checks == again.checks  # fmt: skip
     _assert_same_draws(again, uninterrupted)
     assert again.checks == finished[1].checks  # (the committed times too)
     # through fit: the same folder, the same draws, and the Posterior's data groups
@@ -222,6 +224,30 @@ def test_a_tempering_run_resumed_equals_the_uninterrupted_one(tmp_path):
             _run(folder, **(TEMPERING | {name: value}))
     with pytest.raises(CheckpointError, match="num_temperatures is 2 there and '<missing>' now"):
         _run(folder)  # plain HMC
+    assert _snapshot(folder) == before
+
+
+def test_a_run_with_optimised_starts_resumes_and_reads_its_starts_back(tmp_path):
+    """``init_steps``: the starts' figures are committed with warmup and read back by a rerun,
+    which resumes with the uninterrupted run's draws bit for bit (the optimisation is not
+    redone: warmup's state is read back); a changed ``init_steps`` or learning rate is refused,
+    naming it, and so is the folder run without them."""
+    starts = dict(init_steps=30, init_learning_rate=0.01)
+    whole = _run(**starts)
+    record = whole.posterior.config["convergence"]["starts"]
+    assert record["steps"] == 30 and len(record["potential"]) == 4
+    folder = tmp_path / "ckpt"
+    _interrupted_in_segment_2(folder, **starts)
+    resumed = _run(folder, **starts)
+    assert resumed.resumed_after == 1
+    _assert_same_draws(resumed, whole)
+    assert resumed.posterior.config["convergence"]["starts"] == record
+    before = _snapshot(folder)
+    for name, value, was in (("init_steps", 31, 30), ("init_learning_rate", 0.02, 0.01)):
+        with pytest.raises(CheckpointError, match=f"config.{name} is {was!r} there and"):
+            _run(folder, **(starts | {name: value}))
+    with pytest.raises(CheckpointError, match="init_steps is 30 there and '<missing>' now"):
+        _run(folder)
     assert _snapshot(folder) == before
 
 
