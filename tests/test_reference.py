@@ -223,6 +223,7 @@ def test_a_chain_whose_step_size_collapses_stops_the_run_and_is_named(monkeypatc
     text = {w.category.__name__: str(w.message) for w in caught}
     assert "chain 1: crawling" in text["StuckChainWarning"]
     assert "Not every chain moves (chain 1: crawling" in text["ReferenceNotConvergedWarning"]
+    assert "rerun with init_steps" in text["ReferenceNotConvergedWarning"]  # (the fix to try)
 
 
 def test_a_time_budget_cuts_warmup_short_and_the_run_is_never_converged():
