@@ -4,7 +4,7 @@ Each script is run as a user would run it (``python benchmarks/<name>.py --quick
 repository root, in a subprocess) and must exit 0 and print its report. ``sharding.py`` has no
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
-``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead``,
+``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead``, ``trajectory_cap``,
 ``reference_convergence`` and ``noise_funnel`` (the last two need the UCI data) run under
 ``-m slow`` only (20-90 s each on 2 cores).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
@@ -39,6 +39,7 @@ CASES = {
     "gpu": (["--quick"], "HMC step / gradient", None),
     "import_time": (["--quick"], "target import bnn_ppl <= import numpyro", None),
     "rank_diagnostics": (["--quick"], "figures agree with ArviZ", None),
+    "trajectory_cap": (["--quick"], "ESS per gradient", None),
 }
 
 
@@ -69,7 +70,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 # ``-m slow`` only, to keep the default suite within its time budget
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
-    "scaling", "sharding", "potential",
+    "scaling", "sharding", "potential", "trajectory_cap",
 }  # fmt: skip
 
 
