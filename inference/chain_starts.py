@@ -111,4 +111,12 @@ def optimised_starts(
         return u, pot.potential_fn_gen(data)(u0), res.final_loss
 
     params, before, after = jax.jit(jax.vmap(one, in_axes=(0, None)))(init, pot.data)
-    return Starts(params, np.asarray(before), np.asarray(after), int(steps), float(learning_rate))
+    after = np.asarray(after)
+    bad = np.flatnonzero(~np.isfinite(after))
+    if bad.size:
+        raise FloatingPointError(
+            f"the optimised starts of chain(s) {bad.tolist()} diverged (potential "
+            f"{after[bad].tolist()} after {steps} Adam steps at learning rate {learning_rate}): "
+            "lower init_learning_rate."
+        )
+    return Starts(params, np.asarray(before), after, int(steps), float(learning_rate))

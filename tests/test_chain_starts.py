@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 from conjugate import closed_form, data, linear_model, theta
 
 from bnn_ppl.inference import full_batch_potential
+from bnn_ppl.inference import chain_starts
 from bnn_ppl.inference.chain_starts import Starts, optimised_starts, starts_from_arrays
 
 
@@ -41,3 +43,27 @@ def test_the_starts_figures_round_trip_through_arrays_and_none_without_them():
         "prior_potential": [3.0, 4.0], "potential": [1.0, 2.0],
     }  # fmt: skip
     assert starts_from_arrays({"time/seconds": np.asarray(1.0)}) is None
+
+
+def test_a_diverged_optimisation_is_an_error_naming_the_chain_and_the_fix(monkeypatch):
+    """Starts that end at a non-finite potential are never handed to HMC."""
+    x, y = data()
+    pot = full_batch_potential(linear_model(), x, y)
+    draws = pot.init_params(jax.random.key(0), 3, method="prior")
+    fitter = chain_starts.map_fitter
+
+    def diverging(pot_, optimizer, steps, batch):
+        fit = fitter(pot_, optimizer, steps, batch)
+
+        def f(key, u0, data_):
+            res = fit(key, u0, data_)
+            bad = jax.numpy.where(u0["Dense_0.bias"][0] > 0, jax.numpy.nan, res.final_loss)
+            return res._replace(final_loss=bad)
+
+        return f
+
+    monkeypatch.setattr(chain_starts, "map_fitter", diverging)
+    first = np.asarray(draws["Dense_0.bias"][:, 0])
+    with pytest.raises(FloatingPointError, match="lower init_learning_rate") as err:
+        optimised_starts(pot, draws, steps=10, learning_rate=0.1)
+    assert f"chain(s) {np.flatnonzero(first > 0).tolist()} diverged" in str(err.value)
