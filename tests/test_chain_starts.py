@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from conjugate import closed_form, data, linear_model, theta
 
-from bnn_ppl.inference import full_batch_potential
-from bnn_ppl.inference import chain_starts
+from bnn_ppl.inference import chain_starts, full_batch_potential
 from bnn_ppl.inference.chain_starts import Starts, optimised_starts, starts_from_arrays
 
 
