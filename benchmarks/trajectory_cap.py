@@ -23,7 +23,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import tempfile
 import time
@@ -37,7 +36,7 @@ from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics import rhat_bulk_ess
 from bnn_ppl.function_values import function_values
 from bnn_ppl.inference import reference_hmc
-from bnn_ppl.inference.checkpoint_store import saved_fingerprint
+from bnn_ppl.inference.checkpoint_store import CheckpointStore, saved_fingerprint
 from bnn_ppl.inference.reference_chains import (
     as_segment,
     build_chains,
@@ -46,7 +45,6 @@ from bnn_ppl.inference.reference_chains import (
 )
 from bnn_ppl.inference.reference_kernels import chain_kernel
 from bnn_ppl.inference.resume import state_from_arrays
-from bnn_ppl.io import load_npz
 from bnn_ppl.models import MLP, mlp_bnn
 
 
@@ -66,8 +64,10 @@ def continue_with_cap(model, x, y, x_test, folder: str, cap: int, gradients: int
     kernel = chain_kernel(c)
     keys = jax.random.split(run_key, c.num_chains)
     template = mcmc.sampler.init(keys, c.num_warmup, init, pot.args, {})
-    newest = sorted(glob.glob(os.path.join(folder, "state_*.npz")))[-1]
-    state = state_from_arrays(load_npz(newest), template, newest)
+    with CheckpointStore(folder, saved_fingerprint(folder)) as store:  # verified read
+        record = store.latest()
+        newest = os.path.join(folder, record.state_file)
+        state = state_from_arrays(store.load_state(record), template, newest)
     draws = max(gradients // (cap * c.num_chains), 8)
     t0 = time.perf_counter()
     continue_chains(mcmc, pot, state, draws, kernel.extra_fields)

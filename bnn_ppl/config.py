@@ -358,18 +358,15 @@ class ReferenceHMCConfig(Config):
         validation.check_bool("adapt_ladder", self.adapt_ladder)
         _count("init_steps", self.init_steps, minimum=0)
         validation.check_positive("init_learning_rate", self.init_learning_rate)
-        if self.tempering and self.init_steps:
-            raise InputValueError(
-                f"init_steps={self.init_steps} applies to plain HMC only (a tempering ladder's "
-                "hot rungs bring its chain in): leave it at 0, or set num_temperatures=None."
-            )
+        rung = "each tempering rung adapts a diagonal metric and runs leapfrog_steps steps"
+        plain_hmc = {"mass_matrix": rung, "trajectory_length": rung, "max_num_steps": rung,
+                     "init_steps": "a tempering ladder's hot rungs bring its chain in"}  # fmt: skip
         defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        for name in ("mass_matrix", "trajectory_length", "max_num_steps"):  # at their defaults
+        for name, why in plain_hmc.items():  # with tempering: at their defaults
             if self.tempering and getattr(self, name) != defaults[name]:
                 raise InputValueError(
-                    f"{name}={getattr(self, name)!r} applies to plain HMC only (each tempering "
-                    "rung adapts a diagonal metric and runs leapfrog_steps steps): leave it at "
-                    f"{defaults[name]!r}, or set num_temperatures=None."
+                    f"{name}={getattr(self, name)!r} applies to plain HMC only ({why}): leave it "
+                    f"at {defaults[name]!r}, or set num_temperatures=None."
                 )
 
 

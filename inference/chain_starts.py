@@ -7,8 +7,10 @@ posterior) that HMC's warmup does not bring it in: the chain's step size and mas
 adapted to where it is stuck, and it stays there (``chains_not_moving``; README, "Reference
 posteriors"). :func:`optimised_starts` moves each prior draw by ``steps`` full-batch Adam
 steps on the run's own potential first (the optimiser of
-:func:`~bnn_ppl.inference.map_estimate`: Adam with its learning rate cosine-decayed to 1 %),
-all chains at once (``jax.vmap``), so warmup begins where the posterior's mass is.
+:func:`~bnn_ppl.inference.map_estimate`, here unconstrained:
+:func:`~bnn_ppl.inference.ensemble.unconstrained_fitter`; Adam with its learning rate
+cosine-decayed to 1 %), all chains at once (``jax.vmap``), so warmup begins where the
+posterior's mass is.
 
 What this keeps and what it gives up: each chain still starts from its own prior draw, and
 the optimisations from different draws end in different basins (the chains' potentials after
@@ -43,7 +45,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from bnn_ppl.inference.ensemble import map_fitter
+from bnn_ppl.inference.ensemble import unconstrained_fitter
 from bnn_ppl.inference.potential import FullBatchPotential
 from bnn_ppl.inference.svi import default_optimizer
 
@@ -102,13 +104,11 @@ def optimised_starts(
     """Each chain's start (``init``: unconstrained, ``(chains, ...)``) moved by ``steps``
     full-batch Adam steps on ``pot``'s potential (learning rate ``learning_rate``,
     cosine-decayed to 1 %), all chains at once; deterministic (no key)."""
-    fit = map_fitter(pot, default_optimizer(learning_rate, steps), steps, None)
+    fit = unconstrained_fitter(pot, default_optimizer(learning_rate, steps), steps, None)
 
     def one(u0: Any, data: Any) -> tuple[Any, jax.Array, jax.Array]:
         res = fit(jax.random.key(0), u0, data)  # (full batch: the key is not used)
-        # the fit returns constrained values: map back, as HMC moves unconstrained ones
-        u = pot.unconstrain(res.params)
-        return u, pot.potential_fn_gen(data)(u0), res.final_loss
+        return res.params, pot.potential_fn_gen(data)(u0), res.final_loss
 
     params, before, after = jax.jit(jax.vmap(one, in_axes=(0, None)))(init, pot.data)
     after = np.asarray(after)

@@ -66,6 +66,22 @@ def map_fitter(
     batch_size: int | None,
 ) -> Callable[[PRNGKey, Params, ShardedData], MAPResult]:
     """A pure function ``(key, unconstrained init, data) -> MAPResult`` (vmap-able)."""
+    optimise = unconstrained_fitter(pot, optimizer, num_steps, batch_size)
+
+    def fit(key: PRNGKey, u0: Params, data: ShardedData) -> MAPResult:
+        res = optimise(key, u0, data)
+        return res._replace(params=pot.postprocess_fn(res.params))
+
+    return fit
+
+
+def unconstrained_fitter(
+    pot: FullBatchPotential,
+    optimizer: optax.GradientTransformation,
+    num_steps: int,
+    batch_size: int | None,
+) -> Callable[[PRNGKey, Params, ShardedData], MAPResult]:
+    """:func:`map_fitter` with ``MAPResult.params`` left unconstrained (HMC's coordinates)."""
 
     def fit(key: PRNGKey, u0: Params, data: ShardedData) -> MAPResult:
         full = pot.potential_fn_gen(data)
@@ -95,7 +111,7 @@ def map_fitter(
         (u, _, _), losses = jax.lax.scan(
             step, (u0, optimizer.init(u0), stream0), None, length=num_steps
         )
-        return MAPResult(pot.postprocess_fn(u), losses, full(u))
+        return MAPResult(u, losses, full(u))
 
     return fit
 

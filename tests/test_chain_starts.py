@@ -49,7 +49,7 @@ def test_a_diverged_optimisation_is_an_error_naming_the_chain_and_the_fix(monkey
     x, y = data()
     pot = full_batch_potential(linear_model(), x, y)
     draws = pot.init_params(jax.random.key(0), 3, method="prior")
-    fitter = chain_starts.map_fitter
+    fitter = chain_starts.unconstrained_fitter
 
     def diverging(pot_, optimizer, steps, batch):
         fit = fitter(pot_, optimizer, steps, batch)
@@ -61,7 +61,7 @@ def test_a_diverged_optimisation_is_an_error_naming_the_chain_and_the_fix(monkey
 
         return f
 
-    monkeypatch.setattr(chain_starts, "map_fitter", diverging)
+    monkeypatch.setattr(chain_starts, "unconstrained_fitter", diverging)
     first = np.asarray(draws["Dense_0.bias"][:, 0])
     with pytest.raises(FloatingPointError, match="lower init_learning_rate") as err:
         optimised_starts(pot, draws, steps=10, learning_rate=0.1)
