@@ -52,9 +52,8 @@ predictions Izmailov et al. (2021) published:
   fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
   so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
   converged, and the record and the warning name the chain.
-* **Memory.** Every draw and the checked quantity for every draw stay in memory
-  (``chains x draws x n x K`` float32 for the probabilities: 576 MB for 4 chains x 10,000 draws
-  on digits' 360 test rows).
+* **Memory.** Every draw and the checked quantity stay in memory (``chains x draws x n x K``
+  float32 probabilities: 576 MB for 4 chains x 10,000 draws on digits' 360 test rows).
 * **Checkpoints.** With a ``checkpoint_dir`` the state after warmup and every segment's draws
   and state are committed there, and the same call again (after a kill, or with a larger
   budget) replays the committed segments through the stopping rule and continues from the
@@ -67,7 +66,8 @@ predictions Izmailov et al. (2021) published:
   log-posterior level (:func:`bnn_ppl.chain_levels.chain_levels`: mean ``lp``, its gap below
   the best chain and its drift between the halves of the draws), and the warning names chains
   that sit apart or still drift (chains tens of nats apart are in different modes or not yet
-  in the typical set: more draws alone will not converge them).
+  in the typical set: more draws alone will not converge them). Mixing chains stopped by the
+  budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.projection`).
 
 Example:
     >>> import warnings
@@ -106,6 +106,7 @@ from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
+from bnn_ppl.inference.projection import Projection, project_run
 from bnn_ppl.inference.reference_chains import Chains, Warmup, health_record, segment_health
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
@@ -133,7 +134,7 @@ class ReferenceRun(NamedTuple):
 
     ``posterior``: every post-warmup draw, its sample statistics and ``config`` (the settings,
     plus ``"convergence"``: the last check, ``converged``, ``stop_reason``, every check,
-    ``chain_levels`` and ``chains_apart``, see the module doc);
+    ``chain_levels`` and ``chains_apart``, ``projection``, see the module doc);
     ``values``: the checked ``quantity`` at ``x_test``, ``(chains, draws, n, ...)``;
     ``checks``: one :class:`ConvergenceCheck` per segment; ``converged``; ``stop_reason``:
     ``"converged"``, ``"max_draws"``, ``"max_seconds"`` or ``"chains_not_moving"``;
@@ -188,8 +189,9 @@ def _settings(config: Any, settings: dict[str, Any]) -> ReferenceHMCConfig:
     return dataclasses.replace(config, **settings)
 
 
-def _json(v: float) -> float | None:
-    return v if math.isfinite(v) else None
+def _json(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with its non-finite floats as ``None`` (JSON has no NaN)."""
+    return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in d.items()}
 
 
 def reference_hmc(
@@ -324,9 +326,12 @@ def reference_hmc(
     samples = {k: kept([p.samples[k] for p in parts]) for k in parts[0].samples}
     scales = scale_levels(samples, lp, weight=np.size(y) * model.likelihood_scale)
     funnel = describe_scale_levels(scales, levels)  # chains apart because at different noise
+    projection = None  # the draws the rule would need: for mixing chains stopped by the budget
+    if reason in ("max_draws", "max_seconds") and not apart and lp.shape[1] >= 8:
+        projection = project_run(kept(values), checks, c)
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {
-        **{k: (_json(v) if isinstance(v, float) else v) for k, v in last.items()},
+        **_json(last),
         "converged": converged,
         "stop_reason": reason,
         "warmup_done": warm.warmup_done,
@@ -339,10 +344,10 @@ def reference_hmc(
         "scale_funnel": funnel,
         "quantity": quantity,
         "burn_in_draws": first,
+        "projection": None if projection is None else _json(projection._asdict()),
         **chains.kernel.record(segment.state),
         "resumed_after_segment": chains.resumed_after,
-        "checks": [{k: (_json(v) if isinstance(v, float) else v) for k, v in ch._asdict().items()}
-                   for ch in checks],
+        "checks": [_json(ch._asdict()) for ch in checks],
     }  # fmt: skip
     posterior = Posterior(
         ReferenceHMCConfig.method,
@@ -354,7 +359,7 @@ def reference_hmc(
         note = chains.kernel.problem(segment.state)
         warnings.warn(ReferenceNotConvergedWarning(_not_converged(c, reason, warm, checks, health,
                                                                   quantity, apart, funnel,
-                                                                  note)),
+                                                                  note, projection)),
                       stacklevel=2)  # fmt: skip
     return ReferenceRun(posterior, kept(values), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
@@ -364,9 +369,9 @@ def reference_hmc(
 def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
                    checks: list[ConvergenceCheck], health: list[ChainHealth], quantity: str,
                    apart: str | None, funnel: str | None = None,
-                   note: str | None = None) -> str:  # fmt: skip
+                   note: str | None = None, projection: Projection | None = None) -> str:  # fmt: skip
     """The text of the :class:`ReferenceNotConvergedWarning` (``note``: the kernel's, e.g. a
-    stalled tempering ladder)."""
+    stalled tempering ladder; ``projection``: the draws the rule would need)."""
     if warm.cut_short:
         return (
             f"reference_hmc stopped at its budget (max_seconds={c.max_seconds}) during warmup: "
@@ -392,4 +397,6 @@ def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
         return head + (f"The chains are not at one level: {apart} (not samples of one "
                        "distribution; more draws will not fix that - see README, 'Reference "
                        "posteriors').")  # fmt: skip
+    if projection is not None:
+        return head + f"Raise max_draws / max_seconds: {projection.describe()}."
     return head + "Raise max_draws / max_seconds."

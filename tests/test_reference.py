@@ -74,6 +74,7 @@ def test_recipe_stops_converged_and_matches_the_closed_form():
     record = run.posterior.config["convergence"]
     assert all(h["moving"] and h["problems"] == [] for h in record["chain_health"])
     assert record["chains_apart"] is None  # converged chains: none named apart or drifting
+    assert record["projection"] is None  # nothing to project: the rule is met
     # it stopped at the first check that passed, and every earlier one had failed
     assert [c.converged for c in run.checks] == [False] * (run.segments - 1) + [True]
     assert run.posterior.num_draws == run.draws == 100 * run.segments
@@ -177,6 +178,14 @@ def test_a_budget_too_small_warns_and_reports_its_figures():
     # a fixed noise scale: no noise-scale levels, no funnel (test_scale_levels has a learned one)
     assert run.posterior.config["convergence"]["scale_levels"] == []
     assert run.posterior.config["convergence"]["scale_funnel"] is None
+    # how far it is: the draws the rule would need at this run's rate (tests/test_projection.py
+    # checks the projection against known autocorrelation times), priced in gradients and time
+    projection = run.posterior.config["convergence"]["projection"]
+    assert projection["draws"] == 20 and projection["draws_needed"] > 20
+    assert projection["gradients_needed"] == pytest.approx(
+        projection["draws_needed"] * last.gradients / last.draws)
+    assert projection["seconds_needed"] > 0
+    assert "would be met after about" in str(record[0].message)
 
     # the same key gives the same draws, segments included - also with a time budget, under
     # which warmup runs in segments of segment_draws iterations (5 here) to check it between
@@ -225,6 +234,9 @@ def test_a_chain_whose_step_size_collapses_stops_the_run_and_is_named(monkeypatc
     assert "chain 1: crawling" in text["StuckChainWarning"]
     assert "Not every chain moves (chain 1: crawling" in text["ReferenceNotConvergedWarning"]
     assert "rerun with init_steps" in text["ReferenceNotConvergedWarning"]  # (the fix to try)
+    # no projection of draws: more draws will not move a crawling chain
+    assert run.posterior.config["convergence"]["projection"] is None
+    assert "would be met after" not in text["ReferenceNotConvergedWarning"]
 
 
 def test_a_time_budget_cuts_warmup_short_and_the_run_is_never_converged():
