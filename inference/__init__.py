@@ -46,6 +46,7 @@ from bnn_ppl.inference.hmc_drivers import HMC, NUTS, default_trajectory_length, 
 from bnn_ppl.inference.model_structure import DeterministicSiteWarning
 from bnn_ppl.inference.numpyro_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
+from bnn_ppl.inference.projection import Projection, project_convergence
 from bnn_ppl.inference.reference import (
     ConvergenceCheck,
     ReferenceNotConvergedWarning,
@@ -96,6 +97,7 @@ __all__ = [
     "ModelPotential",
     "NUTS",
     "ParallelTempering",
+    "Projection",
     "ReferenceNotConvergedWarning",
     "ReferenceRun",
     "SGHMC",
@@ -128,6 +130,7 @@ __all__ = [
     "model_potential",
     "map_estimate",
     "nuts",
+    "project_convergence",
     "recommended_step_size",
     "recommended_step_sizes",
     "reference_hmc",
