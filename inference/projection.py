@@ -48,6 +48,8 @@ __all__ = ["Projection", "project_convergence"]
 
 # a projection from all kept draws this much above the one from their first half is "growing"
 GROWTH = 1.5
+# a projection beyond this many times the draws so far is an order of magnitude, not a budget
+FAR = 10.0
 
 
 class Projection(NamedTuple):
@@ -80,6 +82,9 @@ class Projection(NamedTuple):
         text = (f"at this run's rate the rule would be met after about "
                 f"{self.draws_needed:,.0f} draws per chain{extra} (R-hat needs "
                 f"{self.draws_for_rhat:,.0f}, bulk ESS {self.draws_for_ess:,.0f})")  # fmt: skip
+        factor = self.draws_needed / self.draws
+        if factor > FAR:
+            text += f"; an extrapolation over a factor of {factor:.0f}: an order of magnitude"
         if self.growing:
             text += (f"; a lower bound: from the first half of the kept draws it was "
                      f"{self.draws_needed_at_half:,.0f}, so each longer look finds slower mixing "

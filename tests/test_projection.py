@@ -81,6 +81,9 @@ def test_a_late_excursion_makes_the_projection_grow_and_calls_it_a_lower_bound()
     assert p.draws_needed_at_half == 2000  # the first half alone: met at its length
     assert p.draws_needed > 1.5 * p.draws_needed_at_half and p.growing
     assert "lower bound" in p.describe()
+    assert "extrapolation" not in p.describe()  # 7.7 times the draws so far
+    far = p._replace(draws_needed=12 * p.draws)
+    assert "an extrapolation over a factor of 12: an order of magnitude" in far.describe()
 
 
 @pytest.mark.parametrize("shape", [(4,), (1, 100, 3), (4, 5, 3)])
