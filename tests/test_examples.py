@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import subprocess_env
 
@@ -77,6 +78,9 @@ TINY_FLAGS["numpyro_model.py"] = [
     "--num-train", "40", "--num-warmup", "100", "--num-samples", "100", "--chunk-size", "16",
     "--memory-n", "1000", "4000", "--table-chunk-size", "250", "--seed", "0",
 ]  # fmt: skip
+
+# reads the stored references (no sampling): the default pattern, yacht's fixed-noise splits
+TINY_FLAGS["reference_splits.py"] = []
 
 # script name -> variant name -> extra flags (one run per variant)
 VARIANTS: dict[str, dict[str, list[str]]] = {
@@ -243,7 +247,33 @@ def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
         assert len(shares) == 2 and all(0.0 <= v <= 100.0 for v in shares)
 
 
+def _check_reference_splits(stdout: str, out_dir: Path, variant: str) -> None:
+    """One row per stored split, with the record's own test metrics; the mean over the
+    converged splits only, beside MC dropout's published number."""
+    from bnn_ppl.io import read_json
+
+    folder = EXAMPLES / "references"
+    records = sorted(folder.glob("uci_yacht_split*_noise0.05_init.json"))
+    assert records, "no stored yacht split references"
+    lines = stdout.splitlines()
+    lls = []
+    for path in records:
+        rec = read_json(path)
+        split = rec["data"]["split"]
+        row = [r.split() for r in lines if r.split()[:1] == [str(split)]]
+        assert len(row) == 1, f"no single row for split {split}:\n{stdout}"
+        assert float(row[0][-2]) == pytest.approx(rec["metrics"]["test_ll_original"], abs=5e-4)
+        assert float(row[0][-1]) == pytest.approx(rec["metrics"]["rmse_original"], abs=5e-4)
+        if rec["converged"]:
+            lls.append(rec["metrics"]["test_ll_original"])
+    table = [r.split() for r in lines if r.startswith("yacht ")]
+    assert len(table) == 1 and float(table[0][-1]) == -1.25  # MC dropout, 20 splits
+    assert float(table[0][1]) == pytest.approx(float(np.mean(lls)), abs=5e-3)
+    assert f"{len(lls)} converged" in stdout
+
+
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "reference_splits.py": _check_reference_splits,
     "rhat.py": _check_rhat,
     "reference.py": _check_reference,
     "compare_hmc_svi.py": _check_compare,

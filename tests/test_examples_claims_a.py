@@ -17,6 +17,7 @@ import importlib.util
 import json
 import math
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -299,3 +300,23 @@ def test_uci_regression_reports_what_its_predictions_give(tmp_path: Path, capsys
     assert printed_as(float(shown), hmc) and float(reference) == gal, verdict
     if abs(hmc - gal) > 1e-4:  # (closer, float32 rounding may decide)
         assert verb == ("beats" if hmc > gal else "does not beat"), (verdict, hmc)
+
+
+def test_reference_splits_refuses_mixed_models_two_records_of_a_split_and_no_match(tmp_path):
+    """The split table holds one model, one recipe and one record per split; it says which
+    files differ and how to narrow the pattern, and never averages an unconverged split."""
+    mod = _load_example("reference_splits.py")
+    refs = EXAMPLES / "references"
+    for name in ("uci_yacht_split0_noise0.05_init", "uci_yacht_split0_noise0.05_init_s1",
+                 "uci_boston_split0"):  # fmt: skip
+        for ext in (".json", ".npz"):
+            shutil.copy(refs / (name + ext), tmp_path / (name + ext))
+    with pytest.raises(ValueError, match="two records of one split"):
+        mod.load_records(tmp_path, "uci_yacht_split0_noise0.05_init*.json")
+    with pytest.raises(ValueError, match="differ in model.*narrow --pattern"):
+        mod.load_records(tmp_path, "uci_*_split0*.json")
+    with pytest.raises(ValueError, match="matches no file"):
+        mod.load_records(tmp_path, "uci_energy_*.json")
+    (rec,) = mod.load_records(tmp_path, "uci_boston_split0.json")  # stored unconverged
+    assert not rec["converged"]
+    assert rec["recomputed"]["ll"] == pytest.approx(rec["metrics"]["test_ll_original"], rel=1e-6)
