@@ -129,7 +129,7 @@ def project_convergence(
     """
     c = ReferenceHMCConfig(max_rhat=max_rhat, min_share=min_share, min_ess=min_ess,
                            burn_in=burn_in)  # fmt: skip
-    a = np.asarray(values, dtype=np.float64)
+    a = np.asarray(values)
     if a.ndim < 2 or a.shape[0] < 2 or a.shape[1] < 8:
         raise ValueError(f"values must be (chains >= 2, draws >= 8, ...), got shape {a.shape}")
     a = a.reshape(*a.shape[:2], -1)
