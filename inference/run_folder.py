@@ -56,7 +56,7 @@ CONVERGENCE_FIELDS = ("converged", "stop_reason", "rhat_max", "share_rhat_ok", "
 """What :func:`convergence_summary` keeps of a reference run's last convergence check."""
 
 CONVERGENCE_HEADER = (f"{'converged':>10}{'R-hat max':>10}{'<=1.01':>8}{'ESS min':>9}"
-                      f"{'draws':>7}{'gradients':>11}{'time s':>8}")  # fmt: skip
+                      f"{'draws':>7}{'gradients':>11}{'time s':>8}{'needs':>10}")  # fmt: skip
 """The column heads of :func:`convergence_cells`."""
 
 
@@ -64,8 +64,9 @@ def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
     """A reference run's convergence figures (its last check, :mod:`~bnn_ppl.inference.reference`):
     ``converged``, ``stop_reason``, ``rhat_max``, ``share_rhat_ok`` (of the test quantities,
     R-hat <= the threshold), ``ess_bulk_min``, ``draws`` per chain, ``gradients`` (leapfrog
-    steps after warmup, all chains) and ``seconds``; a run stopped in warmup has ``None`` for
-    the figures. ``None`` for a posterior of another method.
+    steps after warmup, all chains), ``seconds`` and ``draws_needed`` (per chain, projected:
+    :mod:`~bnn_ppl.inference.projection`; ``None`` when converged or not projected); a run
+    stopped in warmup has ``None`` for the figures. ``None`` for a posterior of another method.
 
     Example:
         >>> import numpy as np
@@ -81,7 +82,9 @@ def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
     record = posterior.config.get("convergence")
     if not isinstance(record, Mapping):
         return None
-    return {k: record.get(k) for k in CONVERGENCE_FIELDS}
+    projection = record.get("projection") or {}
+    return {k: record.get(k) for k in CONVERGENCE_FIELDS} | {
+        "draws_needed": projection.get("draws_needed")}
 
 
 def convergence_cells(summary: Mapping[str, Any]) -> str:
@@ -95,7 +98,7 @@ def convergence_cells(summary: Mapping[str, Any]) -> str:
     return (f"{'yes' if summary.get('converged') else 'no':>10}{cell('rhat_max', '.3f', 10)}"
             f"{cell('share_rhat_ok', '.1%', 8)}{cell('ess_bulk_min', '.0f', 9)}"
             f"{cell('draws', 'd', 7)}{cell('gradients', ',d', 11)}"
-            f"{cell('seconds', '.0f', 8)}")  # fmt: skip
+            f"{cell('seconds', '.0f', 8)}{cell('draws_needed', ',.0f', 10)}")  # fmt: skip
 
 
 def chain_summary(posterior: Posterior) -> list[dict[str, Any]]:

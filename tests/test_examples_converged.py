@@ -74,7 +74,7 @@ def test_convergence_summary_only_for_reference_runs() -> None:
     cut = Posterior("reference_hmc", {"w": np.zeros((2, 4))}, config={"convergence": record})
     row = convergence_cells(convergence_summary(cut))  # stopped in warmup: no figures
     assert len(row) == len(CONVERGENCE_HEADER)
-    assert row.split() == ["no", "-", "-", "-", "0", "-", "-"]
+    assert row.split() == ["no", "-", "-", "-", "0", "-", "-", "-"]
 
 
 def _unconverged_run(script: str, flags: list[str], tmp_path: Path) -> tuple[str, dict, Path]:
