@@ -5,7 +5,7 @@ each, and split R-hat squared minus one is (tau - 1) / n' for halves of n' draws
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import signal, stats
 
 from bnn_ppl.inference.projection import project_convergence
 from bnn_ppl.inference.stopping_rule import check_convergence
@@ -15,14 +15,11 @@ TAU = (1 + RHO) / (1 - RHO)  # 19
 
 
 def ar1(rng, n, *, quantities=100, chains=4, rho=RHO):
-    """``(chains, n, quantities)`` stationary AR(1) chains with unit variance."""
+    """``(chains, n, quantities)`` stationary AR(1) chains with unit variance:
+    ``x_t = rho x_{t-1} + sqrt(1 - rho^2) e_t``, started from a unit normal ``x_{-1}``."""
     e = rng.normal(size=(chains, n, quantities))
-    x = np.empty_like(e)
-    x[:, 0] = e[:, 0]
-    s = np.sqrt(1 - rho**2)
-    for t in range(1, n):
-        x[:, t] = rho * x[:, t - 1] + s * e[:, t]
-    return x
+    before = rng.normal(size=(chains, 1, quantities))
+    return signal.lfilter([np.sqrt(1 - rho**2)], [1.0, -rho], e, axis=1, zi=rho * before)[0]
 
 
 def test_projection_of_the_median_quantity_matches_the_autocorrelation_time():
