@@ -9,7 +9,7 @@ convergence figures, and the mean ± standard error of the *converged* splits on
 MC-dropout's 20-split mean (:data:`bnn_ppl.metrics.splits.MC_DROPOUT_LL`). Splits stored
 unconverged are listed, never averaged in.
 
-    python examples/reference_splits.py                          # yacht, noise 0.05, optimised starts
+    python examples/reference_splits.py      # yacht, noise 0.05, optimised starts
     python examples/reference_splits.py --pattern "uci_yacht_split*_noise0.05_init.json" \\
         --references examples/references
 """
@@ -50,15 +50,19 @@ def load_records(folder: str | os.PathLike, pattern: str) -> list[dict[str, Any]
     folder = Path(folder)
     names = sorted(n for n in os.listdir(folder) if fnmatch.fnmatch(n, pattern))
     if not names:
-        raise InputValueError(f"--pattern {pattern!r} matches no file in {folder}: give the "
-                              "reference records' name pattern, e.g. 'uci_yacht_split*_...json'.")
+        raise InputValueError(
+            f"--pattern {pattern!r} matches no file in {folder}: give the "
+            "reference records' name pattern, e.g. 'uci_yacht_split*_...json'."
+        )
     records = []
     for name in names:
         rec = read_json(folder / name)
         arrays = load_npz(folder / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
         if "mean" not in arrays or "y_std" not in arrays:
-            raise InputValueError(f"{name} is not a UCI regression reference (no Gaussian mean "
-                                  "and y_std in its .npz): match UCI records only.")
+            raise InputValueError(
+                f"{name} is not a UCI regression reference (no Gaussian mean "
+                "and y_std in its .npz): match UCI records only."
+            )
         y_std = float(arrays["y_std"])
         mean, scale, y = arrays["mean"], arrays["scale"], arrays["y_test"]
         rec["recomputed"] = {
@@ -74,11 +78,14 @@ def load_records(folder: str | os.PathLike, pattern: str) -> list[dict[str, Any]
                 raise InputValueError(
                     f"{rec['file']} and {first['file']} differ in {key} ({_field(rec, key)!r} "
                     f"vs {_field(first, key)!r}): one table holds one model and one recipe; "
-                    "narrow --pattern.")
+                    "narrow --pattern."
+                )
     splits = [r["data"]["split"] for r in records]
     if len(set(splits)) != len(splits):
-        raise InputValueError(f"--pattern {pattern!r} matches two records of one split "
-                              f"({sorted(splits)}): narrow it to one record per split.")
+        raise InputValueError(
+            f"--pattern {pattern!r} matches two records of one split "
+            f"({sorted(splits)}): narrow it to one record per split."
+        )
     return sorted(records, key=lambda r: r["data"]["split"])
 
 
@@ -101,9 +108,11 @@ def main(args: argparse.Namespace) -> None:
     name = records[0]["data"]["name"].removeprefix("uci/")
     done = [r for r in records if r["converged"]]
     model = records[0]["model"]
-    print(f"{name}: {model['network']}, prior {model['prior']}, {model['likelihood']} noise "
-          f"{model.get('noise', 'learned')} (standardised); {len(records)} stored split(s) of "
-          f"{SPLITS} match {args.pattern!r}, {len(done)} converged")
+    print(
+        f"{name}: {model['network']}, prior {model['prior']}, {model['likelihood']} noise "
+        f"{model.get('noise', 'learned')} (standardised); {len(records)} stored split(s) of "
+        f"{SPLITS} match {args.pattern!r}, {len(done)} converged"
+    )
     print(split_rows(records))
     missing = sorted(set(range(SPLITS)) - {r["data"]["split"] for r in records})
     print(f"not run or not stored: splits {missing}" if missing else "every split stored")
@@ -113,9 +122,11 @@ def main(args: argparse.Namespace) -> None:
     results = {name: {"reference HMC": {
         "ll": [r["recomputed"]["ll"] for r in done],
         "rmse": [r["recomputed"]["rmse"] for r in done]}}}  # fmt: skip
-    print(f"\nmean ± SE over the {len(done)} converged split(s) "
-          f"({', '.join(str(r['data']['split']) for r in done)}), target units; MC dropout: "
-          f"the published mean over all {SPLITS} splits")
+    print(
+        f"\nmean ± SE over the {len(done)} converged split(s) "
+        f"({', '.join(str(r['data']['split']) for r in done)}), target units; MC dropout: "
+        f"the published mean over all {SPLITS} splits"
+    )
     print(split_table(results, columns=[("ll", "LL"), ("rmse", "RMSE")], reference=MC_DROPOUT_LL,
                       reference_label="LL MC-dropout", width=20))  # fmt: skip
     for line in reference_verdicts(results, method="reference HMC", metric="ll",
@@ -127,8 +138,11 @@ def main(args: argparse.Namespace) -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--references", default=str(REFERENCES), help="folder of reference records")
-    p.add_argument("--pattern", default=PATTERN,
-                   help="file-name pattern of the records, one per split (fnmatch)")
+    p.add_argument(
+        "--pattern",
+        default=PATTERN,
+        help="file-name pattern of the records, one per split (fnmatch)",
+    )
     return p.parse_args(argv)
 
 

@@ -59,8 +59,9 @@ class Projection(NamedTuple):
     need; ``draws_needed``: the larger (``draws`` when the rule is met); ``draws_needed_at_half``:
     the same projection from the first half of the kept draws (NaN when too few);
     ``growing``: the rule not met and ``draws_needed`` above :data:`GROWTH` times that (the
-    chains keep finding slower mixing: a lower bound). ``gradients_needed`` and ``seconds_needed`` scale the run's
-    own gradients and sampling time per draw (NaN when not given).
+    chains keep finding slower mixing: a lower bound). ``gradients_needed`` and
+    ``seconds_needed`` scale the run's own gradients and sampling time per draw (NaN when not
+    given).
     """
 
     draws: int

@@ -368,8 +368,8 @@ def reference_hmc(
 
 def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
                    checks: list[ConvergenceCheck], health: list[ChainHealth], quantity: str,
-                   apart: str | None, funnel: str | None = None,
-                   note: str | None = None, projection: Projection | None = None) -> str:  # fmt: skip
+                   apart: str | None, funnel: str | None = None, note: str | None = None,
+                   projection: Projection | None = None) -> str:  # fmt: skip
     """The text of the :class:`ReferenceNotConvergedWarning` (``note``: the kernel's, e.g. a
     stalled tempering ladder; ``projection``: the draws the rule would need)."""
     if warm.cut_short:
