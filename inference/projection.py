@@ -16,8 +16,9 @@ larger of the two. With ``burn_in`` the kept draws are a share of the chain, so 
 ``kept / (1 - burn_in)`` draws. The projection is made twice, from all kept draws and from the
 first half of them (:class:`Projection` ``draws_needed`` and ``draws_needed_at_half``): where
 the chains cross between regions of function space rarely, each longer look finds slower
-mixing and the projection grows with the chains - then it is a lower bound, and says so
-(``growing``).
+mixing and the projection grows with the chains - then it is unstable and may grow further,
+and says so (``growing``; on converged yacht runs read back early it also flagged two
+overestimates: it says the estimate is unstable, not which way).
 
 Example:
     >>> import numpy as np
@@ -59,7 +60,7 @@ class Projection(NamedTuple):
     need; ``draws_needed``: the larger (``draws`` when the rule is met); ``draws_needed_at_half``:
     the same projection from the first half of the kept draws (NaN when too few);
     ``growing``: the rule not met and ``draws_needed`` above :data:`GROWTH` times that (the
-    chains keep finding slower mixing: a lower bound). ``gradients_needed`` and
+    chains keep finding slower mixing: unstable). ``gradients_needed`` and
     ``seconds_needed`` scale the run's own gradients and sampling time per draw (NaN when not
     given).
     """
@@ -87,9 +88,10 @@ class Projection(NamedTuple):
         if factor > FAR:
             text += f"; an extrapolation over a factor of {factor:.0f}: an order of magnitude"
         if self.growing:
-            text += (f"; a lower bound: from the first half of the kept draws it was "
-                     f"{self.draws_needed_at_half:,.0f}, so each longer look finds slower mixing "
-                     "(rare crossings between regions of function space)")  # fmt: skip
+            text += (f"; unstable: from the first half of the kept draws it was "
+                     f"{self.draws_needed_at_half:,.0f}, so longer looks found slower mixing "
+                     "(rare crossings between regions of function space?) and it may grow "
+                     "further")  # fmt: skip
         return text
 
 
