@@ -327,7 +327,7 @@ def reference_hmc(
     scales = scale_levels(samples, lp, weight=np.size(y) * model.likelihood_scale)
     funnel = describe_scale_levels(scales, levels)  # chains apart because at different noise
     projection = None  # the draws the rule would need: for mixing chains stopped by the budget
-    if reason in ("max_draws", "max_seconds") and not apart and lp.shape[1] >= 8:
+    if checks and reason in ("max_draws", "max_seconds") and not apart and lp.shape[1] >= 8:
         projection = project_run(kept(values), checks, c)
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {

@@ -253,6 +253,21 @@ def test_a_time_budget_cuts_warmup_short_and_the_run_is_never_converged():
     assert record["draws"] is None and record["checks"] == []  # no check: nothing sampled
     assert post.method == "reference_hmc" and post.num_draws == 10  # warmup's last segment
     assert post.predictions["mean"].shape == (4, 10, len(xt))
+    assert record["projection"] is None  # no check, nothing to project from
+
+
+def test_warmup_cut_short_with_level_chains_projects_nothing(monkeypatch):
+    # warmup's last segment is no posterior sample: even when its chains sit level (forced
+    # here; these 10 draws are usually still drifting) there is no check to project from
+    import bnn_ppl.inference.reference as reference
+
+    monkeypatch.setattr(reference, "describe_levels", lambda levels: None)
+    x, y = data()
+    c = ReferenceHMCConfig(num_warmup=50, segment_draws=10, max_draws=20, max_seconds=1e-3)
+    with pytest.warns(ReferenceNotConvergedWarning, match="during warmup"):
+        post = fit(linear_model(), (x, y, _test_inputs()), c, KEY)
+    record = post.config["convergence"]
+    assert record["warmup_cut_short"] is True and record["projection"] is None
 
 
 def test_check_convergence_on_known_chains():
