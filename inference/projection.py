@@ -43,7 +43,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
-from bnn_ppl.diagnostics import rhat_bulk_ess
+from bnn_ppl.inference.stopping_rule import quantity_figures
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["Projection", "project_convergence"]
 
@@ -98,10 +99,9 @@ class Projection(NamedTuple):
 def _needed(values: np.ndarray, c: ReferenceHMCConfig) -> tuple[float, float]:
     """Kept draws per chain that R-hat and ESS each need, from ``(chains, n, q)`` kept values."""
     n = values.shape[1]
-    constant = np.all(values == values[:1, :1], axis=(0, 1))
-    if constant.all():
+    rhat, ess, _ = quantity_figures(values)
+    if not rhat.size:  # every quantity constant: converged
         return float(n), float(n)
-    rhat, ess = rhat_bulk_ess(values[..., ~constant])
     # the rule lets floor((1 - min_share) * size) quantities fail (constant ones pass)
     fail = int(math.floor((1 - c.min_share) * values.shape[-1] + 1e-9))
     r = np.sort(np.nan_to_num(rhat, nan=np.inf))[::-1][min(fail, rhat.size - 1)]
@@ -134,7 +134,10 @@ def project_convergence(
                            burn_in=burn_in)  # fmt: skip
     a = np.asarray(values)
     if a.ndim < 2 or a.shape[0] < 2 or a.shape[1] < 8:
-        raise ValueError(f"values must be (chains >= 2, draws >= 8, ...), got shape {a.shape}")
+        raise InputValueError(
+            f"values must be (chains >= 2, draws >= 8, ...), got shape {a.shape}: pass the "
+            "checked quantity's kept draws of at least two chains."
+        )
     a = a.reshape(*a.shape[:2], -1)
     kept = a.shape[1]
     whole = 1.0 / (1.0 - c.burn_in)  # chain draws per kept draw

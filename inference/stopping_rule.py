@@ -25,7 +25,7 @@ import numpy as np
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics import rhat_bulk_ess
 
-__all__ = ["ConvergenceCheck", "check_convergence", "describe_recipe"]
+__all__ = ["ConvergenceCheck", "check_convergence", "describe_recipe", "quantity_figures"]
 
 
 class ConvergenceCheck(NamedTuple):
@@ -61,6 +61,24 @@ class ConvergenceCheck(NamedTuple):
         )
 
 
+def quantity_figures(values: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """The R-hat and bulk ESS of every quantity of ``(chains, draws, ...)`` values that is not
+    constant (flattened), and how many are constant (one value in every draw of every chain:
+    no R-hat; the rule counts them as converged).
+
+    >>> rhat, ess, constant = quantity_figures(np.zeros((4, 50, 3)))
+    >>> rhat.size, constant
+    (0, 3)
+    """
+    a = np.asarray(values)
+    flat = a.reshape(*a.shape[:2], -1)
+    constant = np.all(flat == flat[:1, :1], axis=(0, 1))
+    if constant.all():
+        return np.zeros(0), np.zeros(0), int(constant.sum())
+    rhat, ess = rhat_bulk_ess(flat[..., ~constant])
+    return rhat, ess, int(constant.sum())
+
+
 def check_convergence(
     values: Any, *, max_rhat: float = 1.01, min_share: float = 0.99, min_ess: float = 400.0
 ) -> dict[str, Any]:
@@ -80,19 +98,14 @@ def check_convergence(
     """
     c = ReferenceHMCConfig(max_rhat=max_rhat, min_share=min_share, min_ess=min_ess)
     a = np.asarray(values)
-    flat = a.reshape(*a.shape[:2], -1)
-    constant = np.all(flat == flat[:1, :1], axis=(0, 1))
-    if constant.all():
-        rhat = ess = np.zeros(0)
-    else:
-        rhat, ess = rhat_bulk_ess(flat[..., ~constant])
-    size = flat.shape[-1]
+    rhat, ess, constant = quantity_figures(a)
+    size = int(np.prod(a.shape[2:], dtype=int))
     # NaN R-hat or ESS (not computable) fails both comparisons: never counted as converged
-    share_rhat = (int(np.sum(rhat <= c.max_rhat)) + int(constant.sum())) / size
-    share_ess = (int(np.sum(ess >= c.min_ess)) + int(constant.sum())) / size
+    share_rhat = (int(np.sum(rhat <= c.max_rhat)) + constant) / size
+    share_ess = (int(np.sum(ess >= c.min_ess)) + constant) / size
     return {
         "size": size,
-        "constant": int(constant.sum()),
+        "constant": constant,
         "rhat_max": float(np.max(rhat)) if rhat.size else math.nan,
         "share_rhat_ok": share_rhat,
         "ess_bulk_min": float(np.min(ess)) if ess.size else math.nan,
