@@ -274,27 +274,16 @@ class ATMCConfig(_SGMCMCConfig):
 
 @dataclass(frozen=True)
 class ReferenceHMCConfig(Config):
-    """The reference-run recipe (:func:`bnn_ppl.inference.reference_hmc`): ``num_chains`` HMC
-    chains from independent prior draws, sampled in segments of ``segment_draws`` draws per
-    chain until at least ``min_share`` of the test predictions (``quantity``, see
-    :mod:`bnn_ppl.function_values`; ``None``: softmax probabilities or the predictive mean)
-    have rank-normalised split R-hat <= ``max_rhat`` and bulk ESS >= ``min_ess``, or until
-    ``max_draws`` draws per chain or ``max_seconds`` (checked between segments, warmup's
-    included: with a ``max_seconds`` warmup runs in segments of ``segment_draws`` iterations)
-    are spent, or a chain stops moving. ``burn_in``: the share of each chain's draws, from the
-    first, left out of every check and of the result (0.5: Gelman et al.'s first half).
-    ``mass_matrix`` is ``"diagonal"`` (adapted in warmup; the trajectory is a quarter period
-    in the current metric), ``"dense"`` (likewise, a full covariance: for correlated
-    posteriors, such as MLPs on small UCI sets) or ``"identity"`` (Izmailov et al.'s
-    (π/2)·σ_prior·√T throughout); ``trajectory_length=None`` is that default.
-    ``num_temperatures`` K >= 2 moves each chain by parallel tempering instead
-    (:class:`~bnn_ppl.inference.ParallelTempering`: K rungs from 1 down to ``min_beta``,
-    respaced in warmup when ``adapt_ladder``, ``leapfrog_steps`` per sweep, a diagonal metric;
-    plain HMC's ``mass_matrix``, ``trajectory_length``, ``max_num_steps`` are refused).
-    ``init_steps`` > 0 moves each chain's prior draw by that many full-batch Adam steps
-    (``init_learning_rate``, cosine-decayed) before warmup, so that a start far out in the
-    prior's tails reaches the posterior's high-density region before the step size and metric
-    are adapted (:mod:`bnn_ppl.inference.chain_starts`; plain HMC only)."""
+    """The reference-run recipe (:func:`bnn_ppl.inference.reference_hmc`, whose module doc
+    describes it): ``num_chains`` HMC chains from prior draws, sampled in segments of
+    ``segment_draws`` until ``min_share`` of the test ``quantity`` values (``None``: softmax
+    probabilities or the predictive mean) have R-hat <= ``max_rhat`` and bulk ESS >=
+    ``min_ess``, each chain's first ``burn_in`` share left out, or until ``max_draws`` per chain
+    or ``max_seconds`` are spent, or a chain stops moving. Plain HMC's kernel: ``mass_matrix``
+    (``"diagonal"``, ``"dense"`` or ``"identity"``), ``trajectory_length`` (``None``: a quarter
+    period), ``step_size``, ``target_accept_prob``, ``max_num_steps``, and ``init_steps`` Adam
+    steps from each prior draw before warmup. ``num_temperatures`` K >= 2: parallel tempering
+    instead (``min_beta``, ``leapfrog_steps``, ``adapt_ladder``; plain HMC's settings refused)."""
 
     method: ClassVar[str] = "reference_hmc"
 

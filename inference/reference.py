@@ -101,13 +101,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl import validation
-from bnn_ppl.chain_health import ChainHealth, warn_if_stuck
+from bnn_ppl.chain_health import warn_if_stuck
 from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
-from bnn_ppl.inference.projection import Projection, project_run
-from bnn_ppl.inference.reference_chains import Chains, Warmup, health_record, segment_health
+from bnn_ppl.inference.projection import project_run
+from bnn_ppl.inference.reference_chains import Chains, health_record, segment_health
+from bnn_ppl.inference.reference_messages import not_converged_message
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
 from bnn_ppl.model import BNN
@@ -357,46 +358,10 @@ def reference_hmc(
     )  # fmt: skip
     if not converged:
         note = chains.kernel.problem(segment.state)
-        warnings.warn(ReferenceNotConvergedWarning(_not_converged(c, reason, warm, checks, health,
-                                                                  quantity, apart, funnel,
-                                                                  note, projection)),
-                      stacklevel=2)  # fmt: skip
+        text = not_converged_message(c, reason, warm, checks, health, quantity, apart, funnel,
+                                     note, projection)  # fmt: skip
+        warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
     return ReferenceRun(posterior, kept(values), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
                         chains.resumed_after)  # fmt: skip
 
-
-def _not_converged(c: ReferenceHMCConfig, reason: str, warm: Warmup,
-                   checks: list[ConvergenceCheck], health: list[ChainHealth], quantity: str,
-                   apart: str | None, funnel: str | None = None, note: str | None = None,
-                   projection: Projection | None = None) -> str:  # fmt: skip
-    """The text of the :class:`ReferenceNotConvergedWarning` (``note``: the kernel's, e.g. a
-    stalled tempering ladder; ``projection``: the draws the rule would need)."""
-    if warm.cut_short:
-        return (
-            f"reference_hmc stopped at its budget (max_seconds={c.max_seconds}) during warmup: "
-            f"{warm.warmup_done} of {c.num_warmup} warmup iterations in {warm.seconds:.0f} s, "
-            "no draw sampled. The draws returned are warmup's last segment, not a posterior "
-            "sample: raise max_seconds or lower num_warmup."
-        )
-    head = (f"reference_hmc stopped ({reason}) before converging: {checks[-1].describe()}; "
-            f"needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} for {c.min_share:.0%} "
-            f"of the {quantity!r} values. ")  # fmt: skip
-    head += f"{note} " if note else ""
-    if reason == "chains_not_moving":
-        bad = "; ".join(f"chain {h.chain}: {', '.join(h.problems)}" for h in health if not h.moving)
-        fix = ("another seed or a longer warmup" if c.init_steps or c.tempering else
-               "init_steps (each prior draw optimised before warmup, for starts too far out "
-               "for warmup to bring in), another seed or a longer warmup")  # fmt: skip
-        return head + (f"Not every chain moves ({bad}); the step size is fixed after warmup, so "
-                       f"more draws will not fix that: rerun with {fix}.")  # fmt: skip
-    if apart and funnel:
-        return head + (f"The chains are not at one level: {apart}. Why: {funnel} (README, "
-                       "'Reference posteriors').")  # fmt: skip
-    if apart:
-        return head + (f"The chains are not at one level: {apart} (not samples of one "
-                       "distribution; more draws will not fix that - see README, 'Reference "
-                       "posteriors').")  # fmt: skip
-    if projection is not None:
-        return head + f"Raise max_draws / max_seconds: {projection.describe()}."
-    return head + "Raise max_draws / max_seconds."
