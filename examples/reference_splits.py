@@ -22,11 +22,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-import bnn_ppl as bp
 from bnn_ppl.io import load_npz, read_json
+from bnn_ppl.metrics.comparison import stored_predictions
 from bnn_ppl.metrics.splits import MC_DROPOUT_LL, reference_verdicts, split_table
+from bnn_ppl.metrics.suite import predictive_metrics
 from bnn_ppl.validation import InputValueError
 
 REFERENCES = Path(__file__).resolve().parent / "references"
@@ -63,12 +62,9 @@ def load_records(folder: str | os.PathLike, pattern: str) -> list[dict[str, Any]
                 f"{name} is not a UCI regression reference (no Gaussian mean "
                 "and y_std in its .npz): match UCI records only."
             )
-        y_std = float(arrays["y_std"])
-        mean, scale, y = arrays["mean"], arrays["scale"], arrays["y_test"]
-        rec["recomputed"] = {
-            "ll": float(-bp.metrics.gaussian_nll(mean, scale, y)) - float(np.log(y_std)),
-            "rmse": float(bp.metrics.rmse(mean, y)) * y_std,
-        }
+        metrics = predictive_metrics(stored_predictions(arrays), arrays["y_test"],
+                                     task="regression", y_std=float(arrays["y_std"]))  # fmt: skip
+        rec["recomputed"] = {"ll": -metrics["nll"], "rmse": metrics["rmse"]}
         rec["file"] = name
         records.append(rec)
     first = records[0]
