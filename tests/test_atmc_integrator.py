@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from numpyro.diagnostics import effective_sample_size
+from test_hmc import _assert_matches_gaussian
 
 from bnn_ppl.inference import atmc as atmc_mod
 from bnn_ppl.inference.gradients import GradientEstimate, full_batch_estimator
@@ -28,25 +29,6 @@ PREC = np.linalg.inv(COV)
 def gaussian_potential(z):
     d = z["x"] - jnp.asarray(MEAN, jnp.float32)
     return 0.5 * d @ jnp.asarray(PREC, jnp.float32) @ d
-
-
-def _assert_matches_gaussian(draws, mean, cov, z=4.5):
-    """Every mean and covariance entry within z MCSE; ``draws`` is (chains, samples, d)."""
-    draws = np.asarray(draws, np.float64)
-    d = draws.shape[-1]
-    failures = []
-    for i in range(d):
-        checks = [(f"mean[{i}]", draws[..., i], mean[i])]
-        for j in range(i, d):
-            f = (draws[..., i] - mean[i]) * (draws[..., j] - mean[j])
-            checks.append((f"cov[{i},{j}]", f, cov[i, j]))
-        for name, f, want in checks:
-            ess = float(effective_sample_size(f))
-            assert ess > 200, f"{name}: ESS {ess:.0f} is too small to test anything"
-            mcse = f.std() / np.sqrt(ess)
-            if abs(f.mean() - want) > z * mcse:
-                failures.append(f"{name}: {f.mean():.5f} vs {want:.5f} (MCSE {mcse:.5f})")
-    assert not failures, "\n".join(failures)
 
 
 def _ou_closed_form(p, g, alpha, beta, h, m):

