@@ -17,7 +17,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # the slowest tests, fresh cache: 93-96 s of CPU at the default level, 79 s at this one; see
 # benchmarks/RESULTS.md, "Test suite time"). Set in the environment, so the child processes of
 # tests (examples, the CLI's SIGKILL run) compile the same way and share the persistent cache.
-os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+_NO_OPT = "JAX_DISABLE_MOST_OPTIMIZATIONS"
+os.environ.setdefault(_NO_OPT, "1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -110,6 +111,29 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if path:
         with open(path, "a") as f:
             f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimised_when_run_bound(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Tests marked ``run_bound`` (long vectorised chains: running, not compiling, is their
+    time) compile with XLA's optimisations on, in this process and in its children; every
+    other test at level 0 (above): the whole suite takes 1,352 s of CPU optimised and 978 s at
+    level 0, these two files 156 s at level 0 and 125 s marked (benchmarks/RESULTS.md, "Test
+    suite time: run-bound tests")."""
+    if request.node.get_closest_marker("run_bound") is None:
+        yield
+        return
+    prev, prev_env = jax.config.read("jax_disable_most_optimizations"), os.environ.get(_NO_OPT)
+    jax.config.update("jax_disable_most_optimizations", False)
+    os.environ[_NO_OPT] = "0"
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", prev)
+        if prev_env is None:
+            os.environ.pop(_NO_OPT, None)
+        else:
+            os.environ[_NO_OPT] = prev_env
 
 
 @pytest.fixture

@@ -21,6 +21,8 @@ from test_hmc import _assert_matches_gaussian
 from bnn_ppl.inference import atmc as atmc_mod
 from bnn_ppl.inference.gradients import GradientEstimate, full_batch_estimator
 
+pytestmark = pytest.mark.run_bound  # long chains: XLA optimises them (conftest.py)
+
 MEAN = np.array([1.0, -1.0])
 COV = np.array([[1.0, 0.5], [0.5, 1.0]])
 PREC = np.linalg.inv(COV)

@@ -43,7 +43,7 @@ from bnn_ppl.inference import (
 )
 from bnn_ppl.inference.schedules import cyclical_cosine
 
-pytestmark = pytest.mark.statistical
+pytestmark = [pytest.mark.statistical, pytest.mark.run_bound]
 
 Z = 4.5
 MEAN = np.array([1.0, -1.0])
