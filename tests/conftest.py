@@ -113,6 +113,17 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
 
 
+@contextlib.contextmanager
+def jax_flag(name: str, value: object) -> Iterator[None]:
+    """Set the JAX configuration option ``name`` inside the block, restoring it afterwards."""
+    prev = jax.config.read(name)
+    jax.config.update(name, value)
+    try:
+        yield
+    finally:
+        jax.config.update(name, prev)
+
+
 @pytest.fixture(autouse=True)
 def _xla_optimised_when_run_bound(request: pytest.FixtureRequest) -> Iterator[None]:
     """Tests marked ``run_bound`` (long vectorised chains: running, not compiling, is their
@@ -123,25 +134,13 @@ def _xla_optimised_when_run_bound(request: pytest.FixtureRequest) -> Iterator[No
     if request.node.get_closest_marker("run_bound") is None:
         yield
         return
-    prev, prev_env = jax.config.read("jax_disable_most_optimizations"), os.environ.get(_NO_OPT)
-    jax.config.update("jax_disable_most_optimizations", False)
-    os.environ[_NO_OPT] = "0"
-    try:
+    request.getfixturevalue("monkeypatch").setenv(_NO_OPT, "0")
+    with jax_flag("jax_disable_most_optimizations", False):
         yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", prev)
-        if prev_env is None:
-            os.environ.pop(_NO_OPT, None)
-        else:
-            os.environ[_NO_OPT] = prev_env
 
 
 @pytest.fixture
 def x64() -> Iterator[None]:
     """Run a test with 64-bit JAX, restoring the previous setting afterwards."""
-    prev = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax_flag("jax_enable_x64", True):
         yield
-    finally:
-        jax.config.update("jax_enable_x64", prev)
