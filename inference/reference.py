@@ -40,11 +40,14 @@ predictions Izmailov et al. (2021) published:
   chain (a probability that is exactly 0 or 1 in float32) have no R-hat; they are counted as
   converged and reported (``constant``; :mod:`bnn_ppl.inference.stopping_rule`). Otherwise
   sampling continues until the budget ends: ``max_draws`` draws per chain, or ``max_seconds``
-  of wall time (compilation included). The time is checked between segments, and with a
-  ``max_seconds`` warmup also runs in segments of ``segment_draws`` iterations with the time
-  checked between them (:mod:`bnn_ppl.inference.reference_chains`: the same adaptation, bit for
-  bit): a run passes its budget by at most one segment. A budget that ends during warmup stops
-  the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done`` of
+  of wall time (compilation included). The time is checked between segments: the run stops
+  before a segment that, at the previous segment's pace, would end past ``max_seconds``
+  (:func:`~bnn_ppl.inference.reference_chains.segment_fits`). With a ``max_seconds`` warmup
+  also runs in segments of ``segment_draws`` iterations, checked the same way
+  (:mod:`bnn_ppl.inference.reference_chains`: the same adaptation, bit for bit). So a run
+  stays within its budget unless a segment takes longer than the one before it, or the first
+  sampling segment (which always follows a finished warmup) does not fit. A budget that ends
+  during warmup stops the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done`` of
   ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
 * **Chains that do not move.** After every segment each chain is checked
   (:func:`bnn_ppl.chain_health.check_chains`): frozen, stuck on repeated draws, or *crawling*
@@ -107,7 +110,12 @@ from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
 from bnn_ppl.function_values import check_quantity, default_quantity, function_values
 from bnn_ppl.inference.projection import project_run
-from bnn_ppl.inference.reference_chains import Chains, health_record, segment_health
+from bnn_ppl.inference.reference_chains import (
+    Chains,
+    health_record,
+    segment_fits,
+    segment_health,
+)
 from bnn_ppl.inference.reference_messages import not_converged_message
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
@@ -188,6 +196,15 @@ def _settings(config: Any, settings: dict[str, Any]) -> ReferenceHMCConfig:
             f"{sorted(fields)} (the fields of ReferenceHMCConfig)."
         )
     return dataclasses.replace(config, **settings)
+
+
+def _pace(checks: list[ConvergenceCheck]) -> float | None:
+    """Seconds per draw of the last segment (``None`` after the first, whose time holds
+    warmup and compilation)."""
+    if len(checks) < 2:
+        return None
+    a, b = checks[-2], checks[-1]
+    return (b.seconds - a.seconds) / (b.draws - a.draws)
 
 
 def _json(d: dict[str, Any]) -> dict[str, Any]:
@@ -307,8 +324,9 @@ def reference_hmc(
                 reason = "converged"
             elif draws >= c.max_draws:
                 reason = "max_draws"
-            elif c.max_seconds is not None and seconds >= c.max_seconds:
-                reason = "max_seconds"
+            elif not segment_fits(seconds, _pace(checks), min(c.segment_draws, c.max_draws - draws),
+                                  c.max_seconds):  # fmt: skip
+                reason = "max_seconds"  # (the next segment, at the last one's pace, would pass it)
             else:  # continue the chains where they stopped, with the adapted step size and metric
                 segment = chains.next(min(c.segment_draws, c.max_draws - draws))
                 continue

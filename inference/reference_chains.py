@@ -20,10 +20,14 @@ on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
   NumPyro adapts while the state's iteration counter is below the ``num_warmup`` the kernel was
   set up for, so a segment continued from the last state carries on the same adaptation
   schedule - the draws are bit for bit those of the one-piece run - and the deadline is checked
-  between segments. A warmup cut short by the deadline runs no sampling segment; with
+  between segments: warmup stops before a segment that, at the previous segment's pace,
+  would end past it (:func:`segment_fits`). A warmup cut short by the deadline runs no
+  sampling segment; with
   ``first_segment=False`` warmup runs alone (in one ``MCMC.run`` without a deadline) and
   ``Warmup.state`` is the state it ends in.
 * :func:`continue_chains` - more draws from a given state (nothing re-adapted).
+* :func:`segment_fits` - whether one more segment, at the last one's pace, ends within the
+  time budget (warmup and the sampling loop both stop before one that would not).
 * :func:`segment_health` - :func:`bnn_ppl.chain_health.check_chains` on one segment: frozen,
   stuck or crawling chains.
 
@@ -69,6 +73,7 @@ __all__ = [
     "continue_chains",
     "health_record",
     "segment_arrays_of",
+    "segment_fits",
     "segment_health",
     "warm_up",
 ]
@@ -176,19 +181,38 @@ def warm_up(
     keys = jax.random.split(run_key, c.num_chains)
     state = mcmc.sampler.init(keys, c.num_warmup, init, pot.args, {})
     size = c.num_warmup if deadline is None else c.segment_draws
-    done = 0
-    while done < c.num_warmup:
-        n = min(size, c.num_warmup - done)
+    done, pace = 0, None  # pace: seconds per iteration of the last segment (not the first's:
+    while done < c.num_warmup:  # it compiles)
+        n, began = min(size, c.num_warmup - done), time.monotonic()
         continue_chains(mcmc, pot, state, n, fields)
         state, done = mcmc.last_state, done + n
-        if done < c.num_warmup and deadline is not None and time.monotonic() >= deadline:
-            jax.block_until_ready(state)
-            return Warmup(done, True, time.monotonic() - start, starts=starts)
+        if deadline is None or done == c.num_warmup:
+            continue
+        jax.block_until_ready(state)
+        now = time.monotonic()
+        if not segment_fits(now, pace, min(size, c.num_warmup - done), deadline):
+            return Warmup(done, True, now - start, starts=starts)
+        pace = (now - began) / n
     if not first_segment:
         jax.block_until_ready(state)
         return Warmup(done, False, time.monotonic() - start, state, starts)
     continue_chains(mcmc, pot, state, min(c.segment_draws, c.max_draws), fields)
     return Warmup(done, False, time.monotonic() - start, starts=starts)
+
+
+def segment_fits(now: float, pace: float | None, n: int, end: float | None) -> bool:
+    """Whether ``n`` more iterations at ``pace`` seconds each, started at ``now``, end by
+    ``end`` (the budget's end, on ``now``'s clock; ``None``: no budget). Without a pace (only
+    the first segment run, whose time includes compilation): whether any time is left.
+
+    >>> segment_fits(90.0, 1.0, 10, 100.0), segment_fits(90.0, 1.5, 10, 100.0)
+    (True, False)
+    >>> segment_fits(90.0, None, 10, 100.0), segment_fits(100.0, None, 10, 100.0)
+    (True, False)
+    """
+    if end is None:
+        return True
+    return now < end if pace is None else now + pace * n <= end
 
 
 class Chains:

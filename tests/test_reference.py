@@ -256,6 +256,60 @@ def test_a_time_budget_cuts_warmup_short_and_the_run_is_never_converged():
     assert record["projection"] is None  # no check, nothing to project from
 
 
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """A clock on which every warmup iteration and every draw takes 10 s (and nothing else
+    takes any time): the run's start, warmup's segments and the sampling segments all read it."""
+    import types
+
+    import bnn_ppl.inference.reference as reference
+    import bnn_ppl.inference.reference_chains as chains
+
+    now = [0.0]
+    clock = types.SimpleNamespace(monotonic=lambda: now[0])
+    monkeypatch.setattr(reference, "time", clock)
+    monkeypatch.setattr(chains, "time", clock)
+    original = chains.continue_chains
+
+    def ten_seconds_each(mcmc, pot, state, n, fields):
+        now[0] += 10.0 * n
+        original(mcmc, pot, state, n, fields)
+
+    monkeypatch.setattr(chains, "continue_chains", ten_seconds_each)
+    return now
+
+
+@pytest.mark.parametrize("max_seconds, segments", [(850.0, 3), (900.0, 4)])
+def test_the_time_budget_stops_before_a_segment_that_would_pass_it(fake_clock, max_seconds,
+                                                                    segments):  # fmt: skip
+    """Warmup (50 iterations) and the first segment of 10 draws end at 600 s, each later
+    segment takes 100 s: with 850 s the run stops after 3 segments (800 s; a 4th would end at
+    900 s), where "while any time is left" ran a 4th to 900 s; with 900 s the 4th fits
+    exactly and is run. Nothing is sampled past the budget."""
+    x, y = data()
+    with pytest.warns(ReferenceNotConvergedWarning, match=r"stopped \(max_seconds\)"):
+        run = reference_hmc(linear_model(), (x, y), x_test=_test_inputs(), rng_key=KEY,
+                            num_warmup=50, segment_draws=10, max_draws=100,
+                            max_seconds=max_seconds)  # fmt: skip
+    assert run.stop_reason == "max_seconds" and not run.converged and not run.warmup_cut_short
+    assert [c.seconds for c in run.checks] == [600.0 + 100.0 * k for k in range(segments)]
+    assert run.checks[-1].seconds <= max_seconds and run.posterior.num_draws == 10 * segments
+
+
+@pytest.mark.parametrize("max_seconds, done", [(250.0, 20), (300.0, 30)])
+def test_warmup_stops_before_a_segment_that_would_pass_the_budget(fake_clock, max_seconds,
+                                                                   done):  # fmt: skip
+    """Warmup segments of 10 iterations take 100 s each: with 250 s warmup stops after 2
+    (200 s; a 3rd would end at 300 s), with 300 s the 3rd fits exactly and a 4th does not."""
+    x, y = data()
+    with pytest.warns(ReferenceNotConvergedWarning, match=f"during warmup: {done} of 50"):
+        run = reference_hmc(linear_model(), (x, y), x_test=_test_inputs(), rng_key=KEY,
+                            num_warmup=50, segment_draws=10, max_draws=20,
+                            max_seconds=max_seconds)  # fmt: skip
+    assert run.warmup_cut_short and run.warmup_done == done
+    assert run.warmup_seconds == 10.0 * done <= max_seconds
+
+
 def test_warmup_cut_short_with_level_chains_projects_nothing(monkeypatch):
     # warmup's last segment is no posterior sample: even when its chains sit level (forced
     # here; these 10 draws are usually still drifting) there is no check to project from

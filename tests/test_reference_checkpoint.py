@@ -313,6 +313,28 @@ def test_a_rerun_reads_its_checks_back_instead_of_recomputing_them(finished, tmp
     assert _run(folder).checks == finished[1].checks and len(calls) == 4
 
 
+def test_a_checkpointed_run_stops_before_a_segment_past_its_budget(tmp_path, monkeypatch):
+    """On a fake clock where each segment takes 300 s (warmup none): 1,000 s stops the run
+    after 3 segments (900 s committed; a 4th would end at 1,200 s); the same folder with
+    1,200 s replays those 3 and runs the 4th, which now fits exactly."""
+    now = [0.0]
+    monkeypatch.setattr(rc, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
+    original = rc.continue_chains
+
+    def thirty_seconds_a_draw(mcmc, pot, state, n, fields):
+        now[0] += 30.0 * n
+        original(mcmc, pot, state, n, fields)
+
+    monkeypatch.setattr(rc, "continue_chains", thirty_seconds_a_draw)
+    folder = tmp_path / "ckpt"
+    run = _run(folder, max_draws=100, max_seconds=1000.0)
+    assert run.stop_reason == "max_seconds" and run.segments == 3
+    assert [c.seconds for c in run.checks] == [300.0, 600.0, 900.0]
+    longer = _run(folder, max_draws=100, max_seconds=1200.0)
+    assert longer.resumed_after == 3 and longer.segments == 4
+    assert longer.checks[:3] == run.checks and longer.checks[-1].seconds == 1200.0
+
+
 def test_replaying_the_committed_segments_is_not_counted_as_the_runs_time(finished, tmp_path,
                                                                          monkeypatch):  # fmt: skip
     """A rerun's first new segment is timed from the last replayed one: a slow read-back (here
