@@ -279,7 +279,8 @@ class ReferenceHMCConfig(Config):
     ``segment_draws`` until ``min_share`` of the test ``quantity`` values (``None``: softmax
     probabilities or the predictive mean) have R-hat <= ``max_rhat`` and bulk ESS >=
     ``min_ess``, each chain's first ``burn_in`` share left out, or until ``max_draws`` per chain
-    or ``max_seconds`` are spent, or a chain stops moving. Plain HMC's kernel: ``mass_matrix``
+    are drawn, or the next segment would (at the last one's pace) end past ``max_seconds``, or
+    a chain stops moving. Plain HMC's kernel: ``mass_matrix``
     (``"diagonal"``, ``"dense"`` or ``"identity"``), ``trajectory_length`` (``None``: a quarter
     period), ``step_size``, ``target_accept_prob``, ``max_num_steps``, and ``init_steps`` Adam
     steps from each prior draw before warmup. ``num_temperatures`` K >= 2: parallel tempering
