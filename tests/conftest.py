@@ -99,6 +99,64 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _count_lines(path: str) -> int | None:
+    """The number of lines of ``path`` (``None`` if it cannot be read: not Linux)."""
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return None
+
+
+def _map_budget() -> int | None:
+    """A third of the kernel's limit on one process's memory mappings (``vm.max_map_count``,
+    65,530 by default; ``None`` where there is no such file)."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read()) // 3
+    except (OSError, ValueError):
+        return None
+
+
+class ReleaseCompiledPrograms:
+    """Clears JAX's in-memory caches after a test file when this process holds more than
+    ``budget`` memory mappings.
+
+    Every program JAX compiles stays loaded while its caches hold it, and at XLA's optimisation
+    level 0 (above) one reference-run program maps thousands of regions: an xdist worker
+    reached ~63,600 of Linux's 65,530 by 85 % of the suite (2026-11-27), and past the limit XLA
+    segfaults while compiling or loading a program - in a different test each run (seen in
+    three runs: doctests of ``inference/hmc_kernels.py``, ``inference/fit_checkpoint.py`` and
+    ``bnn_ppl/model.py``). ``jax.clear_caches()`` and a collection release them (measured:
+    ``tests/test_reference_checkpoint.py`` alone, 18,279 -> 1,061); later tests read their
+    programs back from the persistent cache. Registered as a plugin, not a conftest hook, so
+    that it also runs after the doctest modules outside ``tests/``."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.clears = 0
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item,
+                                nextitem: pytest.Item | None) -> Iterator[None]:
+        yield  # (the file's module fixtures are torn down by now when the next test is elsewhere)
+        if nextitem is not None and nextitem.path == item.path:
+            return
+        mappings = _count_lines("/proc/self/maps")
+        if mappings is not None and mappings > self.budget:
+            import gc
+
+            jax.clear_caches()
+            gc.collect()
+            self.clears += 1
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    budget = _map_budget()
+    if budget is not None and _count_lines("/proc/self/maps") is not None:
+        config.pluginmanager.register(ReleaseCompiledPrograms(budget), "release_compiled")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """With ``BNN_PPL_TEST_CPU_LOG=path``, append each test's CPU seconds (set-up, call and
