@@ -317,6 +317,7 @@ def reference_hmc(
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
             seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
             checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
+            n = min(c.segment_draws, c.max_draws - draws)  # the next segment's draws, if any
             if not all(h.moving for h in health):
                 reason = "chains_not_moving"  # the step size is fixed now: more draws won't help
                 warn_if_stuck(health)
@@ -324,11 +325,10 @@ def reference_hmc(
                 reason = "converged"
             elif draws >= c.max_draws:
                 reason = "max_draws"
-            elif not segment_fits(seconds, _pace(checks), min(c.segment_draws, c.max_draws - draws),
-                                  c.max_seconds):  # fmt: skip
+            elif not segment_fits(seconds, _pace(checks), n, c.max_seconds):
                 reason = "max_seconds"  # (the next segment, at the last one's pace, would pass it)
             else:  # continue the chains where they stopped, with the adapted step size and metric
-                segment = chains.next(min(c.segment_draws, c.max_draws - draws))
+                segment = chains.next(n)
                 continue
             break
 

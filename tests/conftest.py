@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import resource
 import signal
 import subprocess
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -144,8 +146,6 @@ class ReleaseCompiledPrograms:
             return
         mappings = _count_lines("/proc/self/maps")
         if mappings is not None and mappings > self.budget:
-            import gc
-
             jax.clear_caches()
             gc.collect()
             self.clears += 1
@@ -169,6 +169,26 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if path:
         with open(path, "a") as f:
             f.write(f"{_cpu_seconds() - start:.2f}\t{item.nodeid}\n")
+
+
+def fake_sampling_clock(monkeypatch: pytest.MonkeyPatch, seconds_per_draw: float,
+                        clocked: tuple[types.ModuleType, ...],
+                        sampler: types.ModuleType) -> list[float]:  # fmt: skip
+    """Replace ``time`` in each module of ``clocked`` by a fake clock on which every draw (or
+    warmup iteration) that ``sampler.continue_chains`` runs takes ``seconds_per_draw`` and
+    nothing else takes any time; returns the clock's reading (a one-element list)."""
+    now = [0.0]
+    clock = types.SimpleNamespace(monotonic=lambda: now[0])
+    for module in clocked:
+        monkeypatch.setattr(module, "time", clock)
+    original = sampler.continue_chains
+
+    def timed(mcmc, pot, state, n, fields):
+        now[0] += seconds_per_draw * n
+        original(mcmc, pot, state, n, fields)
+
+    monkeypatch.setattr(sampler, "continue_chains", timed)
+    return now
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import count_compiles
+from conftest import count_compiles, fake_sampling_clock
 from conjugate import NOISE, closed_form, data, linear_model, theta
 from numpyro.diagnostics import effective_sample_size
 from scipy import stats
@@ -260,23 +260,10 @@ def test_a_time_budget_cuts_warmup_short_and_the_run_is_never_converged():
 def fake_clock(monkeypatch):
     """A clock on which every warmup iteration and every draw takes 10 s (and nothing else
     takes any time): the run's start, warmup's segments and the sampling segments all read it."""
-    import types
-
     import bnn_ppl.inference.reference as reference
     import bnn_ppl.inference.reference_chains as chains
 
-    now = [0.0]
-    clock = types.SimpleNamespace(monotonic=lambda: now[0])
-    monkeypatch.setattr(reference, "time", clock)
-    monkeypatch.setattr(chains, "time", clock)
-    original = chains.continue_chains
-
-    def ten_seconds_each(mcmc, pot, state, n, fields):
-        now[0] += 10.0 * n
-        original(mcmc, pot, state, n, fields)
-
-    monkeypatch.setattr(chains, "continue_chains", ten_seconds_each)
-    return now
+    return fake_sampling_clock(monkeypatch, 10.0, (reference, chains), chains)
 
 
 @pytest.mark.parametrize("max_seconds, segments", [(850.0, 3), (900.0, 4)])

@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import count_compiles, sigkill_when, subprocess_env
+from conftest import count_compiles, fake_sampling_clock, sigkill_when, subprocess_env
 from conjugate import data, linear_model
 
 from bnn_ppl.config import ReferenceHMCConfig
@@ -317,15 +317,7 @@ def test_a_checkpointed_run_stops_before_a_segment_past_its_budget(tmp_path, mon
     """On a fake clock where each segment takes 300 s (warmup none): 1,000 s stops the run
     after 3 segments (900 s committed; a 4th would end at 1,200 s); the same folder with
     1,200 s replays those 3 and runs the 4th, which now fits exactly."""
-    now = [0.0]
-    monkeypatch.setattr(rc, "time", types.SimpleNamespace(monotonic=lambda: now[0]))
-    original = rc.continue_chains
-
-    def thirty_seconds_a_draw(mcmc, pot, state, n, fields):
-        now[0] += 30.0 * n
-        original(mcmc, pot, state, n, fields)
-
-    monkeypatch.setattr(rc, "continue_chains", thirty_seconds_a_draw)
+    fake_sampling_clock(monkeypatch, 30.0, (rc,), rc)
     folder = tmp_path / "ckpt"
     run = _run(folder, max_draws=100, max_seconds=1000.0)
     assert run.stop_reason == "max_seconds" and run.segments == 3
