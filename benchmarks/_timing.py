@@ -59,10 +59,13 @@ class CompileCounter:
 
     def __init__(self) -> None:
         self.events: Counter = Counter()
+        self.compile_log: list[tuple[str, float]] = []
 
         def listener(event: str, duration: float, **kwargs: Any) -> None:
             if event in (_TRACE, _COMPILE):
                 self.events[event] += 1
+            if event == _COMPILE:
+                self.compile_log.append((str(kwargs.get("fun_name", "?")), duration))
 
         monitoring.register_event_duration_secs_listener(listener)
 
@@ -73,6 +76,10 @@ class CompileCounter:
     @property
     def traces(self) -> int:
         return self.events[_TRACE]
+
+    def compile_seconds(self) -> list[list]:
+        """``[function name, seconds]`` of each backend compilation so far, in order."""
+        return [[name, round(sec, 2)] for name, sec in self.compile_log]
 
 
 def block(tree: Any) -> Any:

@@ -8,25 +8,33 @@ new section begins. Sections, in order:
 
 1. ``resnet``: ResNet20FRN (width 16, 274k parameters) over ``--n`` x 32x32x3 CIFAR-shaped
    random inputs, 10 classes, for each ``--chunks`` size (rows per chunk of the potential's
-   loop), ascending, at JAX's default matmul precision (TF32 on Ampere+ GPUs). Per chunk size:
-   compile time, gradient time (median of ``--repeats``), FLOPs and TFLOP/s, share of the TF32
-   peak, XLA's temp buffer and the device's peak memory so far (``memory_stats()``; ascending
-   chunk sizes, so each peak is that size's). XLA's cost analysis counts a ``while`` body once,
-   whatever its trip count, so the loop body is scaled by the number of chunks:
-   ``executed = outside + num_chunks * (lowered - outside)``, ``outside`` being the prior's
-   ``value_and_grad``. ``model`` FLOPs come from one chunk lowered without a loop, times
-   rows / chunk: the useful work.
-2. ``hmc``: at the fastest chunk size, fixed-step HMC (``bnn_ppl.inference.HMC(pot,
+   loop; ``auto``: the potential's own memory rule, :mod:`bnn_ppl.inference.chunking`, whose
+   choice is recorded as ``chunk_rule``), at JAX's default matmul precision (TF32 on Ampere+
+   GPUs). Per chunk size: compile time, gradient time (median of ``--repeats``), XLA's temp
+   buffer and the device's peak memory so far (``memory_stats()``), and XLA's FLOP count where
+   the backend gives one (on a GPU it misses cuDNN/cuBLAS calls: use ``--flops-per-row`` on a
+   CPU). XLA's cost analysis counts a ``while`` body once, whatever its trip count, so the
+   loop body is scaled by the number of chunks.
+2. ``profile``: at the fastest chunk size, ``--profile-calls`` gradient calls traced with
+   ``jax.profiler``; the device's kernels summed per call, by kind (convolution, matmul,
+   elementwise fusion, reduction, copies) and the 25 longest (:func:`kernel_profile`), and
+   kernel time against wall time (the device's idle share). The trace comes back as
+   ``resnet_trace.json.gz`` when under 15 MiB.
+3. ``hmc``: at the fastest chunk size, fixed-step HMC (``bnn_ppl.inference.HMC(pot,
    num_steps=K)``, no adaptation) inside ``mcmc.run`` (NumPyro's ``maybe_jit`` memoised, see
-   ``_timing.py``; compilations while timed are counted), 1 chain and ``--chains`` vectorized
-   chains: time per gradient, divided by the raw gradient (the goal is <= 1.05; for C chains,
-   by C raw gradients).
-3. ``precision``: at the fastest chunk size, ``jax.default_matmul_precision`` ``float32``
+   ``_timing.py``; compilations while timed are counted), for each of ``--hmc-chains``
+   (vectorized chains): time per gradient, divided by the raw gradient (the goal is <= 1.05;
+   for C chains, by C raw gradients); set-up time and every compilation (program, seconds).
+4. ``resnet_width``: ResNet20FRN at each of ``--widths`` with the memory rule's chunk.
+5. ``precision``: at the fastest chunk size, ``jax.default_matmul_precision`` ``float32``
    (full fp32: no TF32) and ``bfloat16``.
-4. ``resnet_one_chunk``: the whole data set as one chunk (no loop), if it fits.
-5. ``cnn_lstm``: the CNN-LSTM on IMDB-shaped int tokens (25,000 x 400, vocabulary 20,000), and
-   ``mlp``: an MLP 784-256-256-10 on 60,000 x 784 (MNIST-shaped), each at chunk sizes 1,024
-   and one chunk.
+6. ``cnn_lstm``: the CNN-LSTM on IMDB-shaped int tokens (25,000 x 400, vocabulary 20,000), and
+   ``mlp``: an MLP 784-256-256-10 on 60,000 x 784 (MNIST-shaped), each at ``--other-chunks``
+   (default 1,024 rows, one chunk, and the memory rule).
+7. ``resnet_one_chunk``: the whole data set as one chunk (no loop), if it fits.
+
+``--skip`` takes section names (``profile``, ``hmc``, ``widths``, ``precision``, ``cnn_lstm``,
+``mlp``, ``one_chunk``).
 
 On a CPU it runs too (``--quick``: tiny sizes), but the numbers are not GPU numbers: it says so.
 
@@ -40,8 +48,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -134,14 +145,15 @@ def gradient(
     model: bp.BNN,
     x: np.ndarray,
     y: np.ndarray,
-    chunk: int,
+    chunk: int | str,
     precision: str,
     repeats: int,
     device: jax.Device,
     peak_tflops: float | None,
     count_flops: bool = True,
 ) -> tuple[dict[str, Any], Any]:
-    """Compile and time one full-batch ``value_and_grad``; FLOPs, memory; return (record, pot)."""
+    """Compile and time one full-batch ``value_and_grad``; FLOPs, memory; return (record, pot).
+    ``chunk="auto"``: the potential's own memory rule picks it (``pot.chunk_rule``)."""
     with precision_ctx(precision):
         pot = full_batch_potential(model, x, y, devices=[device], chunk_size=chunk)
         u = jax.tree.map(jnp.asarray, pot.init_params(jax.random.key(0), method="network"))
@@ -160,6 +172,7 @@ def gradient(
         rec: dict[str, Any] = {
             "rows": len(x),
             "chunk": pot.chunk_size,
+            "chunk_rule": pot.chunk_rule,
             "num_chunks": pot.num_chunks,
             "params": pot.num_params,
             "precision": precision,
@@ -181,7 +194,7 @@ def gradient(
             )
             outside = flops(prior_vg.lower(u))
             executed = outside + pot.num_chunks * (flops(lowered) - outside)
-            c = min(chunk, len(x))
+            c = min(pot.chunk_size, len(x))
             rows = pot.num_chunks * pot.chunk_size  # one chunk's FLOPs per row, prior once
             model_flops = outside + rows * (flops_per_row(model, x[:c], y[:c]) - outside / c)
             sec = g["median"] / 1e3
@@ -191,7 +204,102 @@ def gradient(
             rec["tflops_model"] = round(model_flops / sec / 1e12, 2)
             if peak_tflops:
                 rec["tf32_peak_share"] = round(executed / sec / 1e12 / peak_tflops, 4)
-    return rec, (pot, u, g["median"])
+    return rec, (pot, u, g["median"], compiled)
+
+
+def kernel_category(name: str) -> str:
+    """A GPU kernel's kind, from its name (cuDNN/cuBLAS/cutlass/XLA naming)."""
+    n = name.lower()
+    if any(k in n for k in ("conv", "cudnn", "xmma", "implicit", "wgrad", "dgrad", "fprop")):
+        return "convolution"
+    if any(k in n for k in ("gemm", "cublas", "cutlass", "sm90", "matmul", "dot")):
+        return "matmul"
+    if "memcpy" in n or "memset" in n:
+        return "memcpy/memset"
+    if "transpose" in n or "copy" in n:
+        return "transpose/copy"
+    if "reduc" in n or "scatter" in n or "gather" in n:
+        return "reduction/gather"
+    if "fusion" in n or "loop" in n or "input" in n or "triton" in n:
+        return "elementwise fusion"
+    return "other"
+
+
+def kernel_profile(trace_dir: Path, calls: int, wall_s: float, top: int = 25) -> dict[str, Any]:
+    """Sum the GPU kernels of a ``jax.profiler`` trace (its perfetto JSON): per call, by kind
+    (:func:`kernel_category`) and the ``top`` kernels by time. Only the device's stream lines
+    count (the derived "XLA Ops"/"XLA Modules" lines repeat the same time)."""
+    path = sorted(trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz"))[-1]
+    with gzip.open(path) as f:
+        events = json.load(f)["traceEvents"]
+    meta = [e for e in events if e.get("ph") == "M"]
+    procs = {e["pid"]: e["args"]["name"] for e in meta if e.get("name") == "process_name"}
+    threads = {
+        (e["pid"], e.get("tid")): e["args"]["name"] for e in meta if e.get("name") == "thread_name"
+    }
+    device_pids = {pid for pid, name in procs.items() if "CPU" not in name and "host" not in name}
+    lines: dict[str, float] = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") in device_pids:
+            line = f"{procs[e['pid']]} | {threads.get((e['pid'], e.get('tid')), '?')}"
+            lines[line] = lines.get(line, 0.0) + e.get("dur", 0.0)
+    streams = {ln for ln in lines if "stream" in ln.lower()} or set(lines)
+    kernels: dict[str, list] = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") not in device_pids:
+            continue
+        line = f"{procs[e['pid']]} | {threads.get((e['pid'], e.get('tid')), '?')}"
+        if line not in streams:
+            continue
+        k = kernels.setdefault(e["name"], [0.0, 0, ""])
+        k[0] += e.get("dur", 0.0)
+        k[1] += 1
+        args = e.get("args") or {}
+        k[2] = k[2] or str(args.get("hlo_op") or args.get("long_name") or "")[:160]
+    busy_us = sum(v[0] for v in kernels.values())
+    cats: dict[str, float] = {}
+    for name, (us, _, _) in kernels.items():
+        cats[kernel_category(name)] = cats.get(kernel_category(name), 0.0) + us
+    ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]
+    return {
+        "trace_file": path.name,
+        "lines_ms_per_call": {ln: round(us / 1e3 / calls, 2) for ln, us in lines.items()},
+        "kernel_lines": sorted(streams),
+        "wall_ms_per_call": round(wall_s * 1e3 / calls, 2),
+        "kernel_ms_per_call": round(busy_us / 1e3 / calls, 2),
+        "kernels_distinct": len(kernels),
+        "kernel_launches_per_call": round(sum(v[1] for v in kernels.values()) / calls, 1),
+        "by_kind_ms_per_call": {
+            c: round(us / 1e3 / calls, 2) for c, us in sorted(cats.items(), key=lambda kv: -kv[1])
+        },
+        "top_kernels": [
+            {
+                "name": name[:200],
+                "kind": kernel_category(name),
+                "ms_per_call": round(us / 1e3 / calls, 3),
+                "launches_per_call": round(n / calls, 1),
+                "hlo_op": hlo,
+            }
+            for name, (us, n, hlo) in ranked
+        ],
+    }
+
+
+def profile_gradient(compiled: Any, pot: Any, u: Any, calls: int, out: Path | None) -> dict:
+    """Trace ``calls`` compiled gradient calls with ``jax.profiler`` and summarise the kernels."""
+    trace_dir = Path(tempfile.mkdtemp(prefix="bnn_ppl_trace_"))
+    _timing.block(compiled(u, pot.data))
+    with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            _timing.block(compiled(u, pot.data))
+        wall_s = time.perf_counter() - t0
+    rec = {"chunk": pot.chunk_size, "num_chunks": pot.num_chunks, "calls": calls}
+    rec.update(kernel_profile(trace_dir, calls, wall_s))
+    trace = sorted(trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz"))[-1]
+    if out is not None and trace.stat().st_size < 15 * 2**20:
+        shutil.copy(trace, out / "resnet_trace.json.gz")
+    return rec
 
 
 def hmc_time(
@@ -215,6 +323,8 @@ def hmc_time(
     key = jax.random.key(1)
     t0 = time.perf_counter()
     mcmc.warmup(key, *pot.args, init_params=init)
+    _timing.block(mcmc.post_warmup_state)
+    warmup_s, warmup_compiles = time.perf_counter() - t0, counter.compiles
     mcmc.run(key, *pot.args)
     _timing.block(mcmc.get_samples())
     setup_s = time.perf_counter() - t0
@@ -235,11 +345,22 @@ def hmc_time(
         "S": S,
         "runs": args.hmc_runs,
         "setup_s": round(setup_s, 1),
+        "warmup_call_s": round(warmup_s, 1),
+        "warmup_call_compiles": warmup_compiles,
+        "first_run_compiles": c0 - warmup_compiles,
+        "compile_s_by_program": counter.compile_seconds(),
         "compiles_while_timed": counter.compiles - c0,
         "ms_per_gradient_step": round(h["median"], 3),
         "raw_grad_ms": raw_ms,
         "ratio": round(ratio, 4),
     }
+
+
+def chunk_arg(text: str) -> int | str:
+    """A chunk size: a positive int, ``"auto"`` (the memory rule) or ``"all"`` (one chunk)."""
+    if text in ("auto", "all"):
+        return text
+    return int(text)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -250,14 +371,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--blocks", type=int, default=3)
-    p.add_argument("--chunks", type=int, nargs="+", default=[512, 2048, 10_000])
+    p.add_argument(
+        "--chunks",
+        type=chunk_arg,
+        nargs="+",
+        default=[512, 2048, 10_000, "auto"],
+        help='rows per chunk; "auto": the potential\'s memory rule',
+    )
+    p.add_argument(
+        "--other-chunks",
+        type=chunk_arg,
+        nargs="+",
+        default=[1024, "all", "auto"],
+        help='CNN-LSTM and MLP chunks; "all": one chunk',
+    )
+    p.add_argument(
+        "--widths", type=int, nargs="*", default=[32, 64], help="more ResNet widths, chunk auto"
+    )
+    p.add_argument("--hmc-chains", type=int, nargs="*", default=[1, 3], help="HMC chain counts")
+    p.add_argument("--profile-calls", type=int, default=3, help="traced gradient calls")
     p.add_argument("--imdb", type=int, nargs=2, default=[25_000, 400], help="rows, tokens")
     p.add_argument("--mnist", type=int, default=60_000, help="MLP rows")
     p.add_argument("--repeats", type=int, default=5, help="timed gradient calls")
     p.add_argument("--steps", type=int, default=10, help="HMC leapfrog steps K per sample")
     p.add_argument("--samples", type=int, default=2, help="HMC samples per timed run")
     p.add_argument("--hmc-runs", type=int, default=3, help="timed mcmc.run calls")
-    p.add_argument("--chains", type=int, default=3, help="vectorized HMC chains")
     p.add_argument("--skip", nargs="*", default=[], help="sections to skip")
     p.add_argument("--peak-tflops", type=float, default=None, help="TF32 peak, TFLOP/s")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
@@ -268,7 +406,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.n, args.image_size, args.width, args.blocks, args.chunks = 48, 8, 2, 1, [16, 32]
+        args.n, args.image_size, args.width, args.blocks = 48, 8, 2, 1
+        args.chunks, args.widths = [16, 32, "auto"], [4]
         args.imdb, args.mnist = [40, 16], 64
         args.repeats, args.steps, args.samples, args.hmc_runs = 2, 2, 1, 1
     return args
@@ -348,33 +487,50 @@ def main(argv: list[str] | None = None) -> int:
         bp.likelihoods.Categorical(),
     )
     common = dict(repeats=args.repeats, device=device, peak_tflops=peak_tflops)
-    best: tuple[float, int, Any] | None = None
-    for c in sorted(args.chunks):
+    best: tuple[float, Any] | None = None
+    for c in args.chunks:
+        if c == "all":
+            continue
 
-        def run_chunk(c: int = c) -> dict[str, Any]:
+        def run_chunk(c: int | str = c) -> dict[str, Any]:
             nonlocal best
-            r, (pot, u, ms) = gradient(resnet, x, y, c, "default", **common)
-            if best is None or ms < best[0]:
-                best = (ms, c, (pot, u))
+            r, found = gradient(resnet, x, y, c, "default", **common)
+            if best is None or found[2] < best[0]:
+                best = (found[2], found)
             return r
 
         rec.section("resnet", run_chunk)
     if best is not None:
-        ms, c, (pot, u) = best
-        for chains in (1, args.chains):
+        pot, u, ms, compiled = best[1]
+        c = pot.chunk_size
+        if "profile" not in args.skip:
+            rec.section(
+                "profile",
+                lambda: profile_gradient(compiled, pot, u, args.profile_calls, args.out),
+            )
+        for chains in args.hmc_chains:
             if "hmc" not in args.skip:
                 rec.section("hmc", lambda ch=chains: hmc_time(pot, u, ch, args, ms))
-        del pot, u
+        del pot, u, compiled
+        best = None
+        for w in args.widths:
+            if "widths" not in args.skip:
+                wide = bp.BNN(
+                    ResNet20FRN(out=10, width=w, blocks_per_stage=args.blocks),
+                    bp.priors.Normal(0.2),
+                    bp.likelihoods.Categorical(),
+                )
+                rec.section(
+                    "resnet_width",
+                    lambda m=wide: gradient(m, x, y, "auto", "default", **common)[0],
+                    width=w,
+                )
         for prec in ("float32", "bfloat16"):
             if "precision" not in args.skip:
                 rec.section(
                     "precision",
                     lambda p=prec: gradient(resnet, x, y, c, p, **common, count_flops=False)[0],
                 )
-    if "one_chunk" not in args.skip:
-        rec.section(
-            "resnet_one_chunk", lambda: gradient(resnet, x, y, args.n, "default", **common)[0]
-        )
     n_imdb, t_imdb = args.imdb
     tokens = rng.integers(0, 20_000, (n_imdb, t_imdb)).astype(np.int32)
     labels = rng.integers(0, 2, n_imdb).astype(np.int32)
@@ -387,10 +543,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, model, xs, ys in (("cnn_lstm", lstm, tokens, labels), ("mlp", mlp, mnist, digits)):
         if name in args.skip:
             continue
-        for c in (1024, len(xs)):
+        for c in args.other_chunks:
+            c = len(xs) if c == "all" else c
             rec.section(
                 name, lambda m=model, a=xs, b=ys, c=c: gradient(m, a, b, c, "default", **common)[0]
             )
+    if "one_chunk" not in args.skip:
+        rec.section(
+            "resnet_one_chunk", lambda: gradient(resnet, x, y, args.n, "default", **common)[0]
+        )
     rec.record({"section": "done", "total_s": round(time.perf_counter() - rec.t0, 1)})
     return 0
 

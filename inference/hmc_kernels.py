@@ -124,6 +124,8 @@ class _OnPotential:
         self._functions = self._hmc_functions()
         # NumPyro's init_kernel, compiled once per kernel and input shapes (see init)
         self._init_compiled = jax.jit(self._compiled_states, static_argnums=1)
+        # the potential's initial values for init_params=None, compiled apart (see init)
+        self._draw_compiled = jax.jit(self._draw_init_params)
         self._initialized = False
         # the num_warmup that NumPyro's init_kernel last set its sampler up for (see init)
         self._set_up_for: int | None = None
@@ -147,15 +149,9 @@ class _OnPotential:
         model_kwargs: dict,
     ) -> HMCState:
         """``numpyro.infer.HMC.init``'s computation: ``init_kernel`` with :attr:`settings`,
-        vmapped over chains for a batch of keys; ``init_params=None``: the potential's."""
+        vmapped over chains for a batch of keys, from ``init_params`` (see :meth:`init`)."""
         vectorized = not is_prng_key(rng_key)
-        if vectorized:
-            rng_key, init_key = jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1)
-        else:
-            rng_key, init_key = jax.random.split(rng_key)
-        if init_params is None:
-            draw = self.potential.init_params
-            init_params = jax.vmap(draw)(init_key) if vectorized else draw(init_key)
+        rng_key = self._split(rng_key)[0]
 
         def one(params: Any, key: Any) -> HMCState:
             return init_kernel(
@@ -168,6 +164,19 @@ class _OnPotential:
             )
 
         return jax.vmap(one)(init_params, rng_key) if vectorized else one(init_params, rng_key)
+
+    @staticmethod
+    def _split(rng_key: Any) -> tuple[Any, Any]:
+        """``(key for init_kernel, key for initial values)`` of a key, or of a batch of keys."""
+        if is_prng_key(rng_key):
+            return tuple(jax.random.split(rng_key))
+        return tuple(jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1))
+
+    def _draw_init_params(self, rng_key: Any) -> Any:
+        """The potential's initial values (``init_params=None``), one set per key of a batch."""
+        init_key = self._split(rng_key)[1]
+        draw = self.potential.init_params
+        return draw(init_key) if is_prng_key(rng_key) else jax.vmap(draw)(init_key)
 
     def _compiled_states(
         self,
@@ -239,6 +248,12 @@ class _OnPotential:
         # (its warmup adapter, the number of warmup steps) depends on num_warmup and the
         # kernel's settings alone, so the trace - a trace of the whole gradient, 0.3 s for a
         # tiny MLP on a CPU, every run - is skipped when it is already set up for it.
+        # init_params=None: drawn by a program of their own, so that the gradient's program is
+        # the one compiled for given values. MCMC.run after MCMC.warmup calls init with None
+        # and discards the state; a None of its own made init compile the gradient a second
+        # time (a ResNet's first mcmc.run on an H200 took 115 s, its gradient 18 s to compile).
+        if init_params is None:
+            init_params = self._draw_compiled(rng_key)
         state = self._init_compiled(rng_key, num_warmup, init_params, model_args, model_kwargs)
         if self._set_up_for != num_warmup:
             init = self._functions.init
