@@ -374,7 +374,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--chunks",
         type=chunk_arg,
-        nargs="+",
+        nargs="*",
         default=[512, 2048, 10_000, "auto"],
         help='rows per chunk; "auto": the potential\'s memory rule',
     )
@@ -407,7 +407,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.image_size, args.width, args.blocks = 48, 8, 2, 1
-        args.chunks, args.widths = [16, 32, "auto"], [4]
+        args.chunks = [min(c, 32) if isinstance(c, int) else c for c in args.chunks]
+        args.widths = [min(w, 4) for w in args.widths]
         args.imdb, args.mnist = [40, 16], 64
         args.repeats, args.steps, args.samples, args.hmc_runs = 2, 2, 1, 1
     return args
@@ -513,24 +514,24 @@ def main(argv: list[str] | None = None) -> int:
                 rec.section("hmc", lambda ch=chains: hmc_time(pot, u, ch, args, ms))
         del pot, u, compiled
         best = None
-        for w in args.widths:
-            if "widths" not in args.skip:
-                wide = bp.BNN(
-                    ResNet20FRN(out=10, width=w, blocks_per_stage=args.blocks),
-                    bp.priors.Normal(0.2),
-                    bp.likelihoods.Categorical(),
-                )
-                rec.section(
-                    "resnet_width",
-                    lambda m=wide: gradient(m, x, y, "auto", "default", **common)[0],
-                    width=w,
-                )
         for prec in ("float32", "bfloat16"):
             if "precision" not in args.skip:
                 rec.section(
                     "precision",
                     lambda p=prec: gradient(resnet, x, y, c, p, **common, count_flops=False)[0],
                 )
+    for w in args.widths:
+        if "widths" not in args.skip:
+            wide = bp.BNN(
+                ResNet20FRN(out=10, width=w, blocks_per_stage=args.blocks),
+                bp.priors.Normal(0.2),
+                bp.likelihoods.Categorical(),
+            )
+            rec.section(
+                "resnet_width",
+                lambda m=wide: gradient(m, x, y, "auto", "default", **common)[0],
+                width=w,
+            )
     n_imdb, t_imdb = args.imdb
     tokens = rng.integers(0, 20_000, (n_imdb, t_imdb)).astype(np.int32)
     labels = rng.integers(0, 2, n_imdb).astype(np.int32)
