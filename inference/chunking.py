@@ -18,6 +18,13 @@ accelerator the default is the largest chunk that fits in free device memory, fo
    ``safety * free``, and the chunk is as many rows as the rest holds, at most every row of the
    device (one chunk, no loop), at least 1.
 
+Vectorized chains (``chain_method="vectorized"``, the drivers' default) evaluate the potential
+for every chain at once, each with its own activations: ``full_batch_potential(...,
+vectorized_chains=C)`` counts C times the probe's bytes per row (the library's drivers pass
+their ``num_chains``). Built for one chain and run with three, a ResNet-20's 25,000-row chunks
+(51 GiB each on one H200) made XLA's autotuner fail with ``CUDA_ERROR_ILLEGAL_ADDRESS``, which
+left the device unusable for the rest of the process.
+
 ``safety`` (default :data:`SAFETY` = 0.5) leaves room for what the probe does not see: the
 sampler's state (momentum, previous gradient, a mass matrix), the loop's carried gradient,
 XLA's fragmentation, and other programs on the device. Where a device reports no memory
@@ -138,6 +145,7 @@ def memory_chunk(
     free_bytes: int | None = None,
     safety: float = SAFETY,
     probe_rows: int = PROBE_ROWS,
+    chains: int = 1,
 ) -> tuple[int, str]:
     """``(max_chunk, rule)`` by the memory rule (module docstring); ``rule`` is a key of
     :data:`CHUNK_RULES`.
@@ -151,6 +159,9 @@ def memory_chunk(
         free_bytes: free device memory to assume instead of reading it (tests; a share of a
             device you mean to leave to other work).
         safety, probe_rows: the share of free memory the potential may use; rows of the probe.
+        chains: chains that evaluate the potential at once, vmapped (``chain_method=
+            "vectorized"``): each holds its own activations, so a row of a chunk costs
+            ``chains`` times the probe's temporary bytes (the data are shared).
     """
     free = free_device_bytes(devices) if free_bytes is None else free_bytes
     if free is None:
@@ -159,7 +170,7 @@ def memory_chunk(
     analysis = compile_probe(rows).memory_analysis()
     if analysis is None:
         return DEFAULT_MAX_CHUNK, "no memory stats"
-    per_row = -(-int(analysis.temp_size_in_bytes) // rows) + data_bytes_per_row
+    per_row = chains * -(-int(analysis.temp_size_in_bytes) // rows) + data_bytes_per_row
     chunk = chunk_for_memory(
         rows_per_device, per_row, free, safety, resident_bytes=rows_per_device * data_bytes_per_row
     )
@@ -196,9 +207,11 @@ def choose_chunk(
     devices: Sequence[Any],
     rows_per_device: int,
     chunk_size: int | str | None,
+    chains: int = 1,
 ) -> tuple[int | None, str]:
     """``(max_chunk, rule)`` for :func:`~bnn_ppl.inference.full_batch_potential`'s validated
-    ``chunk_size`` (an int, ``None`` or ``"auto"``); ``max_chunk=None`` means 1024 rows."""
+    ``chunk_size`` (an int, ``None`` or ``"auto"``); ``max_chunk=None`` means 1024 rows.
+    ``chains``: vectorized chains, as in :func:`memory_chunk`."""
     if chunk_size not in (None, "auto"):
         return chunk_size, "chunk_size"  # type: ignore[return-value]
     if len({d.process_index for d in devices}) > 1:
@@ -210,4 +223,6 @@ def choose_chunk(
         for r in (x_row, y_row)
     )
     probe = potential_probe(model, x_row, y_row, dtype, devices[0])
-    return memory_chunk(rows_per_device, probe, devices, data_bytes_per_row=data_bytes)
+    return memory_chunk(
+        rows_per_device, probe, devices, data_bytes_per_row=data_bytes, chains=chains
+    )

@@ -128,8 +128,10 @@ def _setup(
     rng_key: PRNGKey | None,
     devices: Sequence[jax.Device] | None,
     chunk_size: int | None,
+    vectorized: int = 1,
 ) -> tuple[FullBatchPotential, Callable, PRNGKey]:
-    """Check every argument (before anything is compiled), then build the potential and fit."""
+    """Check every argument (before anything is compiled), then build the potential (for
+    ``vectorized`` fits at once) and fit."""
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     x, y = model.check_data(x, y)
@@ -146,7 +148,9 @@ def _setup(
             f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)), got "
             f"{type(optimizer).__name__}."
         )
-    pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size)
+    pot = full_batch_potential(
+        model, x, y, devices=devices, chunk_size=chunk_size, vectorized_chains=vectorized
+    )
     key = jax.random.key(0) if rng_key is None else rng_key
     return pot, map_fitter(pot, optimizer, num_steps, batch_size), key
 
@@ -254,6 +258,7 @@ def deep_ensemble(
         rng_key,
         devices,
         chunk_size,
+        num_members,  # trained at once (vmap): the memory rule counts every member
     )
     keys = jax.random.split(key, num_members)
     split = jax.vmap(jax.random.split)(keys)

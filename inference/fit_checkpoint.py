@@ -120,7 +120,9 @@ def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
             check_nuts_kwargs(dict(max_tree_depth=c.max_tree_depth, **common)),
             NUTS,
         )
-    pot = full_batch_potential(model, d.x, d.y, chunk_size=c.chunk_size)
+    pot = full_batch_potential(  # chains are vectorized (resume.py)
+        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains
+    )
     init_key, run_key = jax.random.split(key)  # as hmc() and nuts() split it
     chains = c.num_chains
     init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)

@@ -183,7 +183,9 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
 
     kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
                   "atmc": inference.ATMC}[c.method]  # fmt: skip
-    pot = inference.full_batch_potential(model, d.x, d.y, chunk_size=c.chunk_size)
+    pot = inference.full_batch_potential(  # chains are vectorized
+        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains
+    )
     batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
     map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
     step, extra = c.step_size, {}

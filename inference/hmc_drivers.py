@@ -201,7 +201,11 @@ def _run(
     """Check the run's arguments, build the potential and the kernel, run, check the chains."""
     run = check_run_args(**run_args)
     key = as_key(rng_key)  # jax.random.key(0) for None compiles: after every check
-    pot = full_batch_potential(model, x, y, devices=devices, chunk_size=chunk_size, dtype=dtype)
+    vectorized = run["num_chains"] if run["chain_method"] == "vectorized" else 1
+    pot = full_batch_potential(
+        model, x, y, devices=devices, chunk_size=chunk_size, dtype=dtype,
+        vectorized_chains=vectorized,
+    )  # fmt: skip
     mcmc = CheckedMCMC(
         kernel_cls(pot, **kernel_kwargs),
         num_warmup=run["num_warmup"],

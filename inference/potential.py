@@ -285,6 +285,7 @@ def full_batch_potential(
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | Literal["auto"] | None = None,
     dtype: Any = None,
+    vectorized_chains: int = 1,
 ) -> FullBatchPotential:
     """Build the sharded, chunked full-batch potential of ``model`` on ``(x, y)``.
 
@@ -308,14 +309,19 @@ def full_batch_potential(
             chose the chunk.
         dtype: accumulation dtype of the log-likelihood (default float32; ``jnp.float64``
             needs ``jax.config.update("jax_enable_x64", True)``).
+        vectorized_chains: how many chains will evaluate the potential at once, vmapped
+            (``num_chains`` with ``chain_method="vectorized"``; default 1). Only the memory
+            rule reads it: each chain holds its own activations, so it fits a chunk in memory
+            for all of them. :func:`~bnn_ppl.inference.hmc`, ``fit`` and the reference recipe
+            pass their ``num_chains``.
 
     Returns:
         A :class:`FullBatchPotential`.
 
     Raises:
         ValueError, TypeError: bad data (empty, NaN/inf, mismatched lengths, labels out of
-            range, wrong target shape), bad ``chunk_size`` or ``dtype``; all before any
-            compilation.
+            range, wrong target shape), bad ``chunk_size``, ``dtype`` or ``vectorized_chains``;
+            all before any compilation.
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
@@ -325,6 +331,7 @@ def full_batch_potential(
     check_process_local("y", y)
     x, y = model.check_data(x, y)
     chunk_size = validation.check_chunk_size(chunk_size)
+    vectorized_chains = validation.check_int("vectorized_chains", vectorized_chains)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(acc, jnp.floating):
         raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")
@@ -352,7 +359,7 @@ def full_batch_potential(
     x_row = jax.ShapeDtypeStruct((1, *x.shape[1:]), x_dtype)
     chunk_size, rule = choose_chunk(
         model, x_row, jax.ShapeDtypeStruct((1, *y.shape[1:]), y_dtype), acc, devices,
-        -(-x.shape[0] // len(devices)), chunk_size,
+        -(-x.shape[0] // len(devices)), chunk_size, vectorized_chains,
     )  # fmt: skip
     if len({d.process_index for d in devices}) > 1:
         # several processes (jax.distributed): x, y are this process's block of rows; the

@@ -131,3 +131,54 @@ def test_bad_chunk_size_is_refused_before_compilation(monkeypatch):
     fake = [SimpleNamespace(process_index=i, platform="gpu") for i in range(2)]
     with pytest.raises(InputValueError, match="chunk_size='auto'.*several processes"):
         full_batch_potential(model, x, y, devices=fake, chunk_size="auto")
+
+
+def test_the_memory_rule_counts_every_vectorized_chain(monkeypatch):
+    """Vectorized chains each hold a chunk's activations: with ``vectorized_chains=3`` the
+    memory rule fits three chunks' temporary bytes in the budget (a ResNet built for one chain
+    and run with three made XLA fail on an H200), and the drivers pass their chain count."""
+    model, x, y = _problem()
+    devices = jax.devices()[:1]
+    probe = chunking.potential_probe(
+        model, jax.ShapeDtypeStruct((1, 6), np.float32), jax.ShapeDtypeStruct((1,), np.int32),
+        np.float32, devices[0],
+    )  # fmt: skip
+    temp_per_row = -(-probe(chunking.PROBE_ROWS).memory_analysis().temp_size_in_bytes // 512)
+    data_per_row = 6 * 4 + 4 + 1
+    # room for the data and ~600 rows of one chain's chunk
+    free = int((1500 * data_per_row + 600.5 * (temp_per_row + data_per_row)) / chunking.SAFETY)
+    monkeypatch.setattr(chunking, "free_device_bytes", lambda devices: free)
+    chunks = {}
+    for chains in (1, 3):
+        per_row = chains * temp_per_row + data_per_row
+        want = chunking.chunk_for_memory(1500, per_row, free, resident_bytes=1500 * data_per_row)
+        pot = full_batch_potential(
+            model, x, y, devices=devices, chunk_size="auto", vectorized_chains=chains
+        )
+        assert pot.chunk_rule == "largest that fits"
+        assert pot.chunk_size * pot.num_chunks >= 1500 and pot.chunk_size <= want
+        chunks[chains] = want
+    assert chunks[1] == 600 and chunks[3] < chunks[1] / 2.5
+    # hmc() with 3 vectorized chains builds its potential for 3, sequential chains for 1
+    from bnn_ppl.inference import hmc_drivers
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["vectorized_chains"])
+        raise _Stop
+
+    monkeypatch.setattr(hmc_drivers, "full_batch_potential", spy)
+    for method, want in (("vectorized", 3), ("sequential", 1)):
+        with pytest.raises(_Stop):
+            bp.inference.hmc(
+                model, x, y, num_warmup=1, num_samples=1, num_chains=3, chain_method=method,
+                chunk_size="auto", rng_key=jax.random.key(0), progress_bar=False,
+            )  # fmt: skip
+        assert seen[-1] == want
+    with pytest.raises(InputTypeError, match="vectorized_chains"):
+        full_batch_potential(model, x, y, vectorized_chains=2.0)
+
+
+class _Stop(Exception):
+    """Raised where the test has seen what it needs (nothing after it is run)."""
