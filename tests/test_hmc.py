@@ -343,3 +343,38 @@ def test_runs_continuing_from_a_state_are_one_longer_run():
     one.run(key, *pot.args)
     for a, *b in zip(*(jax.tree.leaves(p) for p in (one.get_samples(), *parts)), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.concatenate(b))
+
+
+def test_run_after_warmup_does_not_compile_init_again():
+    """``MCMC.run`` after ``MCMC.warmup`` calls the kernel's ``init`` with ``init_params=None``
+    and discards the state. The initial values are then drawn by a program of their own, and
+    ``init``'s program (NumPyro's ``init_kernel``: a gradient) is the one compiled for warmup's
+    given values: on an H200 the second compilation of a ResNet's gradient had doubled the
+    sampling loop's set-up."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = rng.normal(size=40).astype(np.float32)
+    model = bp.BNN(MLP(hidden=(4,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    pot = full_batch_potential(model, x, y)
+    kernel = bp.inference.HMC(pot, num_steps=2, step_size=1e-3, adapt_step_size=False)
+    mcmc = MCMC(kernel, num_warmup=2, num_samples=2, jit_model_args=True, progress_bar=False)
+    key = jax.random.key(3)
+    names: list[str] = []
+
+    def lowered(event: str, duration: float, **kwargs: object) -> None:
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            names.append(str(kwargs.get("fun_name")))
+
+    jax.monitoring.register_event_duration_secs_listener(lowered)
+    try:
+        mcmc.warmup(key, *pot.args, init_params=pot.init_params(jax.random.key(0)))
+        in_warmup = list(names)
+        names.clear()
+        mcmc.run(key, *pot.args)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(lowered)
+    assert any("_compiled_states" in n for n in in_warmup), in_warmup
+    assert not any("_compiled_states" in n for n in names), names
+    assert any("_draw_init_params" in n for n in names), names
+    # the draws continue from warmup's state, as NumPyro documents
+    assert np.all(np.isfinite(jax.tree.leaves(mcmc.get_samples())[0]))
