@@ -1,0 +1,102 @@
+"""Benchmark: compiling the draw of initial values from the prior (``BNN.init``).
+
+``BNN.init`` draws every site with its own key. Site by site, a compiled draw holds one
+random-number program per site, and XLA:CPU compiles a draw of a 4- or 5-axis shape slowly
+(a ``jax.random.normal`` of a 3x3x16x16 kernel's shape: seconds; of its 1-axis flattening:
+0.1 s, the same values). ``init`` now draws those sites flat and reshaped, one vmapped call per
+distinct prior (:meth:`bnn_ppl.BNN._draw_priors`); the values are the same (bit for bit here,
+at XLA's default optimisation; ``tests/test_model.py``). The draw is what ``pot.init_params`` computes, and what the HMC/NUTS
+kernels' ``init`` compiles for ``init_params=None`` (``MCMC.run`` after ``MCMC.warmup``): 18.8 s
+of a ResNet-20's 49 s sampling-loop set-up on an H200 (RESULTS.md).
+
+Candidates, in one process, interleaved (order rotated every round), each a fresh ``jax.jit``
+lowered and compiled (nothing cached: the programs differ from round to round by a constant):
+
+* ``site by site`` - ``model._sample_sites(x, lambda name, d: d.sample(keys[name]))``, the
+  draw before the change (the same values);
+* ``init`` - ``model.init(key, x)``, the draw now;
+
+for one chain and for ``--chains`` chains (vmapped over keys, as ``pot.init_params(key, C)``).
+
+Usage::
+
+    python benchmarks/init_draw.py               # ResNet-20 FRN (width 16), 3 rounds
+    python benchmarks/init_draw.py --quick       # width 2, 1 round: a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import _timing
+import jax
+import numpy as np
+
+import bnn_ppl as bp
+from bnn_ppl.models import ResNet20FRN
+
+
+def site_by_site(model: bp.BNN, x: Any) -> Callable[[Any], Any]:
+    def draw(key: Any) -> Any:
+        names = list(model.sites(x))
+        keys = dict(zip(names, jax.random.split(key, len(names) + 1)[1:], strict=True))
+        return model._sample_sites(x, lambda name, d: d.sample(keys[name]))
+
+    return draw
+
+
+def compile_seconds(draw: Callable[[Any], Any], chains: int, salt: int) -> float:
+    """Seconds to lower and compile ``draw`` (vmapped over ``chains`` keys when > 1); ``salt``
+    makes each program new (a different constant), so nothing comes from a cache."""
+
+    def f(key: Any) -> Any:
+        key = jax.random.fold_in(key, salt)
+        if chains == 1:
+            return draw(key)
+        return jax.vmap(draw)(jax.random.split(key, chains))
+
+    t0 = time.perf_counter()
+    jax.jit(f).lower(jax.random.key(0)).compile()
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--quick", action="store_true", help="width 2, 1 round")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.width, args.rounds = 2, 1
+    print(_timing.machine())
+    model = bp.BNN(ResNet20FRN(out=10, width=args.width), bp.priors.Normal(0.2),
+                   bp.likelihoods.Categorical())  # fmt: skip
+    x = jax.ShapeDtypeStruct((1, 32, 32, 3), np.float32)
+    print(f"# ResNet20FRN width {args.width}: {len(model.sites(x))} sites")
+    key = jax.random.key(1)
+    old, new = site_by_site(model, x)(key), model.init(key, x)
+    same = all(np.array_equal(old[k], new[k]) for k in old) and set(old) == set(new)
+    print(f"# same values: {same}")
+    candidates = {"site by site": site_by_site(model, x), "init": lambda k: model.init(k, x)}
+    for chains in (1, args.chains):
+        times: dict[str, list[float]] = {name: [] for name in candidates}
+        for r in range(args.rounds):
+            names = list(candidates)
+            names = names[r % 2 :] + names[: r % 2]
+            for name in names:
+                times[name].append(compile_seconds(candidates[name], chains, salt=r))
+        med = {name: float(np.median(ts)) for name, ts in times.items()}
+        for name, ts in times.items():
+            rounded = [round(t, 2) for t in ts]
+            print(f"{chains} chain(s), {name}: median {med[name]:.2f} s  {rounded}")
+        print(f"{chains} chain(s): site by site / init = {med['site by site'] / med['init']:.2f}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
