@@ -40,6 +40,7 @@ CASES = {
     "import_time": (["--quick"], "target import bnn_ppl <= import numpyro", None),
     "rank_diagnostics": (["--quick"], "figures agree with ArviZ", None),
     "trajectory_cap": (["--quick"], "ESS per gradient", None),
+    "init_draw": (["--quick"], "site by site / init", None),
 }
 
 
@@ -70,7 +71,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 # ``-m slow`` only, to keep the default suite within its time budget
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
-    "scaling", "sharding", "potential", "trajectory_cap",
+    "scaling", "sharding", "potential", "trajectory_cap", "init_draw",
 }  # fmt: skip
 
 
