@@ -16,6 +16,16 @@ from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 
+def _probe_temp_per_row(model, device):
+    """XLA's temporary bytes per row of the potential's probe chunk (as the memory rule reads)."""
+    probe = chunking.potential_probe(
+        model, jax.ShapeDtypeStruct((1, 6), np.float32), jax.ShapeDtypeStruct((1,), np.int32),
+        np.float32, device,
+    )  # fmt: skip
+    temp = probe(chunking.PROBE_ROWS).memory_analysis().temp_size_in_bytes
+    return -(-temp // chunking.PROBE_ROWS)
+
+
 def _problem(n=1500):
     rng = np.random.default_rng(0)
     x = rng.normal(size=(n, 6)).astype(np.float32)
@@ -83,12 +93,7 @@ def test_auto_picks_one_chunk_when_memory_is_plenty_and_several_when_tight(monke
     1024-row chunks to the float32 rounding of their sums."""
     model, x, y = _problem()
     devices = jax.devices()[:1]
-    probe = chunking.potential_probe(
-        model, jax.ShapeDtypeStruct((1, 6), np.float32), jax.ShapeDtypeStruct((1,), np.int32),
-        np.float32, devices[0],
-    )  # fmt: skip
-    temp = probe(chunking.PROBE_ROWS).memory_analysis().temp_size_in_bytes
-    per_row = -(-temp // chunking.PROBE_ROWS) + 6 * 4 + 4 + 1
+    per_row = _probe_temp_per_row(model, devices[0]) + 6 * 4 + 4 + 1
     # memory for the data and about 300 rows of a chunk: 1500 rows make 5 chunks of 300
     tight = int((1500 * (6 * 4 + 4 + 1) + 300.5 * per_row) / chunking.SAFETY)
     reference = full_batch_potential(model, x, y, devices=devices, chunk_size=1024)
@@ -139,11 +144,7 @@ def test_the_memory_rule_counts_every_vectorized_chain(monkeypatch):
     and run with three made XLA fail on an H200), and the drivers pass their chain count."""
     model, x, y = _problem()
     devices = jax.devices()[:1]
-    probe = chunking.potential_probe(
-        model, jax.ShapeDtypeStruct((1, 6), np.float32), jax.ShapeDtypeStruct((1,), np.int32),
-        np.float32, devices[0],
-    )  # fmt: skip
-    temp_per_row = -(-probe(chunking.PROBE_ROWS).memory_analysis().temp_size_in_bytes // 512)
+    temp_per_row = _probe_temp_per_row(model, devices[0])
     data_per_row = 6 * 4 + 4 + 1
     # room for the data and ~600 rows of one chain's chunk
     free = int((1500 * data_per_row + 600.5 * (temp_per_row + data_per_row)) / chunking.SAFETY)
