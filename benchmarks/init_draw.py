@@ -5,9 +5,10 @@ random-number program per site, and XLA:CPU compiles a draw of a 4- or 5-axis sh
 (a ``jax.random.normal`` of a 3x3x16x16 kernel's shape: seconds; of its 1-axis flattening:
 0.1 s, the same values). ``init`` now draws those sites flat and reshaped, one vmapped call per
 distinct prior (:meth:`bnn_ppl.BNN._draw_priors`); the values are the same (bit for bit here,
-at XLA's default optimisation; ``tests/test_model.py``). The draw is what ``pot.init_params`` computes, and what the HMC/NUTS
-kernels' ``init`` compiles for ``init_params=None`` (``MCMC.run`` after ``MCMC.warmup``): 18.8 s
-of a ResNet-20's 49 s sampling-loop set-up on an H200 (RESULTS.md).
+at XLA's default optimisation; ``tests/test_model.py``). The draw is what ``pot.init_params``
+computes, and what the HMC/NUTS kernels' ``init`` compiles for ``init_params=None``
+(``MCMC.run`` after ``MCMC.warmup``): 18.8 s of a ResNet-20's 49 s sampling-loop set-up on
+an H200 (RESULTS.md).
 
 Candidates, in one process, interleaved (order rotated every round), each a fresh ``jax.jit``
 lowered and compiled (nothing cached: the programs differ from round to round by a constant):
@@ -17,6 +18,11 @@ lowered and compiled (nothing cached: the programs differ from round to round by
 * ``init`` - ``model.init(key, x)``, the draw now;
 
 for one chain and for ``--chains`` chains (vmapped over keys, as ``pot.init_params(key, C)``).
+Then the SG-MCMC kernels' noise (compiled into every SG-MCMC step), one normal per parameter:
+
+* ``leaf by leaf`` - ``jax.random.normal(keys[i], shape)`` per leaf, the noise before;
+* ``normal_like`` - :func:`bnn_ppl.inference.sgmcmc_base.normal_like` now (flat, one vmapped
+  call per size).
 
 Usage::
 
@@ -37,6 +43,7 @@ import jax
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl.inference.sgmcmc_base import normal_like
 from bnn_ppl.models import ResNet20FRN
 
 
@@ -47,6 +54,13 @@ def site_by_site(model: bp.BNN, x: Any) -> Callable[[Any], Any]:
         return model._sample_sites(x, lambda name, d: d.sample(keys[name]))
 
     return draw
+
+
+def leaf_by_leaf(key: Any, tree: Any) -> Any:
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(key, len(leaves))
+    draws = [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)]
+    return jax.tree.unflatten(treedef, draws)
 
 
 def compile_seconds(draw: Callable[[Any], Any], chains: int, salt: int) -> float:
@@ -95,7 +109,24 @@ def main(argv: list[str] | None = None) -> int:
             rounded = [round(t, 2) for t in ts]
             print(f"{chains} chain(s), {name}: median {med[name]:.2f} s  {rounded}")
         print(f"{chains} chain(s): site by site / init = {med['site by site'] / med['init']:.2f}")
-    return 0 if same else 1
+    tree = model.init(key, x)
+    noise = {
+        "leaf by leaf": lambda k: leaf_by_leaf(k, tree),
+        "normal_like": lambda k: normal_like(k, tree),
+    }
+    old, new = noise["leaf by leaf"](key), noise["normal_like"](key)
+    pairs = zip(jax.tree.leaves(old), jax.tree.leaves(new), strict=True)
+    same_noise = all(np.array_equal(a, b) for a, b in pairs)
+    print(f"# SG-MCMC noise, same values: {same_noise}")
+    times = {name: [] for name in noise}
+    for r in range(args.rounds):
+        for name in list(noise)[r % 2 :] + list(noise)[: r % 2]:
+            times[name].append(compile_seconds(noise[name], 1, salt=r))
+    med = {name: float(np.median(ts)) for name, ts in times.items()}
+    for name, ts in times.items():
+        print(f"noise, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
+    print(f"noise: leaf by leaf / normal_like = {med['leaf by leaf'] / med['normal_like']:.2f}")
+    return 0 if same and same_noise else 1
 
 
 if __name__ == "__main__":

@@ -502,3 +502,35 @@ def test_arviz_reads_the_mcmc():
     idata = az.from_numpyro(mcmc)
     assert idata["posterior"]["Dense_0.kernel"].shape[:2] == (2, 30)
     assert "i" in idata["sample_stats"].data_vars
+
+
+def test_normal_like_is_each_leafs_own_normal_draw():
+    """The SG-MCMC noise draws every leaf flat, one vmapped call per (size, dtype), quicker to
+    compile: the values must be those of ``jax.random.normal(keys[i], shape, dtype)`` per leaf
+    (to float32 rounding; bit for bit at XLA's default optimisation, see ``test_model.py``)."""
+    from bnn_ppl.inference.sgmcmc_base import normal_like
+
+    tree = {
+        "conv": jnp.zeros((3, 3, 4, 4)),
+        "conv2": jnp.zeros((3, 3, 4, 4)),  # same size: one vmapped call
+        "dense": jnp.zeros((16, 3)),  # 48 entries, another group
+        "bias": jnp.zeros((3,)),
+        "scalar": jnp.zeros(()),
+        "half": jnp.zeros((1, 3), jnp.bfloat16),  # the size of "bias", another dtype
+    }
+    key = jax.random.key(5)
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(key, len(leaves))
+    want = jax.tree.unflatten(
+        treedef,
+        [jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)],
+    )
+    for got in (normal_like(key, tree), jax.jit(normal_like)(key, tree)):
+        for name in tree:
+            g, w = got[name], want[name]
+            assert g.shape == w.shape and g.dtype == w.dtype, name
+            g, w = np.asarray(g, np.float32), np.asarray(w, np.float32)
+            ulps = 4 * float(jnp.finfo(tree[name].dtype).eps) * max(1.0, float(np.max(np.abs(w))))
+            np.testing.assert_allclose(g, w, rtol=0, atol=ulps, err_msg=name)
+    # and distinct leaves of one group get distinct draws
+    assert not np.allclose(normal_like(key, tree)["conv"], normal_like(key, tree)["conv2"])
