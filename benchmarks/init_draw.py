@@ -4,7 +4,7 @@
 random-number program per site, and XLA:CPU compiles a draw of a 4- or 5-axis shape slowly
 (a ``jax.random.normal`` of a 3x3x16x16 kernel's shape: seconds; of its 1-axis flattening:
 0.1 s, the same values). ``init`` now draws those sites flat and reshaped, one vmapped call per
-distinct prior (:meth:`bnn_ppl.BNN._draw_priors`); the values are the same (bit for bit here,
+distinct prior (:func:`bnn_ppl.flat_draws.prior_draws`); the values are the same (bit for bit here,
 at XLA's default optimisation; ``tests/test_model.py``). The draw is what ``pot.init_params``
 computes, and what the HMC/NUTS kernels' ``init`` compiles for ``init_params=None``
 (``MCMC.run`` after ``MCMC.warmup``): 18.8 s of a ResNet-20's 49 s sampling-loop set-up on

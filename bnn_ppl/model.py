@@ -50,6 +50,7 @@ from numpyro.distributions.transforms import Transform, biject_to
 
 from bnn_ppl import priors as _priors
 from bnn_ppl import validation
+from bnn_ppl.flat_draws import prior_draws
 from bnn_ppl.likelihoods import Likelihood, conform_targets
 from bnn_ppl.network import Network, as_network
 from bnn_ppl.types import Array, Params, PRNGKey
@@ -291,36 +292,6 @@ class BNN(Tempered):
             values[name] = draw(name, d)
         return values
 
-    def _draw_priors(self, x: Any, keys: Mapping[str, PRNGKey]) -> Params:
-        """Draws of the sites whose prior is one scalar distribution over their elements, each
-        with its own key: the values ``site.sample(keys[name])`` gives (the same random numbers;
-        bit for bit at XLA's default optimisation, at most an ulp apart at level 0), computed
-        quicker to compile. XLA:CPU compiles a random draw of a 4- or 5-axis shape slowly (a
-        ``jax.random.normal`` of a 3x3x16x16 kernel's shape: 2.7 s; of its 1-axis flattening:
-        0.12 s, the same values), and a compiled draw held one random-number program per site
-        (a ResNet-20's draw: 107 sites, 18 s to compile on the CPU, 18.8 s on an H200). Here each
-        such site is drawn flat and reshaped, and sites with the same prior (the same
-        distribution and scalar parameters: the same arithmetic) are drawn by one vmapped call
-        (a ResNet-20's 107 sites have 13 distinct priors). Other sites (hyper-parameters,
-        non-scalar parameters, other distributions) are left to :meth:`_sample_sites`."""
-        st = self._structure(x)
-        groups: dict[tuple, list[str]] = {}
-        for name, d in st.sites.items():
-            if st.hyper_of.get(name) or _flat_prior(d) is None:
-                continue
-            leaves, treedef = jax.tree.flatten(d)
-            if not all(isinstance(v, int | float | np.number) for v in leaves):
-                continue
-            signature = (str(treedef), tuple((type(v), v) for v in leaves))
-            groups.setdefault(signature, []).append(name)
-        drawn: Params = {}
-        for group in groups.values():
-            flat = _flat_prior(st.sites[group[0]])
-            draws = jax.vmap(flat.sample)(jnp.stack([keys[n] for n in group]))
-            shape = st.sites[group[0]].event_shape
-            drawn.update({n: draws[i].reshape(shape) for i, n in enumerate(group)})
-        return drawn
-
     def init(self, key: PRNGKey, x: Any, method: str = "prior") -> Params:
         """Initial constrained parameter values.
 
@@ -332,12 +303,10 @@ class BNN(Tempered):
                 prior for likelihood latents.
         """
         validation.check_choice("method", method, ("prior", "network"))
-        names = list(self.sites(x))
-        keys = dict(zip(names, jax.random.split(key, len(names) + 1)[1:], strict=True))
-        drawn = self._draw_priors(x, keys)
-        out = self._sample_sites(
-            x, lambda name, d: drawn[name] if name in drawn else d.sample(keys[name])
-        )
+        st = self._structure(x)
+        keys = dict(zip(st.sites, jax.random.split(key, len(st.sites) + 1)[1:], strict=True))
+        drawn = prior_draws(st.sites, keys, skip={n for n, h in st.hyper_of.items() if h})
+        out = self._sample_sites(x, lambda n, d: drawn[n] if n in drawn else d.sample(keys[n]))
         if method == "network":
             example = jnp.zeros((1, *np.shape(x)[1:]), jnp.result_type(x))
             out.update(self.network.init(jax.random.split(key)[0], example))
@@ -429,16 +398,3 @@ class BNN(Tempered):
                 y = None if y is None else jnp.asarray(y)[idx]
             out = self.network.apply(weights, x)
             numpyro.sample(OBSERVED_SITE, self.likelihood.numpyro_dist(out, latent), obs=y)
-
-
-def _flat_prior(d: dist.Distribution) -> dist.Distribution | None:
-    """The distribution of ``d``'s elements flattened to one axis, where ``d`` is a scalar
-    distribution expanded over its event (``Independent(ExpandedDistribution(base))``, the form
-    of a site's prior), else ``None``."""
-    if not (isinstance(d, dist.Independent) and isinstance(d.base_dist, dist.ExpandedDistribution)):
-        return None
-    base = d.base_dist.base_dist
-    size = int(np.prod(d.event_shape))
-    if d.batch_shape or base.batch_shape or base.event_shape or size == 0:
-        return None
-    return base.expand((size,))

@@ -47,6 +47,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from numpyro.util import identity, is_prng_key
 
 from bnn_ppl import validation
+from bnn_ppl.flat_draws import grouped_flat_draws
 from bnn_ppl.inference.gradients import (
     GradFn,
     GradientEstimator,
@@ -369,26 +370,18 @@ class SGMCMCKernel(MCMCKernel):
 # ------------------------------------------------- tree arithmetic shared by the kernels
 def normal_like(rng_key: PRNGKey, tree: PyTree) -> PyTree:
     """Independent standard normals in the structure, shapes and dtypes of ``tree``: leaf ``i``
-    gets ``jax.random.normal(keys[i], shape, dtype)`` with ``keys = jax.random.split(rng_key,
-    number of leaves)``.
-
-    The normals are drawn flat, one vmapped call per (size, dtype), and reshaped: the same
-    values, but XLA:CPU compiles a draw of a 4-axis shape slowly, one program per leaf (a
-    ResNet-20's 107 leaves: 21.2 s to compile drawn in their shapes, 3.8 s thus; RESULTS.md,
-    ``init_draw.py``)."""
+    gets ``jax.random.normal(keys[i], shape, dtype)``, ``keys = jax.random.split(rng_key,
+    number of leaves)``, drawn flat by dtype (:mod:`bnn_ppl.flat_draws`: the same values)."""
     leaves, treedef = jax.tree.flatten(tree)
     keys = jax.random.split(rng_key, len(leaves))
-    groups: dict[tuple[int, Any], list[int]] = {}
-    for i, x in enumerate(leaves):
-        groups.setdefault((int(np.size(x)), jnp.result_type(x)), []).append(i)
-    out: list[Any] = [None] * len(leaves)
-    for (size, dtype), index in groups.items():
-        draws = jax.vmap(lambda k, n=size, t=dtype: jax.random.normal(k, (n,), t))(
-            keys[np.asarray(index)]
-        )
-        for j, i in enumerate(index):
-            out[i] = draws[j].reshape(jnp.shape(leaves[i]))
-    return jax.tree.unflatten(treedef, out)
+    dtypes = [jnp.result_type(x) for x in leaves]
+    draws = grouped_flat_draws(
+        list(keys),
+        [jnp.shape(x) for x in leaves],
+        dtypes,
+        lambda dtype, size: lambda k: jax.random.normal(k, (size,), dtype),
+    )
+    return jax.tree.unflatten(treedef, draws)
 
 
 def tree_mean(tree: PyTree) -> Array:

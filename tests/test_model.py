@@ -181,6 +181,7 @@ def test_init_draws_are_each_sites_own_draw(prior, quick):
     numbers, equal to float32 rounding (bit for bit at XLA's default optimisation; at the
     suite's level 0 one element in a thousand was 1 ulp off, XLA:CPU rounding a vectorised
     loop's tail differently)."""
+    from bnn_ppl.flat_draws import prior_draws
     from bnn_ppl.models import ResNet20FRN
 
     rng = np.random.default_rng(0)
@@ -202,6 +203,6 @@ def test_init_draws_are_each_sites_own_draw(prior, quick):
                 want = np.asarray(one_by_one[name])
                 ulps = 4 * np.finfo(np.float32).eps * max(1.0, float(np.max(np.abs(want))))
                 np.testing.assert_allclose(draw[name], want, rtol=0, atol=ulps, err_msg=name)
-        drawn = model._draw_priors(x, keys)
+        drawn = prior_draws(model.sites(x), keys, skip=set())
         if quick:
             assert set(drawn) == set(one_by_one)  # every site took the quick path
