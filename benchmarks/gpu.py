@@ -225,11 +225,10 @@ def kernel_category(name: str) -> str:
     return "other"
 
 
-def kernel_profile(trace_dir: Path, calls: int, wall_s: float, top: int = 25) -> dict[str, Any]:
-    """Sum the GPU kernels of a ``jax.profiler`` trace (its perfetto JSON): per call, by kind
-    (:func:`kernel_category`) and the ``top`` kernels by time. Only the device's stream lines
-    count (the derived "XLA Ops"/"XLA Modules" lines repeat the same time)."""
-    path = sorted(trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz"))[-1]
+def kernel_profile(path: Path, calls: int, wall_s: float, top: int = 25) -> dict[str, Any]:
+    """Sum the GPU kernels of a ``jax.profiler`` trace (``path``: its perfetto JSON): per call,
+    by kind (:func:`kernel_category`) and the ``top`` kernels by time. Only the device's stream
+    lines count (the derived "XLA Ops"/"XLA Modules" lines repeat the same time)."""
     with gzip.open(path) as f:
         events = json.load(f)["traceEvents"]
     meta = [e for e in events if e.get("ph") == "M"]
@@ -238,17 +237,17 @@ def kernel_profile(trace_dir: Path, calls: int, wall_s: float, top: int = 25) ->
         (e["pid"], e.get("tid")): e["args"]["name"] for e in meta if e.get("name") == "thread_name"
     }
     device_pids = {pid for pid, name in procs.items() if "CPU" not in name and "host" not in name}
+    on_device = [
+        (f"{procs[e['pid']]} | {threads.get((e['pid'], e.get('tid')), '?')}", e)
+        for e in events
+        if e.get("ph") == "X" and e.get("pid") in device_pids
+    ]
     lines: dict[str, float] = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("pid") in device_pids:
-            line = f"{procs[e['pid']]} | {threads.get((e['pid'], e.get('tid')), '?')}"
-            lines[line] = lines.get(line, 0.0) + e.get("dur", 0.0)
+    for line, e in on_device:
+        lines[line] = lines.get(line, 0.0) + e.get("dur", 0.0)
     streams = {ln for ln in lines if "stream" in ln.lower()} or set(lines)
     kernels: dict[str, list] = {}
-    for e in events:
-        if e.get("ph") != "X" or e.get("pid") not in device_pids:
-            continue
-        line = f"{procs[e['pid']]} | {threads.get((e['pid'], e.get('tid')), '?')}"
+    for line, e in on_device:
         if line not in streams:
             continue
         k = kernels.setdefault(e["name"], [0.0, 0, ""])
@@ -294,9 +293,9 @@ def profile_gradient(compiled: Any, pot: Any, u: Any, calls: int, out: Path | No
         for _ in range(calls):
             _timing.block(compiled(u, pot.data))
         wall_s = time.perf_counter() - t0
-    rec = {"chunk": pot.chunk_size, "num_chunks": pot.num_chunks, "calls": calls}
-    rec.update(kernel_profile(trace_dir, calls, wall_s))
     trace = sorted(trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz"))[-1]
+    rec = {"chunk": pot.chunk_size, "num_chunks": pot.num_chunks, "calls": calls}
+    rec.update(kernel_profile(trace, calls, wall_s))
     if out is not None and trace.stat().st_size < 15 * 2**20:
         shutil.copy(trace, out / "resnet_trace.json.gz")
     return rec

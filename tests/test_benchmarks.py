@@ -128,3 +128,21 @@ def test_noise_funnel_benchmark_runs_quick(monkeypatch):
     monkeypatch.setenv("BNN_PPL_DATA", str(UCI_DIR))
     out, _ = run_script("noise_funnel", ["--quick"], None)
     assert "noise learned" in out and "noise fixed 0.05" in out and "scale gap" in out, out[-2000:]
+
+
+def test_gpu_kernel_profile_reproduces_the_recorded_h200_profile(monkeypatch):
+    """``gpu.py``'s trace summary, re-run on the H200 trace kept in ``benchmarks/gpu_runs``,
+    gives the profile recorded in that run's JSONL (RESULTS.md quotes it): no GPU needed."""
+    import json
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import gpu
+
+    runs = ROOT / "benchmarks" / "gpu_runs"
+    records = [json.loads(line) for line in (runs / "h200_run3.jsonl").read_text().splitlines()]
+    recorded = next(r for r in records if r["section"] == "profile")
+    wall_s = recorded["wall_ms_per_call"] * recorded["calls"] / 1e3
+    got = gpu.kernel_profile(runs / "h200_run3_resnet_trace.json.gz", recorded["calls"], wall_s)
+    for field in ("kernel_ms_per_call", "by_kind_ms_per_call", "top_kernels", "kernel_lines"):
+        assert got[field] == recorded[field], field
+    assert got["by_kind_ms_per_call"]["convolution"] > 0.6 * got["kernel_ms_per_call"]
