@@ -24,9 +24,19 @@ Then the SG-MCMC kernels' noise (compiled into every SG-MCMC step), one normal p
 * ``normal_like`` - :func:`bnn_ppl.inference.sgmcmc_base.normal_like` now (flat, one vmapped
   call per size).
 
+Then mean-field SVI's set-up (``--svi-rounds``; 0 skips it): NumPyro's ``SVI.run`` for 2 steps
+on 8 rows, from the start (its eager initialisation, whose op-by-op programs compile one by one,
+and its compiled loop), each round after ``jax.clear_caches()`` with the persistent cache off:
+
+* ``AutoNormal`` - NumPyro's guide with ``init_to_sample``, what ``svi_mean_field`` used;
+* ``MeanFieldGuide`` - :class:`bnn_ppl.inference.MeanFieldGuide` with
+  :func:`bnn_ppl.flat_draws.init_to_prior_draw`, what it uses now (the same draws, flat);
+
+and the two ELBO traces must be equal.
+
 Usage::
 
-    python benchmarks/init_draw.py               # ResNet-20 FRN (width 16), 3 rounds
+    python benchmarks/init_draw.py               # ResNet-20 FRN (width 16), 3 rounds (SVI: 2)
     python benchmarks/init_draw.py --quick       # width 2, 1 round: a smoke test
 """
 
@@ -41,10 +51,17 @@ from typing import Any
 import _timing
 import jax
 import numpy as np
+import optax
+from numpyro.infer import SVI, TraceMeanField_ELBO
+from numpyro.infer.autoguide import AutoNormal
+from numpyro.infer.initialization import init_to_sample
+from numpyro.optim import optax_to_numpyro
 
 import bnn_ppl as bp
+from bnn_ppl.flat_draws import init_to_prior_draw
+from bnn_ppl.inference import MeanFieldGuide
 from bnn_ppl.inference.sgmcmc_base import normal_like
-from bnn_ppl.models import ResNet20FRN
+from bnn_ppl.models import MLP, ResNet20FRN
 
 
 def site_by_site(model: bp.BNN, x: Any) -> Callable[[Any], Any]:
@@ -78,15 +95,53 @@ def compile_seconds(draw: Callable[[Any], Any], chains: int, salt: int) -> float
     return time.perf_counter() - t0
 
 
+def svi_setup_seconds(model: bp.BNN, x: Any, y: Any, guide: str) -> tuple[float, np.ndarray]:
+    """Seconds from nothing compiled to 2 SVI steps done, and the ELBO trace: ``guide`` is
+    ``"AutoNormal"`` (with ``init_to_sample``) or ``"MeanFieldGuide"`` (``init_to_prior_draw``)."""
+    jax.clear_caches()
+    t0 = time.perf_counter()
+    cls, init = {
+        "AutoNormal": (AutoNormal, init_to_sample),
+        "MeanFieldGuide": (MeanFieldGuide, init_to_prior_draw),
+    }[guide]
+    svi = SVI(model, cls(model, init_loc_fn=init, init_scale=1e-2),
+              optax_to_numpyro(optax.adam(1e-3)), TraceMeanField_ELBO())  # fmt: skip
+    losses = np.asarray(svi.run(jax.random.key(0), 2, x, y, progress_bar=False).losses)
+    return time.perf_counter() - t0, losses
+
+
+def svi_section(model: bp.BNN, rounds: int, row_shape: tuple[int, ...]) -> bool:
+    jax.config.update("jax_enable_compilation_cache", False)  # every round compiles afresh
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, *row_shape), dtype=np.float32)
+    y = rng.integers(0, 10, 8).astype(np.int32)
+    names = ["AutoNormal", "MeanFieldGuide"]
+    times: dict[str, list[float]] = {name: [] for name in names}
+    losses: dict[str, np.ndarray] = {}
+    for r in range(rounds):
+        for name in names[r % 2 :] + names[: r % 2]:
+            seconds, losses[name] = svi_setup_seconds(model, x, y, name)
+            times[name].append(seconds)
+    same = bool(np.array_equal(losses["AutoNormal"], losses["MeanFieldGuide"]))
+    print(f"# SVI, same ELBO trace: {same} {losses['MeanFieldGuide'].tolist()}")
+    med = {name: float(np.median(ts)) for name, ts in times.items()}
+    for name, ts in times.items():
+        print(f"SVI set-up, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
+    ratio = med["AutoNormal"] / med["MeanFieldGuide"]
+    print(f"SVI set-up: AutoNormal / MeanFieldGuide = {ratio:.2f}")
+    return same
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--width", type=int, default=16)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--chains", type=int, default=4)
+    p.add_argument("--svi-rounds", type=int, default=2, help="SVI set-up rounds (0: none)")
     p.add_argument("--quick", action="store_true", help="width 2, 1 round")
     args = p.parse_args(argv)
     if args.quick:
-        args.width, args.rounds = 2, 1
+        args.width, args.rounds, args.svi_rounds = 2, 1, min(args.svi_rounds, 1)
     print(_timing.machine())
     model = bp.BNN(ResNet20FRN(out=10, width=args.width), bp.priors.Normal(0.2),
                    bp.likelihoods.Categorical())  # fmt: skip
@@ -126,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     for name, ts in times.items():
         print(f"noise, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
     print(f"noise: leaf by leaf / normal_like = {med['leaf by leaf'] / med['normal_like']:.2f}")
-    return 0 if same and same_noise else 1
+    row_shape: tuple[int, ...] = (32, 32, 3)
+    if args.quick:  # an MLP: the same code path in seconds (a ResNet's SVI set-up: ~1 minute)
+        model = bp.BNN(MLP(hidden=(8,), out=10), bp.priors.Normal(0.2),
+                       bp.likelihoods.Categorical())  # fmt: skip
+        row_shape = (5,)
+    same_svi = svi_section(model, args.svi_rounds, row_shape) if args.svi_rounds > 0 else True
+    return 0 if same and same_noise and same_svi else 1
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ XLA's default optimisation; at most an ulp apart at level 0, where XLA:CPU round
 loop's tail differently), a ResNet-20's prior draw and SG-MCMC noise compiling 5-6x faster
 (``benchmarks/init_draw.py``, RESULTS.md).
 
-Used by :meth:`bnn_ppl.BNN.init` (:func:`prior_draws`) and the SG-MCMC kernels' noise
-(:func:`bnn_ppl.inference.sgmcmc_base.normal_like`).
+Used by :meth:`bnn_ppl.BNN.init` (:func:`prior_draws`), the SG-MCMC kernels' noise
+(:func:`bnn_ppl.inference.sgmcmc_base.normal_like`), and NumPyro's own draws where we call them:
+the initial values of mean-field SVI and of a NumPyro model's potential
+(:func:`init_to_prior_draw`, NumPyro's ``init_to_sample`` drawn flat) and the mean-field guide's
+draws (:class:`flat_normal_draws`, ``Normal`` sites drawn flat), each with NumPyro's values.
 
 Example:
     >>> import jax
@@ -26,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
@@ -34,8 +38,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
+from numpyro.distributions import constraints
+from numpyro.infer.initialization import init_to_sample
+from numpyro.primitives import Messenger
 
-__all__ = ["flat_prior", "grouped_flat_draws", "prior_draws"]
+__all__ = [
+    "FlatNormal",
+    "flat_normal_draws",
+    "flat_prior",
+    "grouped_flat_draws",
+    "init_to_prior_draw",
+    "prior_draws",
+]
 
 
 def grouped_flat_draws(
@@ -93,3 +107,83 @@ def prior_draws(
         lambda group, size: flat_prior(sites[site_of[group]]).sample,  # type: ignore[union-attr]
     )
     return dict(zip(names, draws, strict=True))
+
+
+def init_to_prior_draw(site: dict | None = None) -> Any:
+    """NumPyro's ``init_to_sample`` (a draw from each site's prior), with the same values, but
+    a site whose prior is one scalar distribution over real elements (:func:`flat_prior`) drawn
+    flat: XLA compiles that draw quickly, and ``init_to_sample`` draws eagerly, so each
+    shape of a CNN's kernels is a program of its own (a ResNet-20's mean-field SVI set-up
+    compiled 26 of them, 23 s on a CPU). Any other site is ``init_to_sample``'s.
+
+    Example:
+        >>> import jax, numpyro, numpyro.distributions as dist
+        >>> from numpyro.infer.util import initialize_model
+        >>> def model():
+        ...     numpyro.sample("w", dist.Normal(0.0, 1.0).expand((3, 3, 2, 4)).to_event(4))
+        >>> a, b = (initialize_model(jax.random.key(0), model, init_strategy=s)[0].z["w"]
+        ...         for s in (init_to_prior_draw, numpyro.infer.init_to_sample))
+        >>> bool((a == b).all())
+        True
+    """
+    if site is None:
+        return functools.partial(init_to_prior_draw)  # NumPyro takes strategies as partials
+    d = site["fn"] if site["type"] == "sample" else None
+    flat = flat_prior(d) if d is not None and not site["is_observed"] else None
+    if flat is None or site["value"] is not None or flat.support is not constraints.real:
+        return init_to_sample(site)
+    sample_shape = tuple(site["kwargs"].get("sample_shape") or ())
+    draw = flat(sample_shape=sample_shape, rng_key=site["kwargs"].get("rng_key"))
+    return jnp.reshape(draw, sample_shape + d.event_shape)
+
+
+class FlatNormal(dist.Normal):
+    """``dist.Normal`` whose draws are made flat and reshaped: the same values, quicker to
+    compile for a many-axis shape (a convolution kernel's). Everything else is ``Normal``'s
+    (its log density, its KL divergences, its pytree)."""
+
+    def sample(self, key: Any, sample_shape: tuple[int, ...] = ()) -> jax.Array:
+        shape = tuple(sample_shape) + self.batch_shape + self.event_shape
+        eps = jax.random.normal(key, (math.prod(shape),)).reshape(shape)
+        return self.loc + eps * self.scale
+
+
+def _drawn_flat(d: dist.Distribution) -> dist.Distribution | None:
+    """``d`` with its ``Normal`` base drawing flat (:class:`FlatNormal`), through
+    ``Independent`` and ``ExpandedDistribution`` wrappers; ``None`` for anything else."""
+    if type(d) is dist.Normal:
+        return FlatNormal(d.loc, d.scale)
+    if isinstance(d, dist.Independent):
+        base = _drawn_flat(d.base_dist)
+        return None if base is None else dist.Independent(base, d.reinterpreted_batch_ndims)
+    if isinstance(d, dist.ExpandedDistribution):
+        base = _drawn_flat(d.base_dist)
+        return None if base is None else dist.ExpandedDistribution(base, d.batch_shape)
+    return None
+
+
+class flat_normal_draws(Messenger):  # noqa: N801 - a NumPyro effect handler, named like theirs
+    """A NumPyro effect handler: the ``Normal`` sample sites drawn inside it (a mean-field
+    guide's: ``AutoNormal`` draws every site as ``Normal(loc, scale).to_event(...)``) are drawn
+    by :class:`FlatNormal`: the same values, and their programs compile quickly (a
+    ResNet-20's mean-field SVI step: ``benchmarks/init_draw.py``). Observed sites, sites with a
+    value and other distributions are left alone.
+
+    Example:
+        >>> import jax, numpyro, numpyro.distributions as dist
+        >>> from numpyro import handlers
+        >>> def guide():
+        ...     return numpyro.sample("w", dist.Normal(0.0, 1.0).expand((3, 3, 2, 4)).to_event(4))
+        >>> a = handlers.seed(guide, 0)()
+        >>> with flat_normal_draws():
+        ...     b = handlers.seed(guide, 0)()
+        >>> bool((a == b).all())
+        True
+    """
+
+    def process_message(self, msg: dict) -> None:
+        if msg["type"] != "sample" or msg["is_observed"] or msg["value"] is not None:
+            return
+        flat = _drawn_flat(msg["fn"])
+        if flat is not None:
+            msg["fn"] = flat

@@ -25,7 +25,8 @@
   ``checkpoint_dir`` it commits every segment and resumes (:mod:`reference_checkpoint`).
 * :class:`ParallelTempering` - replica-exchange HMC over a ladder of likelihood temperatures,
   for posteriors whose modes an HMC chain cannot cross (:mod:`tempering`).
-* :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI.
+* :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI (its guide:
+  :class:`MeanFieldGuide`).
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
 * :func:`from_mcmc`, :func:`from_svi`, :func:`from_map`, :func:`as_posterior` - any of these
@@ -76,7 +77,7 @@ from bnn_ppl.inference.step_size import (
     recommended_step_size,
     recommended_step_sizes,
 )
-from bnn_ppl.inference.svi import SVIResult, svi_mean_field
+from bnn_ppl.inference.svi import MeanFieldGuide, SVIResult, svi_mean_field
 from bnn_ppl.inference.tempering import ParallelTempering, TemperingState
 from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
 
@@ -138,6 +139,7 @@ __all__ = [
     "schedules",
     "cycles",
     "svi_mean_field",
+    "MeanFieldGuide",
 ]
 
 from bnn_ppl.inference import distributed  # noqa: E402  (multi-process runs: jax.distributed)

@@ -214,11 +214,12 @@ class ModelPotential(FullBatchPotential, Tempered):
     ) -> Params:
         """Unconstrained initial values from a NumPyro init strategy (leading axis
         ``num_chains`` if given): ``method=None`` the potential's ``init_strategy``,
-        ``"prior"`` a draw from the prior (``init_to_sample``), or any strategy."""
-        from numpyro.infer.initialization import init_to_sample
+        ``"prior"`` a draw from the prior (``init_to_sample``'s values, drawn flat:
+        :func:`bnn_ppl.flat_draws.init_to_prior_draw`), or any strategy."""
+        from bnn_ppl.flat_draws import init_to_prior_draw
 
         key = validation.check_key("key", key)
-        strategy = {None: self.init_strategy, "prior": init_to_sample}.get(method, method)
+        strategy = {None: self.init_strategy, "prior": init_to_prior_draw}.get(method, method)
         if not callable(strategy):
             raise InputValueError(f"method must be None, 'prior' or an init strategy: {method!r}.")
         kwargs = {**self.model_kwargs, **self.probe}

@@ -1,11 +1,12 @@
 """Mean-field variational inference (the MFVI baseline of Izmailov et al. 2021) on NumPyro's SVI.
 
-:func:`svi_mean_field` fits a fully factorised Gaussian (``numpyro.infer.autoguide.AutoNormal``)
-to the BNN's tempered posterior by maximising the ELBO with an optax optimiser. Temperature
-means exactly what it means in :class:`bnn_ppl.BNN`: the target is
-``p_T(θ) ∝ p(θ)^a p(D|θ)^(1/T)`` (``a = 1`` for ``temper="likelihood"``, ``1/T`` for
-``"posterior"``), and the ELBO is ``E_q[log p_T] + H[q]``. (bnn_hmc's VI multiplies the KL by T
-*and* divides the likelihood by T, an effective T²; we don't.)
+:func:`svi_mean_field` fits a fully factorised Gaussian (:class:`MeanFieldGuide`: NumPyro's
+``AutoNormal``, its draws made flat so that a CNN's compile quickly) to the BNN's tempered
+posterior by maximising the ELBO with an optax optimiser. Temperature means exactly what it
+means in :class:`bnn_ppl.BNN`: the target is ``p_T(θ) ∝ p(θ)^a p(D|θ)^(1/T)`` (``a = 1`` for
+``temper="likelihood"``, ``1/T`` for ``"posterior"``), and the ELBO is ``E_q[log p_T] + H[q]``.
+(bnn_hmc's VI multiplies the KL by T *and* divides the likelihood by T, an effective T²; we
+don't.)
 
 The analytic-KL ELBO (``TraceMeanField_ELBO``) is used where it is exact, i.e. when the prior
 is not tempered; with ``temper="posterior"`` a scaled KL would also scale the entropy, so
@@ -39,23 +40,46 @@ import jax
 import optax
 from numpyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from numpyro.infer.autoguide import AutoNormal
-from numpyro.infer.initialization import init_to_sample, init_to_value
+from numpyro.infer.initialization import init_to_value
 from numpyro.optim import optax_to_numpyro
 
 from bnn_ppl import validation
 from bnn_ppl.divergence import check_finite_result
+from bnn_ppl.flat_draws import flat_normal_draws, init_to_prior_draw
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["SVIResult", "svi_mean_field", "default_optimizer"]
+__all__ = ["MeanFieldGuide", "SVIResult", "svi_mean_field", "default_optimizer"]
+
+
+class MeanFieldGuide(AutoNormal):
+    """NumPyro's ``AutoNormal`` with its draws made flat (:class:`bnn_ppl.flat_draws.
+    flat_normal_draws`): the same values, parameters and ELBO, but the draw of a many-axis
+    site (a convolution kernel) compiles quickly. A ResNet-20's SVI set-up on a CPU, initial
+    values included (:func:`bnn_ppl.flat_draws.init_to_prior_draw`), compiled in less than
+    half the time (``benchmarks/init_draw.py``, RESULTS.md)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[str, Array]:
+        with flat_normal_draws():
+            return super().__call__(*args, **kwargs)
+
+    def sample_posterior(
+        self, rng_key: PRNGKey, params: dict[str, Array], *args: Any, sample_shape: tuple = (),
+        **kwargs: Any,
+    ) -> Params:  # fmt: skip
+        with flat_normal_draws():
+            return super().sample_posterior(
+                rng_key, params, *args, sample_shape=sample_shape, **kwargs
+            )
 
 
 class SVIResult(NamedTuple):
     """A fitted mean-field guide.
 
-    ``guide`` is the ``AutoNormal``; ``params`` its fitted parameters (``"<site>_auto_loc"``,
-    ``"<site>_auto_scale"``); ``losses`` the negative ELBO at every step (the ELBO trace).
+    ``guide`` is the :class:`MeanFieldGuide` (an ``AutoNormal``); ``params`` its fitted
+    parameters (``"<site>_auto_loc"``, ``"<site>_auto_scale"``); ``losses`` the negative ELBO
+    at every step (the ELBO trace).
     """
 
     guide: AutoNormal
@@ -140,7 +164,7 @@ def svi_mean_field(
             values=validation.check_init_values("init_loc", init_loc, model, x)
         )
     else:
-        init_loc_fn = init_to_sample
+        init_loc_fn = init_to_prior_draw  # init_to_sample's values, drawn flat
     if optimizer is None:
         optimizer = default_optimizer(learning_rate, num_steps)
     elif not isinstance(optimizer, optax.GradientTransformation):
@@ -148,7 +172,7 @@ def svi_mean_field(
             f"optimizer must be an optax.GradientTransformation (e.g. optax.adam(1e-3)), got "
             f"{type(optimizer).__name__}."
         )
-    guide = AutoNormal(model, init_loc_fn=init_loc_fn, init_scale=init_scale)
+    guide = MeanFieldGuide(model, init_loc_fn=init_loc_fn, init_scale=init_scale)
     elbo_cls = TraceMeanField_ELBO if model.prior_scale == 1.0 else Trace_ELBO
     kwargs = {} if batch_size is None else {"subsample_size": batch_size}
     svi = SVI(
