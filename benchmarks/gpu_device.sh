@@ -3,13 +3,25 @@
 # That machine has its own jax/jaxlib with CUDA (0.11.2 when measured), and no registry: NumPyro
 # 0.22, Flax 0.12.12 and BlackJAX travel as wheels in .whl (see the device README), and bnn_ppl is
 # copied into a site folder with the same package-dir mapping as pyproject.toml (no build).
-# Usage (repo root): OUT=/tmp/gpu bash benchmarks/gpu_device.sh [gpu.py deadline s]
+#
+# gpu.py's sections run in groups, each group in a process of its own: a CUDA error (on an H200,
+# XLA's autotuner hit CUDA_ERROR_ILLEGAL_ADDRESS compiling 3 vectorized chains) leaves the CUDA
+# context broken for every later section of its process. The first group is the chunk sweep;
+# profile, hmc1/hmc3 and precision run at the sweep's fastest chunk, which each measures again in
+# its own process (so a ratio to the raw gradient, HMC's, is of one process). A group that fails or times out is
+# logged and the next one runs.
+#
+# Usage (repo root): OUT=/tmp/gpu bash benchmarks/gpu_device.sh [deadline s per group]
+#   SECTION_GROUPS="sweep profile hmc1 hmc3 widths precision other one_chunk" (the default: all),
+#   GPU_ARGS: more gpu.py arguments for every group; ONLY_GPU=1: not potential.py and
+#   vs_blackjax.py; EXTRA=--quick: a smoke test of this script on any machine.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 DEADLINE=${1:-240}
-GPU_ARGS=${GPU_ARGS:-}  # more arguments of gpu.py
-ONLY_GPU=${ONLY_GPU:-}  # set: gpu.py alone, not potential.py and vs_blackjax.py
-EXTRA=${EXTRA:-}  # e.g. EXTRA=--quick: a smoke test of this script on any machine
+GPU_ARGS=${GPU_ARGS:-}
+ONLY_GPU=${ONLY_GPU:-}
+EXTRA=${EXTRA:-}
+SECTION_GROUPS=${SECTION_GROUPS:-sweep profile hmc1 hmc3 widths precision other one_chunk}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -19,8 +31,46 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv \
   > "$OUT/nvidia-smi.txt" 2>&1
 cd benchmarks || exit 1
-timeout $((DEADLINE + 90)) python3 gpu.py --out "$OUT" --deadline "$DEADLINE" $GPU_ARGS $EXTRA 2>&1 \
-  | tee -a "$OUT/gpu.log"
+
+ALL="profile hmc widths precision cnn_lstm mlp one_chunk"  # gpu.py's --skip names
+gpu() {  # gpu() GROUP SECTIONS-TO-RUN [gpu.py arguments]: one process
+  local group=$1 keep=$2 skip="" s
+  shift 2
+  for s in $ALL; do [[ " $keep " == *" $s "* ]] || skip="$skip $s"; done
+  echo "# group $group, a process of its own: gpu.py $* --skip$skip" | tee -a "$OUT/gpu.log"
+  # shellcheck disable=SC2086
+  timeout $((DEADLINE + 90)) python3 gpu.py --out "$OUT" --deadline "$DEADLINE" "$@" \
+    --skip $skip $GPU_ARGS $EXTRA 2>&1 | tee -a "$OUT/gpu.log"
+  echo "# group $group: exit ${PIPESTATUS[0]}" | tee -a "$OUT/gpu.log"
+}
+best_chunk() {  # the fastest resnet chunk recorded so far in gpu.jsonl (default precision)
+  python3 - "$OUT/gpu.jsonl" <<'EOF'
+import json, math, sys
+best = None
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    ms = r.get("grad_ms", math.nan)
+    if r.get("section") == "resnet" and r.get("precision") == "default" and ms == ms:
+        if best is None or ms < best[0]:
+            best = (ms, r["chunk"])
+print(best[1] if best else "auto")
+EOF
+}
+
+BEST=auto
+for group in $SECTION_GROUPS; do
+  case $group in
+    sweep) gpu sweep "" ; BEST=$(best_chunk) ; echo "# fastest chunk: $BEST" | tee -a "$OUT/gpu.log" ;;
+    profile) gpu profile "profile" --chunks "$BEST" ;;
+    hmc1) gpu hmc1 "hmc" --chunks "$BEST" --hmc-chains 1 ;;
+    hmc3) gpu hmc3 "hmc" --chunks "$BEST" --hmc-chains 3 ;;
+    widths) gpu widths "widths" --chunks ;;  # no chunk sweep: each width's memory-rule chunk
+    precision) gpu precision "precision" --chunks "$BEST" ;;
+    other) gpu other "cnn_lstm mlp" --chunks ;;
+    one_chunk) gpu one_chunk "one_chunk" --chunks ;;
+    *) echo "unknown group $group" >&2 ; exit 2 ;;
+  esac
+done
 [ -n "$ONLY_GPU" ] && exit 0
 timeout 90 python3 potential.py --n 60000 --d 784 --width 256 --rounds 5 $EXTRA 2>&1 \
   | tee "$OUT/potential.log"
