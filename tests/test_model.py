@@ -186,8 +186,8 @@ def test_init_draws_are_each_sites_own_draw(prior, quick, resnet):
 
     rng = np.random.default_rng(0)
     mlp = bp.BNN(MLP(hidden=(5, 5), out=1), prior, bp.likelihoods.Gaussian())
-    resnet = ResNet20FRN(out=3, width=2, blocks_per_stage=1)
-    cnn = bp.BNN(resnet, prior, bp.likelihoods.Categorical())
+    cnn = bp.BNN(ResNet20FRN(out=3, width=2, blocks_per_stage=1), prior,
+                 bp.likelihoods.Categorical())  # fmt: skip
     cases = [(mlp, rng.normal(size=(8, 3)))]
     if resnet:  # a ResNet's many same-shaped sites (its draw is slow to compile site by site)
         cases.append((cnn, rng.normal(size=(2, 8, 8, 3))))
