@@ -23,6 +23,7 @@ from numpyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from numpyro.infer.autoguide import AutoNormal
 from numpyro.infer.initialization import init_to_sample
 from numpyro.optim import optax_to_numpyro
+from tolerances import assert_same_draw
 
 import bnn_ppl as bp
 from bnn_ppl.flat_draws import FlatNormal, flat_normal_draws, init_to_prior_draw
@@ -48,16 +49,6 @@ def random_bits_shapes(fn: Any, *args: Any) -> list[tuple[int, ...]]:
 
     walk(jax.make_jaxpr(fn)(*args).jaxpr)
     return shapes
-
-
-def assert_same_draw(a: Any, b: Any) -> None:
-    """Equal to float32 rounding: bit for bit at XLA's default optimisation, within an ulp or
-    two at the suite's level 0 (``tests/conftest.py``), where XLA:CPU rounds a vector loop's
-    tail differently."""
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape
-    ulps = 4 * np.finfo(np.float32).eps * max(1.0, float(np.max(np.abs(b))))
-    np.testing.assert_allclose(a, b, rtol=0, atol=ulps)
 
 
 def model() -> None:

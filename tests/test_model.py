@@ -12,7 +12,7 @@ from flax import nnx
 from numpyro import handlers
 from numpyro.infer import Predictive
 from numpyro.infer.util import log_density
-from tolerances import assert_sums_close, prior_magnitude
+from tolerances import assert_same_draw, assert_sums_close, prior_magnitude
 
 import bnn_ppl as bp
 from bnn_ppl.model import MAX_LIKELIHOOD_SCALE
@@ -200,9 +200,7 @@ def test_init_draws_are_each_sites_own_draw(prior, quick, resnet):
         for draw in (model.init(key, x), jax.jit(lambda k, m=model, x=x: m.init(k, x))(key)):
             assert set(draw) == set(one_by_one)
             for name in draw:
-                want = np.asarray(one_by_one[name])
-                ulps = 4 * np.finfo(np.float32).eps * max(1.0, float(np.max(np.abs(want))))
-                np.testing.assert_allclose(draw[name], want, rtol=0, atol=ulps, err_msg=name)
+                assert_same_draw(draw[name], one_by_one[name], err_msg=name)
         drawn = prior_draws(model.sites(x), keys, skip=set())
         if quick:
             assert set(drawn) == set(one_by_one)  # every site took the quick path

@@ -30,6 +30,7 @@ import pytest
 from conftest import count_compiles
 from conjugate import NOISE, closed_form, data, linear_model
 from numpyro.infer import MCMC
+from tolerances import assert_same_draw
 
 import bnn_ppl as bp
 from bnn_ppl.inference import (
@@ -529,8 +530,6 @@ def test_normal_like_is_each_leafs_own_normal_draw():
         for name in tree:
             g, w = got[name], want[name]
             assert g.shape == w.shape and g.dtype == w.dtype, name
-            g, w = np.asarray(g, np.float32), np.asarray(w, np.float32)
-            ulps = 4 * float(jnp.finfo(tree[name].dtype).eps) * max(1.0, float(np.max(np.abs(w))))
-            np.testing.assert_allclose(g, w, rtol=0, atol=ulps, err_msg=name)
+            assert_same_draw(g, w, err_msg=name)
     # and distinct leaves of one group get distinct draws
     assert not np.allclose(normal_like(key, tree)["conv"], normal_like(key, tree)["conv2"])

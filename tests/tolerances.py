@@ -57,6 +57,7 @@ __all__ = [
     "log_density_magnitude",
     "mixture_nll_magnitude",
     "per_row_magnitudes",
+    "assert_same_draw",
     "potential_magnitudes",
     "prior_magnitude",
     "sum_tolerance",
@@ -95,6 +96,19 @@ def _check(actual: Any, expected: Any, magnitude: Any, num_terms: Any, c: float,
         f"{a_b[worst]!r} vs {b_b[worst]!r}, |diff| {err[worst]:.3g} > tol {tol[worst]:.3g} "
         f"(magnitude {m_b[worst]:.3g}, {ratio[worst]:.3g}x the tolerance)"
     )
+
+
+def assert_same_draw(actual: Any, expected: Any, err_msg: str = "") -> None:
+    """Two computations of one random draw (drawn flat and reshaped, or in its shape; jitted or
+    eager) agree to within 4 ulps of their magnitude, in ``expected``'s dtype: bit for bit at
+    XLA's default optimisation, while at the suite's level 0 (``conftest.py``) XLA:CPU rounds a
+    vector loop's tail differently (1 ulp, one element in a thousand). No sums: not the rule
+    above."""
+    eps = float(jnp.finfo(jnp.result_type(expected)).eps)
+    a, b = np.asarray(actual, np.float32), np.asarray(expected, np.float32)
+    assert a.shape == b.shape, (err_msg, a.shape, b.shape)
+    ulps = 4 * eps * max(1.0, float(np.max(np.abs(b), initial=0.0)))
+    np.testing.assert_allclose(a, b, rtol=0, atol=ulps, err_msg=err_msg)
 
 
 def assert_sums_close(
