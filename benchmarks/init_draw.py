@@ -43,8 +43,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -80,34 +80,46 @@ def leaf_by_leaf(key: Any, tree: Any) -> Any:
     return jax.tree.unflatten(treedef, draws)
 
 
-def compile_seconds(draw: Callable[[Any], Any], chains: int, salt: int) -> float:
-    """Seconds to lower and compile ``draw`` (vmapped over ``chains`` keys when > 1); ``salt``
-    makes each program new (a different constant), so nothing comes from a cache."""
+def compile_job(draw: Callable[[Any], Any], chains: int) -> Callable[[], None]:
+    """A call that lowers and compiles ``draw`` (vmapped over ``chains`` keys when > 1) as a
+    new program each time (a different constant folded into the key), so nothing comes from a
+    cache."""
+    salt = itertools.count()
 
-    def f(key: Any) -> Any:
-        key = jax.random.fold_in(key, salt)
-        if chains == 1:
-            return draw(key)
-        return jax.vmap(draw)(jax.random.split(key, chains))
+    def compile_once() -> None:
+        s = next(salt)
 
-    t0 = time.perf_counter()
-    jax.jit(f).lower(jax.random.key(0)).compile()
-    return time.perf_counter() - t0
+        def f(key: Any) -> Any:
+            key = jax.random.fold_in(key, s)
+            if chains == 1:
+                return draw(key)
+            return jax.vmap(draw)(jax.random.split(key, chains))
+
+        jax.jit(f).lower(jax.random.key(0)).compile()
+
+    return compile_once
 
 
-def svi_setup_seconds(model: bp.BNN, x: Any, y: Any, guide: str) -> tuple[float, np.ndarray]:
-    """Seconds from nothing compiled to 2 SVI steps done, and the ELBO trace: ``guide`` is
+def report(times: dict[str, list[float]], label: str) -> None:
+    """Each candidate's median and rounds (seconds), then the first's median over the second's."""
+    med = {name: float(np.median(ts)) for name, ts in times.items()}
+    for name, ts in times.items():
+        print(f"{label}, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
+    first, second = times
+    print(f"{label}: {first} / {second} = {med[first] / med[second]:.2f}")
+
+
+def svi_setup(model: bp.BNN, x: Any, y: Any, guide: str) -> np.ndarray:
+    """From nothing compiled to 2 SVI steps done; the ELBO trace. ``guide`` is
     ``"AutoNormal"`` (with ``init_to_sample``) or ``"MeanFieldGuide"`` (``init_to_prior_draw``)."""
     jax.clear_caches()
-    t0 = time.perf_counter()
     cls, init = {
         "AutoNormal": (AutoNormal, init_to_sample),
         "MeanFieldGuide": (MeanFieldGuide, init_to_prior_draw),
     }[guide]
     svi = SVI(model, cls(model, init_loc_fn=init, init_scale=1e-2),
               optax_to_numpyro(optax.adam(1e-3)), TraceMeanField_ELBO())  # fmt: skip
-    losses = np.asarray(svi.run(jax.random.key(0), 2, x, y, progress_bar=False).losses)
-    return time.perf_counter() - t0, losses
+    return np.asarray(svi.run(jax.random.key(0), 2, x, y, progress_bar=False).losses)
 
 
 def svi_section(model: bp.BNN, rounds: int, row_shape: tuple[int, ...]) -> bool:
@@ -115,20 +127,15 @@ def svi_section(model: bp.BNN, rounds: int, row_shape: tuple[int, ...]) -> bool:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, *row_shape), dtype=np.float32)
     y = rng.integers(0, 10, 8).astype(np.int32)
-    names = ["AutoNormal", "MeanFieldGuide"]
-    times: dict[str, list[float]] = {name: [] for name in names}
     losses: dict[str, np.ndarray] = {}
-    for r in range(rounds):
-        for name in names[r % 2 :] + names[: r % 2]:
-            seconds, losses[name] = svi_setup_seconds(model, x, y, name)
-            times[name].append(seconds)
+
+    def job(name: str) -> tuple[Callable[[], None], int]:
+        return (lambda: losses.__setitem__(name, svi_setup(model, x, y, name))), 1
+
+    times = _timing.round_robin({n: job(n) for n in ("AutoNormal", "MeanFieldGuide")}, rounds)
     same = bool(np.array_equal(losses["AutoNormal"], losses["MeanFieldGuide"]))
     print(f"# SVI, same ELBO trace: {same} {losses['MeanFieldGuide'].tolist()}")
-    med = {name: float(np.median(ts)) for name, ts in times.items()}
-    for name, ts in times.items():
-        print(f"SVI set-up, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
-    ratio = med["AutoNormal"] / med["MeanFieldGuide"]
-    print(f"SVI set-up: AutoNormal / MeanFieldGuide = {ratio:.2f}")
+    report(times, "SVI set-up")
     return same
 
 
@@ -153,17 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# same values: {same}")
     candidates = {"site by site": site_by_site(model, x), "init": lambda k: model.init(k, x)}
     for chains in (1, args.chains):
-        times: dict[str, list[float]] = {name: [] for name in candidates}
-        for r in range(args.rounds):
-            names = list(candidates)
-            names = names[r % 2 :] + names[: r % 2]
-            for name in names:
-                times[name].append(compile_seconds(candidates[name], chains, salt=r))
-        med = {name: float(np.median(ts)) for name, ts in times.items()}
-        for name, ts in times.items():
-            rounded = [round(t, 2) for t in ts]
-            print(f"{chains} chain(s), {name}: median {med[name]:.2f} s  {rounded}")
-        print(f"{chains} chain(s): site by site / init = {med['site by site'] / med['init']:.2f}")
+        jobs = {name: (compile_job(draw, chains), 1) for name, draw in candidates.items()}
+        report(_timing.round_robin(jobs, args.rounds), f"{chains} chain(s)")
     tree = model.init(key, x)
     noise = {
         "leaf by leaf": lambda k: leaf_by_leaf(k, tree),
@@ -173,14 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     pairs = zip(jax.tree.leaves(old), jax.tree.leaves(new), strict=True)
     same_noise = all(np.array_equal(a, b) for a, b in pairs)
     print(f"# SG-MCMC noise, same values: {same_noise}")
-    times = {name: [] for name in noise}
-    for r in range(args.rounds):
-        for name in list(noise)[r % 2 :] + list(noise)[: r % 2]:
-            times[name].append(compile_seconds(noise[name], 1, salt=r))
-    med = {name: float(np.median(ts)) for name, ts in times.items()}
-    for name, ts in times.items():
-        print(f"noise, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
-    print(f"noise: leaf by leaf / normal_like = {med['leaf by leaf'] / med['normal_like']:.2f}")
+    jobs = {name: (compile_job(draw, 1), 1) for name, draw in noise.items()}
+    report(_timing.round_robin(jobs, args.rounds), "noise")
     row_shape: tuple[int, ...] = (32, 32, 3)
     if args.quick:  # an MLP: the same code path in seconds (a ResNet's SVI set-up: ~1 minute)
         model = bp.BNN(MLP(hidden=(8,), out=10), bp.priors.Normal(0.2),
