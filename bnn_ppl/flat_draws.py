@@ -128,13 +128,13 @@ def init_to_prior_draw(site: dict | None = None) -> Any:
     """
     if site is None:
         return functools.partial(init_to_prior_draw)  # NumPyro takes strategies as partials
-    d = site["fn"] if site["type"] == "sample" else None
-    flat = flat_prior(d) if d is not None and not site["is_observed"] else None
-    if flat is None or site["value"] is not None or flat.support is not constraints.real:
+    drawn = site["type"] == "sample" and not site["is_observed"] and site["value"] is None
+    flat = flat_prior(site["fn"]) if drawn else None
+    if flat is None or flat.support is not constraints.real:
         return init_to_sample(site)
     sample_shape = tuple(site["kwargs"].get("sample_shape") or ())
     draw = flat(sample_shape=sample_shape, rng_key=site["kwargs"].get("rng_key"))
-    return jnp.reshape(draw, sample_shape + d.event_shape)
+    return jnp.reshape(draw, sample_shape + site["fn"].event_shape)
 
 
 class FlatNormal(dist.Normal):

@@ -85,7 +85,7 @@ class SVIResult(NamedTuple):
     at every step (the ELBO trace).
     """
 
-    guide: AutoNormal
+    guide: MeanFieldGuide
     params: dict[str, Array]
     losses: Array
 
