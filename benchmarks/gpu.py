@@ -24,7 +24,10 @@ new section begins. Sections, in order:
    num_steps=K)``, no adaptation) inside ``mcmc.run`` (NumPyro's ``maybe_jit`` memoised, see
    ``_timing.py``; compilations while timed are counted), for each of ``--hmc-chains``
    (vectorized chains): time per gradient, divided by the raw gradient (the goal is <= 1.05;
-   for C chains, by C raw gradients); set-up time and every compilation (program, seconds).
+   for C chains, by C raw gradients, and by one vmapped C-chain gradient, HMC's own floor);
+   set-up time and every compilation (program, seconds); with ``--profile-hmc``, one traced
+   ``mcmc.run``: kernel time per leapfrog gradient against wall time, and every host<->device
+   copy (none should happen inside the sampling loop).
 4. ``resnet_width``: ResNet20FRN at each of ``--widths`` with the memory rule's chunk.
 5. ``precision``: at the fastest chunk size, ``jax.default_matmul_precision`` ``float32``
    (full fp32: no TF32) and ``bfloat16``.
@@ -225,6 +228,16 @@ def kernel_category(name: str) -> str:
     return "other"
 
 
+def transfer_kind(name: str) -> str | None:
+    """``"host_to_device"``/``"device_to_host"`` for a trace event that copies across the bus."""
+    n = name.lower().replace(" ", "")
+    if any(k in n for k in ("htod", "h2d", "hosttodevice")):
+        return "host_to_device"
+    if any(k in n for k in ("dtoh", "d2h", "devicetohost")):
+        return "device_to_host"
+    return None
+
+
 def kernel_profile(path: Path, calls: int, wall_s: float, top: int = 25) -> dict[str, Any]:
     """Sum the GPU kernels of a ``jax.profiler`` trace (``path``: its perfetto JSON): per call,
     by kind (:func:`kernel_category`) and the ``top`` kernels by time. Only the device's stream
@@ -260,7 +273,18 @@ def kernel_profile(path: Path, calls: int, wall_s: float, top: int = 25) -> dict
     for name, (us, _, _) in kernels.items():
         cats[kernel_category(name)] = cats.get(kernel_category(name), 0.0) + us
     ranked = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:top]
+    transfers: dict[str, list] = {}  # host<->device copies, on any line of the device
+    for _, e in on_device:
+        kind = transfer_kind(e["name"])
+        if kind:
+            t = transfers.setdefault(kind, [0, 0.0])
+            t[0] += 1
+            t[1] += e.get("dur", 0.0)
     return {
+        "host_transfers_per_call": {
+            k: {"count": round(n / calls, 2), "ms": round(us / 1e3 / calls, 3)}
+            for k, (n, us) in transfers.items()
+        },
         "trace_file": path.name,
         "lines_ms_per_call": {ln: round(us / 1e3 / calls, 2) for ln, us in lines.items()},
         "kernel_lines": sorted(streams),
@@ -284,16 +308,21 @@ def kernel_profile(path: Path, calls: int, wall_s: float, top: int = 25) -> dict
     }
 
 
-def profile_gradient(compiled: Any, pot: Any, u: Any, calls: int, out: Path | None) -> dict:
-    """Trace ``calls`` compiled gradient calls with ``jax.profiler`` and summarise the kernels."""
+def traced(fn: Callable[[], Any], calls: int) -> tuple[Path, float]:
+    """Run ``fn`` ``calls`` times under ``jax.profiler``; (the perfetto trace, wall seconds)."""
     trace_dir = Path(tempfile.mkdtemp(prefix="bnn_ppl_trace_"))
-    _timing.block(compiled(u, pot.data))
     with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
         t0 = time.perf_counter()
         for _ in range(calls):
-            _timing.block(compiled(u, pot.data))
+            _timing.block(fn())
         wall_s = time.perf_counter() - t0
-    trace = sorted(trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz"))[-1]
+    return sorted(trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz"))[-1], wall_s
+
+
+def profile_gradient(compiled: Any, pot: Any, u: Any, calls: int, out: Path | None) -> dict:
+    """Trace ``calls`` compiled gradient calls with ``jax.profiler`` and summarise the kernels."""
+    _timing.block(compiled(u, pot.data))
+    trace, wall_s = traced(lambda: compiled(u, pot.data), calls)
     rec = {"chunk": pot.chunk_size, "num_chunks": pot.num_chunks, "calls": calls}
     rec.update(kernel_profile(trace, calls, wall_s))
     if out is not None and trace.stat().st_size < 15 * 2**20:
@@ -337,7 +366,36 @@ def hmc_time(
     h = _timing.summary(ts)
     ratio = h["median"] / (raw_ms * chains)
     print(f"HMC step / gradient = {ratio:.3f} ({chains} chain(s), chunk {pot.chunk_size})")
+    extra: dict[str, Any] = {}
+    if args.profile_hmc:  # one traced mcmc.run: kernels per leapfrog gradient, host transfers
+
+        def one_run() -> Any:
+            mcmc.run(key, *pot.args)
+            return mcmc.last_state, mcmc.get_samples()
+
+        trace, wall_s = traced(one_run, 1)
+        extra["loop_profile"] = kernel_profile(trace, S * K, wall_s, top=10)
+    if chains > 1:  # the raw gradient of C chains in one vmapped program: HMC's own floor
+        vg = jax.jit(
+            jax.vmap(
+                lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u), in_axes=(0, None)
+            )
+        )
+        t0 = time.perf_counter()
+        _timing.block(vg(init, pot.data))
+        extra["vmapped_grad_first_call_s"] = round(time.perf_counter() - t0, 1)
+        tv = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            _timing.block(vg(init, pot.data))
+            tv.append(time.perf_counter() - t0)
+        vms = _timing.summary(tv)["median"]
+        extra["vmapped_grad_ms"] = round(vms, 3)
+        extra["vmapped_grad_vs_chains_x_raw"] = round(vms / (raw_ms * chains), 4)
+        extra["ratio_to_vmapped_grad"] = round(h["median"] / vms, 4)
+        print(f"HMC step / vmapped {chains}-chain gradient = {h['median'] / vms:.3f}")
     return {
+        **extra,
         "chunk": pot.chunk_size,
         "chains": chains,
         "K": K,
@@ -389,6 +447,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--hmc-chains", type=int, nargs="*", default=[1, 3], help="HMC chain counts")
     p.add_argument("--profile-calls", type=int, default=3, help="traced gradient calls")
+    p.add_argument(
+        "--profile-hmc", action="store_true", help="hmc: also trace one mcmc.run (its kernels)"
+    )
     p.add_argument("--imdb", type=int, nargs=2, default=[25_000, 400], help="rows, tokens")
     p.add_argument("--mnist", type=int, default=60_000, help="MLP rows")
     p.add_argument("--repeats", type=int, default=5, help="timed gradient calls")

@@ -12,16 +12,23 @@
 # logged and the next one runs.
 #
 # Usage (repo root): OUT=/tmp/gpu bash benchmarks/gpu_device.sh [deadline s per group]
-#   SECTION_GROUPS="sweep profile hmc1 hmc3 widths precision other one_chunk" (the default: all),
-#   GPU_ARGS: more gpu.py arguments for every group; ONLY_GPU=1: not potential.py and
-#   vs_blackjax.py; EXTRA=--quick: a smoke test of this script on any machine.
+#   SECTION_GROUPS="sweep profile hmc1 hmc3 widths precision other one_chunk potential blackjax"
+#   (the default: all, in that order; potential and blackjax are potential.py and
+#   vs_blackjax.py; GROUP:S gives that group S seconds instead of deadline + 90), TOTAL: seconds for the whole script (each group's limit is cut to what is
+#   left, and a group with under 30 s left is not started), BEST_CHUNK: the chunk of profile,
+#   hmc1/hmc3 and precision when no sweep runs (default "auto", the memory rule), GPU_ARGS: more
+#   gpu.py arguments for every group, POTENTIAL_ARGS / BLACKJAX_ARGS: those scripts' arguments;
+#   ONLY_GPU=1: not potential and blackjax; EXTRA=--quick: a smoke test on any machine.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 DEADLINE=${1:-240}
 GPU_ARGS=${GPU_ARGS:-}
 ONLY_GPU=${ONLY_GPU:-}
 EXTRA=${EXTRA:-}
-SECTION_GROUPS=${SECTION_GROUPS:-sweep profile hmc1 hmc3 widths precision other one_chunk}
+SECTION_GROUPS=${SECTION_GROUPS:-sweep profile hmc1 hmc3 widths precision other one_chunk potential blackjax}
+POTENTIAL_ARGS=${POTENTIAL_ARGS:---n 60000 --d 784 --width 256 --rounds 5}
+BLACKJAX_ARGS=${BLACKJAX_ARGS:---rounds 5}
+END=$(($(date +%s) + ${TOTAL:-1000000}))
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
@@ -33,15 +40,30 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 cd benchmarks || exit 1
 
 ALL="profile hmc widths precision cnn_lstm mlp one_chunk"  # gpu.py's --skip names
-gpu() {  # gpu() GROUP SECTIONS-TO-RUN [gpu.py arguments]: one process
-  local group=$1 keep=$2 skip="" s
+limit() {  # limit WANTED: WANTED seconds, or what is left of TOTAL less 10 s if that is less
+  local left=$((END - $(date +%s) - 10))
+  echo $(($1 < left ? $1 : left))
+}
+gpu() {  # gpu() GROUP SECTIONS-TO-RUN [gpu.py arguments]: one process, WANT seconds
+  local group=$1 keep=$2 skip="" s t
   shift 2
+  t=$(limit "$WANT")
+  if ((t < 30)); then echo "# group $group: not started, $t s left" | tee -a "$OUT/gpu.log"; return; fi
   for s in $ALL; do [[ " $keep " == *" $s "* ]] || skip="$skip $s"; done
-  echo "# group $group, a process of its own: gpu.py $* --skip$skip" | tee -a "$OUT/gpu.log"
+  echo "# group $group, a process of its own ($t s): gpu.py $* --skip$skip" | tee -a "$OUT/gpu.log"
   # shellcheck disable=SC2086
-  timeout $((DEADLINE + 90)) python3 gpu.py --out "$OUT" --deadline "$DEADLINE" "$@" \
+  timeout "$t" python3 gpu.py --out "$OUT" --deadline "$((t - 90 > 10 ? t - 90 : 10))" "$@" \
     --skip $skip $GPU_ARGS $EXTRA 2>&1 | tee -a "$OUT/gpu.log"
   echo "# group $group: exit ${PIPESTATUS[0]}" | tee -a "$OUT/gpu.log"
+}
+script() {  # script() NAME WANTED-S ARGS...: potential.py or vs_blackjax.py, its own log
+  local name=$1 t
+  t=$(limit "$2")
+  shift 2
+  if ((t < 30)); then echo "# $name: not started, $t s left" | tee -a "$OUT/gpu.log"; return; fi
+  echo "# $name.py $* ($t s)" | tee -a "$OUT/gpu.log"
+  timeout "$t" python3 "$name.py" "$@" 2>&1 | tee "$OUT/$name.log"
+  echo "# $name: exit ${PIPESTATUS[0]}" | tee -a "$OUT/gpu.log"
 }
 best_chunk() {  # the fastest resnet chunk recorded so far in gpu.jsonl (default precision)
   python3 - "$OUT/gpu.jsonl" <<'EOF'
@@ -57,8 +79,11 @@ print(best[1] if best else "auto")
 EOF
 }
 
-BEST=auto
-for group in $SECTION_GROUPS; do
+BEST=${BEST_CHUNK:-auto}
+for item in $SECTION_GROUPS; do
+  group=${item%%:*}
+  WANT=$((DEADLINE + 90))
+  [[ $item == *:* ]] && WANT=${item#*:}
   case $group in
     sweep) gpu sweep "" ; BEST=$(best_chunk) ; echo "# fastest chunk: $BEST" | tee -a "$OUT/gpu.log" ;;
     profile) gpu profile "profile" --chunks "$BEST" ;;
@@ -68,10 +93,11 @@ for group in $SECTION_GROUPS; do
     precision) gpu precision "precision" --chunks "$BEST" ;;
     other) gpu other "cnn_lstm mlp" --chunks ;;
     one_chunk) gpu one_chunk "one_chunk" --chunks ;;
+    # shellcheck disable=SC2086
+    potential) [ -z "$ONLY_GPU" ] && script potential "$WANT" $POTENTIAL_ARGS $EXTRA ;;
+    # shellcheck disable=SC2086
+    blackjax) [ -z "$ONLY_GPU" ] && script vs_blackjax "$WANT" $BLACKJAX_ARGS $EXTRA ;;
     *) echo "unknown group $group" >&2 ; exit 2 ;;
   esac
 done
-[ -n "$ONLY_GPU" ] && exit 0
-timeout 90 python3 potential.py --n 60000 --d 784 --width 256 --rounds 5 $EXTRA 2>&1 \
-  | tee "$OUT/potential.log"
-timeout 60 python3 vs_blackjax.py --rounds 5 $EXTRA 2>&1 | tee "$OUT/vs_blackjax.log"
+exit 0
