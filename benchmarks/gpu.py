@@ -36,8 +36,11 @@ new section begins. Sections, in order:
    (default 1,024 rows, one chunk, and the memory rule).
 7. ``resnet_one_chunk``: the whole data set as one chunk (no loop), if it fits.
 
-``--skip`` takes section names (``profile``, ``hmc``, ``widths``, ``precision``, ``cnn_lstm``,
-``mlp``, ``one_chunk``).
+3b. ``vmap``: before ``hmc``, the vmapped gradient of each ``--hmc-chains`` count alone
+   (compile time and time per call).
+
+``--skip`` takes section names (``vmap``, ``profile``, ``hmc``, ``widths``, ``precision``,
+``cnn_lstm``, ``mlp``, ``one_chunk``).
 
 On a CPU it runs too (``--quick``: tiny sizes), but the numbers are not GPU numbers: it says so.
 
@@ -413,6 +416,37 @@ def hmc_time(
     }
 
 
+def vmapped_gradient(
+    pot: Any, u: Any, chains: int, args: argparse.Namespace, raw_ms: float
+) -> dict[str, Any]:
+    """Compile and time the raw gradient of ``chains`` chains in one vmapped program (what
+    vectorized HMC runs K times per transition), against ``chains`` one-chain gradients."""
+    init = jax.tree.map(lambda a: jnp.stack([a] * chains), u)
+    vg = jax.jit(
+        jax.vmap(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u), in_axes=(0, None))
+    )
+    lowered = vg.lower(init, pot.data)
+    t0 = time.perf_counter()
+    compiled = lowered.compile()
+    compile_s = time.perf_counter() - t0
+    _timing.block(compiled(init, pot.data))
+    ts = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        _timing.block(compiled(init, pot.data))
+        ts.append(time.perf_counter() - t0)
+    ms = _timing.summary(ts)["median"]
+    print(f"vmapped {chains}-chain gradient: compile {compile_s:.1f} s, {ms:.1f} ms")
+    return {
+        "chunk": pot.chunk_size,
+        "chains": chains,
+        "compile_s": round(compile_s, 2),
+        "grad_ms": round(ms, 3),
+        "vs_chains_x_raw": round(ms / (raw_ms * chains), 4),
+        "xla_temp_mib": round(compiled.memory_analysis().temp_size_in_bytes / 2**20, 1),
+    }
+
+
 def chunk_arg(text: str) -> int | str:
     """A chunk size: a positive int, ``"auto"`` (the memory rule) or ``"all"`` (one chunk)."""
     if text in ("auto", "all"):
@@ -569,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
                 "profile",
                 lambda: profile_gradient(compiled, pot, u, args.profile_calls, args.out),
             )
+        if "vmap" not in args.skip:
+            for chains in args.hmc_chains:
+                rec.section("vmap", lambda ch=chains: vmapped_gradient(pot, u, ch, args, ms))
         for chains in args.hmc_chains:
             if "hmc" not in args.skip:
                 rec.section("hmc", lambda ch=chains: hmc_time(pot, u, ch, args, ms))

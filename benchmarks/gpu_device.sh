@@ -12,7 +12,7 @@
 # logged and the next one runs.
 #
 # Usage (repo root): OUT=/tmp/gpu bash benchmarks/gpu_device.sh [deadline s per group]
-#   SECTION_GROUPS="sweep profile hmc1 hmc3 widths precision other one_chunk potential blackjax"
+#   SECTION_GROUPS="sweep profile hmc1 hmc3 vmap3 widths precision other one_chunk potential blackjax"
 #   (the default: all, in that order; potential and blackjax are potential.py and
 #   vs_blackjax.py; GROUP:S gives that group S seconds instead of deadline + 90), TOTAL: seconds for the whole script (each group's limit is cut to what is
 #   left, and a group with under 30 s left is not started), BEST_CHUNK: the chunk of profile,
@@ -39,7 +39,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
   > "$OUT/nvidia-smi.txt" 2>&1
 cd benchmarks || exit 1
 
-ALL="profile hmc widths precision cnn_lstm mlp one_chunk"  # gpu.py's --skip names
+ALL="vmap profile hmc widths precision cnn_lstm mlp one_chunk"  # gpu.py's --skip names
 limit() {  # limit WANTED: WANTED seconds, or what is left of TOTAL less 10 s if that is less
   local left=$((END - $(date +%s) - 10))
   echo $(($1 < left ? $1 : left))
@@ -89,6 +89,7 @@ for item in $SECTION_GROUPS; do
     profile) gpu profile "profile" --chunks "$BEST" ;;
     hmc1) gpu hmc1 "hmc" --chunks "$BEST" --hmc-chains 1 ;;
     hmc3) gpu hmc3 "hmc" --chunks "$BEST" --hmc-chains 3 ;;
+    vmap3) gpu vmap3 "vmap" --chunks "$BEST" --hmc-chains 3 ;;
     widths) gpu widths "widths" --chunks ;;  # no chunk sweep: each width's memory-rule chunk
     precision) gpu precision "precision" --chunks "$BEST" ;;
     other) gpu other "cnn_lstm mlp" --chunks ;;
