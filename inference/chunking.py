@@ -56,7 +56,7 @@ from jax.sharding import PartitionSpec as P
 
 from bnn_ppl import validation
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData
-from bnn_ppl.inference.sharded_sum import DATA_AXIS, DEFAULT_MAX_CHUNK
+from bnn_ppl.inference.sharded_sum import DATA_AXIS, DEFAULT_MAX_CHUNK, has_convolution
 from bnn_ppl.model import BNN
 from bnn_ppl.validation import InputValueError
 
@@ -199,6 +199,14 @@ def potential_probe(
     return compile_probe
 
 
+def model_has_convolution(
+    model: BNN, x_row: jax.ShapeDtypeStruct, y_row: jax.ShapeDtypeStruct
+) -> bool:
+    """Whether ``model``'s log-likelihood of one row has a convolution (traced, not run)."""
+    params = jax.eval_shape(lambda k: model.init(k, x_row, method="network"), jax.random.key(0))
+    return has_convolution(jax.make_jaxpr(model.log_likelihood)(params, x_row, y_row))
+
+
 def choose_chunk(
     model: BNN,
     x_row: jax.ShapeDtypeStruct,
@@ -208,10 +216,13 @@ def choose_chunk(
     rows_per_device: int,
     chunk_size: int | str | None,
     chains: int = 1,
+    chain_batching: str = "vectorized",
 ) -> tuple[int | None, str]:
     """``(max_chunk, rule)`` for :func:`~bnn_ppl.inference.full_batch_potential`'s validated
     ``chunk_size`` (an int, ``None`` or ``"auto"``); ``max_chunk=None`` means 1024 rows.
-    ``chains``: vectorized chains, as in :func:`memory_chunk`."""
+    ``chains``: vectorized chains, as in :func:`memory_chunk`; chains that run one after
+    another (``chain_batching="sequential"``, or ``"auto"`` for a network with a convolution:
+    :func:`model_has_convolution`) hold one chain's activations at a time."""
     if chunk_size not in (None, "auto"):
         return chunk_size, "chunk_size"  # type: ignore[return-value]
     if len({d.process_index for d in devices}) > 1:
@@ -222,6 +233,11 @@ def choose_chunk(
         int(np.prod(r.shape[1:], dtype=np.int64)) * np.dtype(r.dtype).itemsize
         for r in (x_row, y_row)
     )
+    if chains > 1 and (
+        chain_batching == "sequential"
+        or (chain_batching == "auto" and model_has_convolution(model, x_row, y_row))
+    ):
+        chains = 1
     probe = potential_probe(model, x_row, y_row, dtype, devices[0])
     return memory_chunk(
         rows_per_device, probe, devices, data_bytes_per_row=data_bytes, chains=chains

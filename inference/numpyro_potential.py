@@ -105,7 +105,13 @@ from bnn_ppl.inference.model_structure import (
 )
 from bnn_ppl.inference.potential import FullBatchPotential, _is_real, compute_dtype
 from bnn_ppl.inference.process_layout import check_process_local
-from bnn_ppl.inference.sharded_sum import DATA_AXIS, device_rows, pad_rows, sharded_chunked_sum
+from bnn_ppl.inference.sharded_sum import (
+    CHAIN_BATCHING,
+    DATA_AXIS,
+    device_rows,
+    pad_rows,
+    sharded_chunked_sum,
+)
 from bnn_ppl.model import TEMPER_MODES, Tempered
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -248,7 +254,9 @@ class ModelPotential(FullBatchPotential, Tempered):
                 total = total + jnp.sum(jnp.where(mask, rows, 0)).astype(acc)
             return total
 
-        total = sharded_chunked_sum(chunk_ll, self.mesh, self.num_chunks, acc)
+        total = sharded_chunked_sum(
+            chunk_ll, self.mesh, self.num_chunks, acc, chain_batching=self.chain_batching
+        )
         return lambda values, data: total(values, data.arrays, data.mask)
 
     def potential_fn_gen(self, data: ModelData | None = None) -> Callable[[Params], Array]:
@@ -292,6 +300,7 @@ def model_potential(
     temperature: float = 1.0,
     temper: str = "likelihood",
     init_strategy: Callable = init_to_uniform,
+    chain_batching: str = "auto",
 ) -> ModelPotential:
     """Build the sharded, chunked potential of the NumPyro ``model`` on ``data``.
 
@@ -307,6 +316,9 @@ def model_potential(
             (``devices`` may span processes, see above).
         temperature, temper: ``T > 0``; ``"likelihood"`` or ``"posterior"`` (see above).
         init_strategy: the NumPyro init strategy of :meth:`ModelPotential.init_params`.
+        chain_batching: what vectorized chains do, as for
+            :func:`~bnn_ppl.inference.full_batch_potential`; ``"auto"`` (default): one chain
+            after another when the model's per-chunk log-likelihood has a convolution.
 
     Raises:
         InputValueError, InputTypeError: bad data, arguments, or a model that breaks one of
@@ -335,6 +347,7 @@ def model_potential(
     arrays = {k: a.astype(compute_dtype(a.dtype)) for k, a in arrays.items()}
     temperature = validation.check_positive("temperature", temperature)
     temper = validation.check_choice("temper", temper, TEMPER_MODES)
+    validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
     if chunk_size is not None:
         chunk_size = validation.check_int("chunk_size", chunk_size, minimum=1)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
@@ -387,5 +400,5 @@ def model_potential(
         model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,
         data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
         temperature=temperature, temper=temper, init_strategy=init_strategy,
-        deterministic_sites=tuple(kept),
+        deterministic_sites=tuple(kept), chain_batching=chain_batching,
     )

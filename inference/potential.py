@@ -64,7 +64,12 @@ from numpyro.distributions import constraints
 from numpyro.distributions.transforms import Transform
 
 from bnn_ppl import validation
-from bnn_ppl.inference.sharded_sum import DATA_AXIS, pad_rows, sharded_chunked_sum
+from bnn_ppl.inference.sharded_sum import (
+    CHAIN_BATCHING,
+    DATA_AXIS,
+    pad_rows,
+    sharded_chunked_sum,
+)
 from bnn_ppl.inference.sharded_sum import device_rows as _device_rows
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
@@ -104,6 +109,8 @@ class FullBatchPotential:
         dtype: dtype in which the log-likelihood is accumulated.
         chunk_rule: what chose ``chunk_size``, a key of
             :data:`bnn_ppl.inference.chunking.CHUNK_RULES` (e.g. ``"cpu default"``).
+        chain_batching: what vectorized chains (``jax.vmap`` over the parameters) do:
+            ``"vectorized"``, ``"sequential"`` or ``"auto"`` (see :func:`full_batch_potential`).
     """
 
     model: BNN
@@ -115,6 +122,7 @@ class FullBatchPotential:
     dtype: Any
     _x_spec: jax.ShapeDtypeStruct
     chunk_rule: str = field(default="chunk_size", kw_only=True)
+    chain_batching: str = field(default="auto", kw_only=True)
 
     # ------------------------------------------------------------------ structure
     @cached_property
@@ -191,7 +199,9 @@ class FullBatchPotential:
             ll = model.log_likelihood(params, *batch).astype(acc)
             return jnp.sum(jnp.where(mb, ll, jnp.zeros((), acc)))
 
-        total = sharded_chunked_sum(chunk_ll, self.mesh, self.num_chunks, acc)
+        total = sharded_chunked_sum(
+            chunk_ll, self.mesh, self.num_chunks, acc, chain_batching=self.chain_batching
+        )
         return lambda params, data: total(params, (data.x, data.y), data.mask)
 
     def log_likelihood(self, params: Params, data: ShardedData | None = None) -> Array:
@@ -286,6 +296,7 @@ def full_batch_potential(
     chunk_size: int | Literal["auto"] | None = None,
     dtype: Any = None,
     vectorized_chains: int = 1,
+    chain_batching: Literal["auto", "vectorized", "sequential"] = "auto",
 ) -> FullBatchPotential:
     """Build the sharded, chunked full-batch potential of ``model`` on ``(x, y)``.
 
@@ -312,16 +323,27 @@ def full_batch_potential(
         vectorized_chains: how many chains will evaluate the potential at once, vmapped
             (``num_chains`` with ``chain_method="vectorized"``; default 1). Only the memory
             rule reads it: each chain holds its own activations, so it fits a chunk in memory
-            for all of them. :func:`~bnn_ppl.inference.hmc`, ``fit`` and the reference recipe
-            pass their ``num_chains``.
+            for all of them (unless they run one after another, below).
+            :func:`~bnn_ppl.inference.hmc`, ``fit`` and the reference recipe pass their
+            ``num_chains``.
+        chain_batching: what vectorized chains do (``jax.vmap`` of the potential over the
+            parameters, as NumPyro's ``chain_method="vectorized"`` and deep ensembles do):
+            ``"vectorized"`` batches the network's arithmetic; ``"sequential"`` computes each
+            chain's value and gradient after the other inside the one compiled program
+            (``jax.custom_batching.sequential_vmap``), each exactly the one-chain
+            computation; ``"auto"`` (default): sequential when the network has a
+            convolution. Batched convolutions (one group per chain) are slow: three vmapped
+            ResNet-20 gradients took 9.5x as long as three one after another on an H200,
+            2.9x on a CPU; batched MLPs are not (``benchmarks/RESULTS.md``). On the
+            sequential path the potential is differentiable in the parameters only.
 
     Returns:
         A :class:`FullBatchPotential`.
 
     Raises:
         ValueError, TypeError: bad data (empty, NaN/inf, mismatched lengths, labels out of
-            range, wrong target shape), bad ``chunk_size``, ``dtype`` or ``vectorized_chains``;
-            all before any compilation.
+            range, wrong target shape), bad ``chunk_size``, ``dtype``, ``vectorized_chains``
+            or ``chain_batching``; all before any compilation.
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
@@ -332,6 +354,7 @@ def full_batch_potential(
     x, y = model.check_data(x, y)
     chunk_size = validation.check_chunk_size(chunk_size)
     vectorized_chains = validation.check_int("vectorized_chains", vectorized_chains)
+    validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if not jnp.issubdtype(acc, jnp.floating):
         raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")
@@ -359,7 +382,7 @@ def full_batch_potential(
     x_row = jax.ShapeDtypeStruct((1, *x.shape[1:]), x_dtype)
     chunk_size, rule = choose_chunk(
         model, x_row, jax.ShapeDtypeStruct((1, *y.shape[1:]), y_dtype), acc, devices,
-        -(-x.shape[0] // len(devices)), chunk_size, vectorized_chains,
+        -(-x.shape[0] // len(devices)), chunk_size, vectorized_chains, chain_batching,
     )  # fmt: skip
     if len({d.process_index for d in devices}) > 1:
         # several processes (jax.distributed): x, y are this process's block of rows; the
@@ -394,4 +417,5 @@ def full_batch_potential(
         dtype=acc,
         _x_spec=x_row,
         chunk_rule=rule,
+        chain_batching=chain_batching,
     )

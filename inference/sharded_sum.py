@@ -36,11 +36,21 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
+from bnn_ppl import validation
 from bnn_ppl.types import Array, PyTree
 
-__all__ = ["DATA_AXIS", "DEFAULT_MAX_CHUNK", "device_rows", "pad_rows", "sharded_chunked_sum"]
+__all__ = [
+    "CHAIN_BATCHING",
+    "DATA_AXIS",
+    "DEFAULT_MAX_CHUNK",
+    "device_rows",
+    "has_convolution",
+    "pad_rows",
+    "sharded_chunked_sum",
+]
 
 DATA_AXIS = "data"
+CHAIN_BATCHING = ("auto", "vectorized", "sequential")
 DEFAULT_MAX_CHUNK = 1024
 
 
@@ -84,11 +94,53 @@ def _params_only_jvp(primals: tuple, tangents: tuple) -> tuple:
     )
 
 
+def has_convolution(jaxpr: Any) -> bool:
+    """Whether a jaxpr (or closed jaxpr), or any jaxpr nested in it, has a convolution."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "conv_general_dilated":
+            return True
+        for v in eqn.params.values():
+            for sub in v if isinstance(v, (list, tuple)) else (v,):
+                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                    if has_convolution(sub):
+                        return True
+    return False
+
+
+def sequential(fn: Callable[[PyTree, PyTree, Array], Any]) -> Callable:
+    """``fn(params, data, mask)`` that a ``jax.vmap`` over ``params`` runs one parameter set
+    after another (``jax.custom_batching.sequential_vmap``), and that stays differentiable in
+    ``params`` (``custom_vmap`` alone has no reverse mode; the step-size rule's Hessian-vector
+    products need it): its VJP is ``fn``'s own, batched sequentially too."""
+    mapped = jax.custom_batching.sequential_vmap(fn)
+
+    def vjp_params(params: PyTree, data: PyTree, mask: Array, ct: Any) -> PyTree:
+        return jax.vjp(lambda p: fn(p, data, mask), params)[1](ct)[0]
+
+    mapped_vjp = jax.custom_batching.sequential_vmap(vjp_params)
+
+    @jax.custom_vjp
+    def f(params: PyTree, data: PyTree, mask: Array) -> Any:
+        return mapped(params, data, mask)
+
+    def f_fwd(params: PyTree, data: PyTree, mask: Array) -> tuple[Any, tuple]:
+        return mapped(params, data, mask), (params, data, mask)
+
+    def f_bwd(res: tuple, ct: Any) -> tuple:
+        # no cotangent for the data: callers refuse data derivatives first (params_only)
+        return mapped_vjp(*res, ct), None, None
+
+    f.defvjp(f_fwd, f_bwd)
+    return f
+
+
 def sharded_chunked_sum(
     chunk_fn: Callable[[PyTree, PyTree, Array], Array],
     mesh: Mesh,
     num_chunks: int,
     dtype: Any = jnp.float32,
+    chain_batching: str = "auto",
 ) -> Callable[[PyTree, PyTree, Array], Array]:
     """``f(params, data, mask)``: the sum of ``chunk_fn(params, batch, mask_batch)`` over chunks.
 
@@ -98,45 +150,99 @@ def sharded_chunked_sum(
         mesh: a 1-D mesh with axis ``"data"``; ``data`` and ``mask`` are split on it.
         num_chunks: chunks per device; every device holds ``num_chunks * chunk`` rows.
         dtype: the accumulation dtype.
+        chain_batching: what ``jax.vmap`` over ``params`` (vectorized chains) does:
+            ``"vectorized"`` batches ``chunk_fn``'s arithmetic (JAX's own rules);
+            ``"sequential"`` evaluates the value and gradient for one parameter set after
+            another (``jax.custom_batching.sequential_vmap``: a ``lax.map``), each exactly the
+            one-chain program; ``"auto"`` (default): sequential when ``chunk_fn`` has a convolution,
+            whose batched form (a grouped convolution, one group per chain) is slow: three
+            vmapped ResNet-20 gradients took 9.5x as long as three one after another on one
+            H200, 2.9x on a CPU (``benchmarks/RESULTS.md``).
 
-    With ``num_chunks > 1``, ``f`` is differentiable in ``params`` only (differentiating in
-    ``data`` raises ``NotImplementedError``); with one chunk it is ordinary autodiff.
+    With ``num_chunks > 1``, or on the sequential path, ``f`` is differentiable in ``params``
+    only (differentiating in ``data`` raises ``NotImplementedError``); otherwise it is
+    ordinary autodiff.
     """
     acc = jnp.dtype(dtype)
+    validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
 
     def chunks(a: Array) -> Array:
         return a.reshape(num_chunks, a.shape[0] // num_chunks, *a.shape[1:])
 
-    def scanned_sum(params: PyTree, data: PyTree, mask: Array) -> Array:
+    def local_value_and_grad(params: PyTree, data: PyTree, mask: Array) -> tuple[Array, PyTree]:
+        # value and gradient in ONE pass over the chunks: only the running sums are carried
+        if num_chunks == 1:
+            return jax.value_and_grad(chunk_fn)(params, data, mask)
+
+        def body(carry: tuple, batch: tuple[PyTree, Array]) -> tuple[tuple, None]:
+            total, grad = carry
+            v, g = jax.value_and_grad(chunk_fn)(params, *batch)
+            return (total + v, jax.tree.map(jnp.add, grad, g)), None
+
+        init = (jnp.zeros((), acc), jax.tree.map(jnp.zeros_like, params))
         batches = (jax.tree.map(chunks, data), chunks(mask))
+        return jax.lax.scan(body, init, batches)[0]
 
-        # the rule below gives the gradient in the parameters only, so the data are closed
-        # over; differentiating in the data is refused earlier (params_only)
-        @jax.custom_vjp
-        def scanned(params: PyTree) -> Array:
-            def body(total: Array, batch: tuple[PyTree, Array]) -> tuple[Array, None]:
-                return total + chunk_fn(params, *batch), None
+    def local_value(params: PyTree, data: PyTree, mask: Array) -> Array:
+        if num_chunks == 1:
+            return chunk_fn(params, data, mask)
 
-            return jax.lax.scan(body, jnp.zeros((), acc), batches)[0]
+        def body(total: Array, batch: tuple[PyTree, Array]) -> tuple[Array, None]:
+            return total + chunk_fn(params, *batch), None
 
-        def scanned_fwd(params: PyTree) -> tuple[Array, PyTree]:
-            # value and gradient in ONE pass over the chunks: only the running sums are carried
-            def body(carry: tuple, batch: tuple[PyTree, Array]) -> tuple[tuple, None]:
-                total, grad = carry
-                v, g = jax.value_and_grad(chunk_fn)(params, *batch)
-                return (total + v, jax.tree.map(jnp.add, grad, g)), None
+        batches = (jax.tree.map(chunks, data), chunks(mask))
+        return jax.lax.scan(body, jnp.zeros((), acc), batches)[0]
 
-            init = (jnp.zeros((), acc), jax.tree.map(jnp.zeros_like, params))
-            (total, grad), _ = jax.lax.scan(body, init, batches)
-            return total, grad
+    def one_pass_sum(value: Callable, value_and_grad: Callable) -> Callable:
+        """The sum as a ``custom_vjp`` whose forward pass is ``value_and_grad``: the gradient
+        in the parameters only, so the data are closed over (differentiating in the data is
+        refused earlier: params_only)."""
 
-        def scanned_bwd(grad: PyTree, ct: Array) -> tuple[PyTree]:
-            return (jax.tree.map(lambda g: (ct * g).astype(g.dtype), grad),)
+        def total(params: PyTree, data: PyTree, mask: Array) -> Array:
+            @jax.custom_vjp
+            def f(params: PyTree) -> Array:
+                return value(params, data, mask)
 
-        scanned.defvjp(scanned_fwd, scanned_bwd)
-        return scanned(params)
+            def f_fwd(params: PyTree) -> tuple[Array, PyTree]:
+                return value_and_grad(params, data, mask)
+
+            def f_bwd(grad: PyTree, ct: Array) -> tuple[PyTree]:
+                return (jax.tree.map(lambda g: (ct * g).astype(g.dtype), grad),)
+
+            f.defvjp(f_fwd, f_bwd)
+            return f(params)
+
+        return total
+
+    scanned_sum = one_pass_sum(local_value, local_value_and_grad)
+    # each chain's value and gradient exactly as one chain's, one chain after another
+    sequential_sum = one_pass_sum(sequential(local_value), sequential(local_value_and_grad))
+
+    decided: dict[Any, bool] = {}
+
+    def runs_sequentially(params: PyTree, data: PyTree, mask: Array) -> bool:
+        if chain_batching != "auto":
+            return chain_batching == "sequential"
+
+        def spec(a: Any, rows: int | None = None) -> jax.ShapeDtypeStruct:
+            shape = a.shape if rows is None else (rows, *a.shape[1:])
+            return jax.ShapeDtypeStruct(shape, a.dtype)
+
+        rows = mask.shape[0] // num_chunks
+        args = (
+            jax.tree.map(spec, params),
+            jax.tree.map(lambda a: spec(a, rows), data),
+            spec(mask, rows),
+        )
+        key = str(jax.tree.structure(args)) + str(jax.tree.leaves(args))
+        if key not in decided:
+            decided[key] = has_convolution(jax.make_jaxpr(chunk_fn)(*args))
+        return decided[key]
 
     def local(params: PyTree, data: PyTree, mask: Array) -> Array:
+        if runs_sequentially(params, data, mask):
+            data, mask = jax.tree.map(params_only, (data, mask))
+            return jax.lax.psum(sequential_sum(params, data, mask), DATA_AXIS)
         if num_chunks == 1:
             return jax.lax.psum(chunk_fn(params, data, mask), DATA_AXIS)
         return jax.lax.psum(scanned_sum(params, data, mask), DATA_AXIS)

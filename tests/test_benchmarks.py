@@ -5,8 +5,8 @@ repository root, in a subprocess) and must exit 0 and print its report. ``shardi
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
 ``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead``, ``trajectory_cap``,
-``reference_convergence`` and ``noise_funnel`` (the last two need the UCI data) run under
-``-m slow`` only (20-90 s each on 2 cores).
+``reference_convergence``, ``noise_funnel`` (these two need the UCI data) and ``chain_batching``
+run under ``-m slow`` only (20-90 s each on 2 cores).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
@@ -41,6 +41,7 @@ CASES = {
     "rank_diagnostics": (["--quick"], "figures agree with ArviZ", None),
     "trajectory_cap": (["--quick"], "ESS per gradient", None),
     "init_draw": (["--quick"], "site by site / init", None),
+    "chain_batching": (["--quick"], "vectorized/sequential", None),
 }
 
 
@@ -71,7 +72,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 # ``-m slow`` only, to keep the default suite within its time budget
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
-    "scaling", "sharding", "potential", "trajectory_cap", "init_draw",
+    "scaling", "sharding", "potential", "trajectory_cap", "init_draw", "chain_batching",
 }  # fmt: skip
 
 

@@ -1,0 +1,247 @@
+"""Vectorized chains and convolutions: ``chain_batching`` of the full-batch potential.
+
+``jax.vmap`` of a convolution over its kernel (one kernel per chain) becomes a grouped
+convolution, which ran 9.5x slower than the chains one after another on an H200 (ResNet-20,
+3 chains; ``benchmarks/RESULTS.md``). With ``chain_batching="auto"`` (the default) a network with
+a convolution evaluates each chain's value and gradient as the one-chain program, one chain
+after another; these tests prove that each chain then gets exactly its own one-chain value and
+gradient, that no grouped convolution is compiled, that second derivatives (the step-size rule)
+still work, that MLPs keep the batched path, and what the memory rule counts.
+"""
+
+from __future__ import annotations
+
+import re
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer import MCMC
+from tolerances import assert_sums_close, potential_magnitudes
+
+import bnn_ppl as bp
+from bnn_ppl.inference import HMC, chunking, full_batch_potential, model_potential
+from bnn_ppl.inference.step_size import gradient_scales
+from bnn_ppl.models import MLP, ResNet20FRN
+from bnn_ppl.models.conv import conv_general_dilated
+from bnn_ppl.validation import InputValueError
+
+CHAINS = 3
+
+
+class _TinyCNN(nn.Module):
+    """One 3x3 convolution, a mean pool and a dense layer: a convolution that compiles fast."""
+
+    @nn.compact
+    def __call__(self, x):
+        x = nn.Conv(4, (3, 3), conv_general_dilated=conv_general_dilated)(x)
+        return nn.Dense(10)(jnp.mean(nn.swish(x), axis=(1, 2)))
+
+
+def _conv_problem(n: int = 40, resnet: bool = False):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, 6, 6, 3)).astype(np.float32)
+    y = rng.integers(0, 10, n).astype(np.int32)
+    net = ResNet20FRN(out=10, width=2, blocks_per_stage=1) if resnet else _TinyCNN()
+    return bp.BNN(net, bp.priors.Normal(0.3), bp.likelihoods.Categorical()), x, y
+
+
+def _mlp_problem(n: int = 40):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, 5)).astype(np.float32)
+    y = rng.integers(0, 3, n).astype(np.int32)
+    model = bp.BNN(MLP(hidden=(8,), out=3), bp.priors.Normal(0.5), bp.likelihoods.Categorical())
+    return model, x, y
+
+
+def _vmapped(pot):
+    """What NumPyro's ``chain_method="vectorized"`` does to the potential: vmap over chains."""
+    return jax.jit(
+        jax.vmap(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u), in_axes=(0, None))
+    )
+
+
+def _group_counts(pot, u) -> set[int]:
+    """The feature/batch group counts of every convolution in the vmapped program."""
+    text = _vmapped(pot).lower(u, pot.data).as_text()
+    return {int(c) for c in re.findall(r"(?:feature|batch)_group_count = (\d+)", text)}
+
+
+def _chain(u, c):
+    return jax.tree.map(lambda a: a[c], u)
+
+
+@pytest.mark.parametrize("chunk", [16, 40], ids=["3 chunks", "one chunk"])
+def test_each_chain_gets_its_own_one_chain_value_and_gradient(chunk):
+    """Under vmap, the sequential path gives chain c exactly what the one-chain potential gives
+    at chain c's parameters (to the float32 rounding of the sums), and so does the batched path;
+    chain 1's result is not chain 0's (the comparison can fail)."""
+    model, x, y = _conv_problem()
+    pot = full_batch_potential(model, x, y, chunk_size=chunk)  # chain_batching="auto"
+    assert pot.chain_batching == "auto"
+    u = pot.init_params(jax.random.key(0), num_chains=CHAINS)
+    single = full_batch_potential(model, x, y, chunk_size=chunk, chain_batching="vectorized")
+    batched = full_batch_potential(model, x, y, chunk_size=chunk, chain_batching="vectorized")
+    v_seq, g_seq = _vmapped(pot)(u, pot.data)
+    v_bat, g_bat = _vmapped(batched)(u, batched.data)
+    n = len(x) + 1  # rows and the prior
+    for c in range(CHAINS):
+        v1, g1 = single.value_and_grad(_chain(u, c))
+        value_mag, grad_mag = potential_magnitudes(single, _chain(u, c), x, y)
+        assert_sums_close(v_seq[c], v1, value_mag, n, what=f"sequential value, chain {c}")
+        assert_sums_close(_chain(g_seq, c), g1, grad_mag, n, what=f"sequential grad, chain {c}")
+        assert_sums_close(v_bat[c], v1, value_mag, n, what=f"batched value, chain {c}")
+        assert_sums_close(_chain(g_bat, c), g1, grad_mag, n, what=f"batched grad, chain {c}")
+    v0, g0 = single.value_and_grad(_chain(u, 0))
+    value_mag, grad_mag = potential_magnitudes(single, _chain(u, 0), x, y)
+    with pytest.raises(AssertionError, match="value"):
+        assert_sums_close(v_seq[1], v0, value_mag, n, what="value")
+
+
+def test_auto_compiles_no_grouped_convolution_and_keeps_mlps_batched():
+    """``auto`` and ``sequential``: every convolution of the 3-chain program is ungrouped (the
+    one-chain convolutions) in a ResNet; ``vectorized``: grouped ones (one group per chain),
+    lowered, not compiled. An MLP under
+    ``auto`` compiles the same program as under ``vectorized``."""
+    model, x, y = _conv_problem(resnet=True)
+    u = full_batch_potential(model, x, y).init_params(jax.random.key(1), num_chains=CHAINS)
+    for mode, groups in (("auto", {1}), ("sequential", {1}), ("vectorized", {1, CHAINS})):
+        pot = full_batch_potential(model, x, y, chunk_size=16, chain_batching=mode)
+        assert _group_counts(pot, u) == groups, mode
+    model, x, y = _mlp_problem()
+    texts = {}
+    for mode in ("auto", "vectorized", "sequential"):
+        pot = full_batch_potential(model, x, y, chunk_size=16, chain_batching=mode)
+        u = pot.init_params(jax.random.key(2), num_chains=CHAINS)
+        texts[mode] = _vmapped(pot).lower(u, pot.data).as_text()
+    assert texts["auto"] == texts["vectorized"]
+    assert texts["sequential"] != texts["vectorized"]
+
+
+def _numpyro_conv_model(x, y=None):
+    w = numpyro.sample("w", dist.Normal(0.0, 0.5).expand([3, 3, 3, 2]).to_event(4))
+    b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    h = jax.lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Categorical(logits=jnp.mean(h, axis=(1, 2)) + b), obs=y)
+
+
+def test_numpyro_models_get_the_same_rule():
+    """``model_potential`` decides from the chunk's program: a NumPyro model with a convolution
+    compiles under ``auto`` the program of ``sequential`` (each chain's value its own), not
+    the batched one."""
+    _, x, _ = _conv_problem(24)
+    y = np.random.default_rng(2).integers(0, 2, len(x)).astype(np.int32)
+    data = {"x": x, "y": y}
+    pots = {
+        m: model_potential(_numpyro_conv_model, data=data, chunk_size=8, chain_batching=m)
+        for m in ("auto", "vectorized", "sequential")
+    }
+    u = pots["auto"].init_params(jax.random.key(8), num_chains=CHAINS)
+    texts = {m: _vmapped(p).lower(u, p.data).as_text() for m, p in pots.items()}
+    assert texts["auto"] == texts["sequential"] != texts["vectorized"]
+    v, _ = _vmapped(pots["auto"])(u, pots["auto"].data)
+    for c in range(CHAINS):
+        v1 = pots["vectorized"].potential_fn(_chain(u, c))
+        # magnitude: the potential's own size bounds its summed terms' here (few rows, O(1) each)
+        assert_sums_close(v[c], v1, 10 * abs(float(v1)), len(x) + 2, what=f"chain {c}")
+    with pytest.raises(InputValueError, match="chain_batching must be one of"):
+        model_potential(_numpyro_conv_model, data=data, chain_batching="map")
+
+
+def test_second_derivatives_work_on_the_sequential_path():
+    """The step-size rule differentiates the gradient again (Hessian-vector products by reverse
+    over reverse): the sequential path gives the batched path's curvature."""
+    model, x, y = _conv_problem(24)
+    curvature = {}
+    for mode in ("sequential", "vectorized"):
+        pot = full_batch_potential(model, x, y, chunk_size=8, chain_batching=mode)
+        u = pot.init_params(jax.random.key(3))
+        scales = gradient_scales(pot, u, rng_key=jax.random.key(4), num_iterations=5)
+        curvature[mode] = scales.curvature
+    assert np.isfinite(curvature["sequential"]) and curvature["sequential"] > 0
+    # the same arithmetic on one chain; only the float32 rounding of the sums may differ
+    np.testing.assert_allclose(curvature["sequential"], curvature["vectorized"], rtol=1e-4)
+
+
+def test_data_derivatives_are_refused_on_the_sequential_path_only():
+    model, x, y = _conv_problem(16)
+    for mode, refused in (("sequential", True), ("vectorized", False)):
+        pot = full_batch_potential(model, x, y, chunk_size=16, chain_batching=mode)
+        u = pot.init_params(jax.random.key(5))
+
+        def of_inputs(xd, pot=pot, u=u):
+            return pot.potential_fn_gen(pot.data._replace(x=xd))(u)
+
+        if refused:
+            with pytest.raises(NotImplementedError, match="parameters only"):
+                jax.grad(of_inputs)(pot.data.x)
+        else:
+            assert np.all(np.isfinite(jax.grad(of_inputs)(pot.data.x)))
+
+
+def test_vectorized_hmc_chains_match_the_chains_run_one_by_one():
+    """NumPyro's vectorized HMC on the (auto) sequential potential: each chain's draws are the
+    draws of the same chain run alone (``chain_method="sequential"``), to float32 rounding."""
+    model, x, y = _conv_problem(24)
+    pot = full_batch_potential(model, x, y, chunk_size=8)
+    init = pot.init_params(jax.random.key(6), num_chains=2, method="network")
+    draws = {}
+    for method in ("vectorized", "sequential"):
+        kernel = HMC(pot, num_steps=3, step_size=1e-3, adapt_step_size=False)
+        mcmc = MCMC(
+            kernel, num_warmup=0, num_samples=3, num_chains=2, chain_method=method,
+            progress_bar=False,
+        )  # fmt: skip
+        mcmc.run(jax.random.key(7), *pot.args, init_params=init)
+        draws[method] = mcmc.get_samples(group_by_chain=True)
+    for k, a in draws["vectorized"].items():
+        b = draws["sequential"][k]
+        scale = max(1.0, float(np.max(np.abs(b))))
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * scale, err_msg=k)
+    moved = [k for k, a in draws["vectorized"].items() if np.any(a[:, -1] != init[k])]
+    assert moved  # the chains moved: the comparison is of real transitions
+
+
+def test_the_memory_rule_counts_one_chain_when_chains_run_one_after_another(monkeypatch):
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["chains"])
+        raise _Stop
+
+    monkeypatch.setattr(chunking, "memory_chunk", spy)
+    for problem, mode, want in (
+        (_conv_problem, "auto", 1),
+        (_conv_problem, "sequential", 1),
+        (_conv_problem, "vectorized", CHAINS),
+        (_mlp_problem, "auto", CHAINS),
+        (_mlp_problem, "sequential", 1),
+    ):
+        model, x, y = problem()
+        with pytest.raises(_Stop):
+            full_batch_potential(
+                model, x, y, chunk_size="auto", vectorized_chains=CHAINS, chain_batching=mode
+            )
+        assert seen[-1] == want, (problem.__name__, mode)
+
+
+def test_bad_chain_batching_is_refused_before_compilation(monkeypatch):
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled before refusing chain_batching")
+
+    monkeypatch.setattr(chunking, "potential_probe", no_compile)
+    model, x, y = _mlp_problem()
+    for bad in ("vmap", "Sequential", None):
+        with pytest.raises(InputValueError, match="chain_batching must be one of"):
+            full_batch_potential(model, x, y, chain_batching=bad)
+
+
+class _Stop(Exception):
+    """Raised where the test has seen what it needs."""
