@@ -50,7 +50,7 @@ def problems(args: argparse.Namespace) -> dict[str, tuple[bp.BNN, np.ndarray, np
     x_tab = rng.standard_normal((args.n, 50), dtype=np.float32)
     y = rng.integers(0, 10, args.n).astype(np.int32)
     resnet = ResNet20FRN(out=10, width=args.width, blocks_per_stage=args.blocks)
-    return {
+    found = {
         f"ResNet20FRN width {args.width}, {args.blocks} block(s)/stage, {args.n}x{s}x{s}x3": (
             bp.BNN(resnet, bp.priors.Normal(0.2), bp.likelihoods.Categorical()),
             x_img,
@@ -64,6 +64,7 @@ def problems(args: argparse.Namespace) -> dict[str, tuple[bp.BNN, np.ndarray, np
             y,
         ),
     }
+    return {k: v for k, v in found.items() if k.split()[0].lower() in args.models}
 
 
 def vmapped(pot: Any) -> Any:
@@ -123,6 +124,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chains", type=int, default=3)
     p.add_argument("--chunk-size", type=int, default=None)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument(
+        "--models", nargs="+", default=["resnet20frn", "mlp"], choices=["resnet20frn", "mlp"]
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     args = p.parse_args(argv)
     if args.quick:

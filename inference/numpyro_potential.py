@@ -108,6 +108,7 @@ from bnn_ppl.inference.process_layout import check_process_local
 from bnn_ppl.inference.sharded_sum import (
     CHAIN_BATCHING,
     DATA_AXIS,
+    chain_batched,
     device_rows,
     pad_rows,
     sharded_chunked_sum,
@@ -277,12 +278,16 @@ class ModelPotential(FullBatchPotential, Tempered):
         with the plate sites' log density on rows ``idx`` scaled by ``num_data / len(idx)``."""
         data, n = (self.data if data is None else data), self.num_data
 
+        def batch_log_lik(values: Params, idx: Array, arrays: dict[str, Array]) -> Array:
+            tr = self._trace(values, {k: a[idx] for k, a in arrays.items()})
+            return sum(jnp.sum(site_lp(tr[k])).astype(self.dtype) for k in self.plate_sites)
+
+        # vectorized chains of a convolutional model: one chain after another (chain_batching)
+        batch_log_lik = chain_batched(batch_log_lik, self.chain_batching)
+
         def potential_fn(unconstrained: Params, idx: Array) -> Array:
             values, log_det, log_prior = self._globals(unconstrained)
-            batch = {k: a[idx] for k, a in data.arrays.items()}
-            tr = self._trace(values, batch)
-            ll = sum(jnp.sum(site_lp(tr[k])).astype(self.dtype) for k in self.plate_sites)
-            ll = ll * (n / idx.shape[0])
+            ll = batch_log_lik(values, idx, data.arrays) * (n / idx.shape[0])
             return -(self.prior_scale * log_prior + self.likelihood_scale * ll + log_det)
 
         return potential_fn

@@ -67,6 +67,7 @@ from bnn_ppl import validation
 from bnn_ppl.inference.sharded_sum import (
     CHAIN_BATCHING,
     DATA_AXIS,
+    chain_batched,
     pad_rows,
     sharded_chunked_sum,
 )
@@ -242,14 +243,19 @@ class FullBatchPotential:
         ``num_data`` and are never picked); the batch log-likelihood is scaled by
         ``num_data / b``, the prior counted once, with the same tempering as the full potential.
         """
-        model, n = self.model, self.num_data
+        model, n, acc = self.model, self.num_data, self.dtype
         data = self.data if data is None else data
+
+        def batch_log_lik(params: Params, idx: Array, x: Array, y: Array) -> Array:
+            return jnp.sum(model.log_likelihood(params, x[idx], y[idx]).astype(acc))
+
+        # vectorized chains of a ConvNet: one chain after another (chain_batching)
+        batch_log_lik = chain_batched(batch_log_lik, self.chain_batching)
 
         def potential_fn(unconstrained: Params, idx: Array) -> Array:
             params, log_det = self.constrain(unconstrained)
             log_prior = model.log_prior(params, self._x_spec).astype(self.dtype)
-            ll = model.log_likelihood(params, data.x[idx], data.y[idx]).astype(self.dtype)
-            log_lik = jnp.sum(ll) * (n / idx.shape[0])
+            log_lik = batch_log_lik(params, idx, data.x, data.y) * (n / idx.shape[0])
             return -(
                 model.prior_scale * log_prior
                 + model.likelihood_scale * log_lik
@@ -327,7 +333,8 @@ def full_batch_potential(
             :func:`~bnn_ppl.inference.hmc`, ``fit`` and the reference recipe pass their
             ``num_chains``.
         chain_batching: what vectorized chains do (``jax.vmap`` of the potential over the
-            parameters, as NumPyro's ``chain_method="vectorized"`` and deep ensembles do):
+            parameters, as NumPyro's ``chain_method="vectorized"``, vectorized SG-MCMC chains
+            and deep ensembles do; the minibatch potential too):
             ``"vectorized"`` batches the network's arithmetic; ``"sequential"`` computes each
             chain's value and gradient after the other inside the one compiled program
             (``jax.custom_batching.sequential_vmap``), each exactly the one-chain

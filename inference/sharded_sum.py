@@ -43,9 +43,11 @@ __all__ = [
     "CHAIN_BATCHING",
     "DATA_AXIS",
     "DEFAULT_MAX_CHUNK",
+    "chain_batched",
     "device_rows",
     "has_convolution",
     "pad_rows",
+    "sequential",
     "sharded_chunked_sum",
 ]
 
@@ -108,31 +110,67 @@ def has_convolution(jaxpr: Any) -> bool:
     return False
 
 
-def sequential(fn: Callable[[PyTree, PyTree, Array], Any]) -> Callable:
-    """``fn(params, data, mask)`` that a ``jax.vmap`` over ``params`` runs one parameter set
-    after another (``jax.custom_batching.sequential_vmap``), and that stays differentiable in
-    ``params`` (``custom_vmap`` alone has no reverse mode; the step-size rule's Hessian-vector
-    products need it): its VJP is ``fn``'s own, batched sequentially too."""
+def sequential(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(params, *args)`` that a ``jax.vmap`` runs one batch element after another
+    (``jax.custom_batching.sequential_vmap``: unbatched arguments are shared), and that stays
+    differentiable in ``params`` (``custom_vmap`` alone has no reverse mode; the step-size
+    rule's Hessian-vector products need it): its VJP is ``fn``'s own, batched sequentially
+    too. ``args`` (data, masks, row indices) get no cotangent: callers refuse derivatives in
+    the data first (:func:`params_only`)."""
     mapped = jax.custom_batching.sequential_vmap(fn)
 
-    def vjp_params(params: PyTree, data: PyTree, mask: Array, ct: Any) -> PyTree:
-        return jax.vjp(lambda p: fn(p, data, mask), params)[1](ct)[0]
+    def vjp_params(params: PyTree, ct: Any, *args: Any) -> PyTree:
+        return jax.vjp(lambda p: fn(p, *args), params)[1](ct)[0]
 
     mapped_vjp = jax.custom_batching.sequential_vmap(vjp_params)
 
     @jax.custom_vjp
-    def f(params: PyTree, data: PyTree, mask: Array) -> Any:
-        return mapped(params, data, mask)
+    def f(params: PyTree, *args: Any) -> Any:
+        return mapped(params, *args)
 
-    def f_fwd(params: PyTree, data: PyTree, mask: Array) -> tuple[Any, tuple]:
-        return mapped(params, data, mask), (params, data, mask)
+    def f_fwd(params: PyTree, *args: Any) -> tuple[Any, tuple]:
+        return mapped(params, *args), (params, args)
 
     def f_bwd(res: tuple, ct: Any) -> tuple:
-        # no cotangent for the data: callers refuse data derivatives first (params_only)
-        return mapped_vjp(*res, ct), None, None
+        params, args = res
+        return (mapped_vjp(params, ct, *args), *(None for _ in args))
 
     f.defvjp(f_fwd, f_bwd)
     return f
+
+
+def convolution_check(fn: Callable[..., Any]) -> Callable[..., bool]:
+    """``check(*args) -> bool``: whether ``fn(*args)`` has a convolution (traced once per
+    argument shapes, abstractly: nothing runs)."""
+    seen: dict[str, bool] = {}
+
+    def check(*args: Any) -> bool:
+        specs = jax.tree.map(lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
+        key = str(jax.tree.structure(specs)) + str(jax.tree.leaves(specs))
+        if key not in seen:
+            seen[key] = has_convolution(jax.make_jaxpr(fn)(*specs))
+        return seen[key]
+
+    return check
+
+
+def chain_batched(fn: Callable[..., Any], chain_batching: str) -> Callable[..., Any]:
+    """``fn(params, *args)`` as ``chain_batching`` says a ``jax.vmap`` over chains should run
+    it (see :func:`sharded_chunked_sum`): ``fn`` itself, or :func:`sequential` (``fn``), the
+    latter with ``"auto"`` when ``fn`` has a convolution. Used where no chunk loop is (the
+    minibatch potentials)."""
+    validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
+    if chain_batching == "vectorized":
+        return fn
+    one_by_one = sequential(fn)
+    has_conv = convolution_check(fn)
+
+    def call(params: PyTree, *args: Any) -> Any:
+        if chain_batching == "auto" and not has_conv(params, *args):
+            return fn(params, *args)
+        return one_by_one(params, *jax.tree.map(params_only, args))
+
+    return call
 
 
 def sharded_chunked_sum(
@@ -218,26 +256,17 @@ def sharded_chunked_sum(
     # each chain's value and gradient exactly as one chain's, one chain after another
     sequential_sum = one_pass_sum(sequential(local_value), sequential(local_value_and_grad))
 
-    decided: dict[Any, bool] = {}
+    chunk_has_conv = convolution_check(chunk_fn)
 
     def runs_sequentially(params: PyTree, data: PyTree, mask: Array) -> bool:
         if chain_batching != "auto":
             return chain_batching == "sequential"
+        rows = mask.shape[0] // num_chunks  # one chunk's arguments
 
-        def spec(a: Any, rows: int | None = None) -> jax.ShapeDtypeStruct:
-            shape = a.shape if rows is None else (rows, *a.shape[1:])
-            return jax.ShapeDtypeStruct(shape, a.dtype)
+        def spec(a: Any) -> jax.ShapeDtypeStruct:
+            return jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype)
 
-        rows = mask.shape[0] // num_chunks
-        args = (
-            jax.tree.map(spec, params),
-            jax.tree.map(lambda a: spec(a, rows), data),
-            spec(mask, rows),
-        )
-        key = str(jax.tree.structure(args)) + str(jax.tree.leaves(args))
-        if key not in decided:
-            decided[key] = has_convolution(jax.make_jaxpr(chunk_fn)(*args))
-        return decided[key]
+        return chunk_has_conv(params, jax.tree.map(spec, data), spec(mask))
 
     def local(params: PyTree, data: PyTree, mask: Array) -> Array:
         if runs_sequentially(params, data, mask):

@@ -122,6 +122,40 @@ def test_auto_compiles_no_grouped_convolution_and_keeps_mlps_batched():
     assert texts["sequential"] != texts["vectorized"]
 
 
+def test_minibatch_potentials_run_conv_chains_one_after_another():
+    """SG-MCMC's and minibatch ensembles' vmapped minibatch potential (each chain its own rows):
+    ``auto`` compiles the sequential program for a ConvNet, and each chain gets the one-chain
+    value and gradient on its own rows."""
+    model, x, y = _conv_problem(24)
+    pots = {
+        m: full_batch_potential(model, x, y, chunk_size=8, chain_batching=m)
+        for m in ("auto", "sequential", "vectorized")
+    }
+    u = pots["auto"].init_params(jax.random.key(9), num_chains=CHAINS)
+    idx = jnp.arange(CHAINS * 6).reshape(CHAINS, 6)  # 6 rows per chain, each its own
+
+    def vmapped_mini(pot):
+        vg = jax.value_and_grad(pot.minibatch_potential_fn_gen())
+        return jax.jit(jax.vmap(vg))
+
+    texts = {m: vmapped_mini(p).lower(u, idx).as_text() for m, p in pots.items()}
+    assert texts["auto"] == texts["sequential"] != texts["vectorized"]
+    v, g = vmapped_mini(pots["auto"])(u, idx)
+    one = jax.jit(jax.value_and_grad(pots["vectorized"].minibatch_potential_fn_gen()))
+    scale = len(x) / idx.shape[1]
+    for c in range(CHAINS):
+        v1, g1 = one(_chain(u, c), idx[c])
+        rows = np.asarray(idx[c])
+        # the batch's terms are scaled by n / b (the prior's are not: an overestimate)
+        value_mag, grad_mag = potential_magnitudes(
+            pots["vectorized"], _chain(u, c), x[rows], y[rows]
+        )
+        n = idx.shape[1] + 1
+        assert_sums_close(v[c], v1, scale * value_mag, n, what=f"value, chain {c}")
+        grad_mag = {k: scale * m for k, m in grad_mag.items()}
+        assert_sums_close(_chain(g, c), g1, grad_mag, n, what=f"gradient, chain {c}")
+
+
 def _numpyro_conv_model(x, y=None):
     w = numpyro.sample("w", dist.Normal(0.0, 0.5).expand([3, 3, 3, 2]).to_event(4))
     b = numpyro.sample("b", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
