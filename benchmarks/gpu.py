@@ -37,7 +37,9 @@ new section begins. Sections, in order:
 7. ``resnet_one_chunk``: the whole data set as one chunk (no loop), if it fits.
 
 3b. ``vmap``: before ``hmc``, the vmapped gradient of each ``--hmc-chains`` count alone
-   (compile time and time per call).
+   (compile time and time per call). Both run on potentials built with ``--chain-batching``
+   (default ``auto``: a ConvNet's chains one after another; ``vectorized``: batched
+   convolutions, 9.5x three one-chain ResNet gradients on an H200).
 
 ``--skip`` takes section names (``vmap``, ``profile``, ``hmc``, ``widths``, ``precision``,
 ``cnn_lstm``, ``mlp``, ``one_chunk``).
@@ -147,6 +149,17 @@ def peak_bytes(device: jax.Device) -> int | None:
     return stats.get("peak_bytes_in_use")
 
 
+def repeat_ms(call: Callable[[], Any], repeats: int) -> dict[str, float]:
+    """One untimed ``call`` (blocked), then ``repeats`` timed ones: their ms summary."""
+    _timing.block(call())
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _timing.block(call())
+        ts.append(time.perf_counter() - t0)
+    return _timing.summary(ts)
+
+
 def gradient(
     model: bp.BNN,
     x: np.ndarray,
@@ -157,24 +170,21 @@ def gradient(
     device: jax.Device,
     peak_tflops: float | None,
     count_flops: bool = True,
+    chain_batching: str = "auto",
 ) -> tuple[dict[str, Any], Any]:
     """Compile and time one full-batch ``value_and_grad``; FLOPs, memory; return (record, pot).
     ``chunk="auto"``: the potential's own memory rule picks it (``pot.chunk_rule``)."""
     with precision_ctx(precision):
-        pot = full_batch_potential(model, x, y, devices=[device], chunk_size=chunk)
+        pot = full_batch_potential(
+            model, x, y, devices=[device], chunk_size=chunk, chain_batching=chain_batching
+        )
         u = jax.tree.map(jnp.asarray, pot.init_params(jax.random.key(0), method="network"))
         vg = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
         lowered = vg.lower(u, pot.data)
         t0 = time.perf_counter()
         compiled = lowered.compile()
         compile_s = time.perf_counter() - t0
-        _timing.block(compiled(u, pot.data))
-        ts = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            _timing.block(compiled(u, pot.data))
-            ts.append(time.perf_counter() - t0)
-        g = _timing.summary(ts)
+        g = repeat_ms(lambda: compiled(u, pot.data), repeats)
         rec: dict[str, Any] = {
             "rows": len(x),
             "chunk": pot.chunk_size,
@@ -379,28 +389,15 @@ def hmc_time(
         trace, wall_s = traced(one_run, 1)
         extra["loop_profile"] = kernel_profile(trace, S * K, wall_s, top=10)
     if chains > 1:  # the raw gradient of C chains in one vmapped program: HMC's own floor
-        vg = jax.jit(
-            jax.vmap(
-                lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u), in_axes=(0, None)
-            )
-        )
-        t0 = time.perf_counter()
-        _timing.block(vg(init, pot.data))
-        extra["vmapped_grad_first_call_s"] = round(time.perf_counter() - t0, 1)
-        tv = []
-        for _ in range(args.repeats):
-            t0 = time.perf_counter()
-            _timing.block(vg(init, pot.data))
-            tv.append(time.perf_counter() - t0)
-        vms = _timing.summary(tv)["median"]
-        extra["vmapped_grad_ms"] = round(vms, 3)
-        extra["vmapped_grad_vs_chains_x_raw"] = round(vms / (raw_ms * chains), 4)
-        extra["ratio_to_vmapped_grad"] = round(h["median"] / vms, 4)
-        print(f"HMC step / vmapped {chains}-chain gradient = {h['median'] / vms:.3f}")
+        vm = vmapped_gradient(pot, u, chains, args, raw_ms)
+        extra["vmapped_grad"] = vm
+        extra["ratio_to_vmapped_grad"] = round(h["median"] / vm["grad_ms"], 4)
+        print(f"HMC step / vmapped {chains}-chain gradient = {extra['ratio_to_vmapped_grad']:.3f}")
     return {
         **extra,
         "chunk": pot.chunk_size,
         "chains": chains,
+        "chain_batching": pot.chain_batching,
         "K": K,
         "S": S,
         "runs": args.hmc_runs,
@@ -429,17 +426,12 @@ def vmapped_gradient(
     t0 = time.perf_counter()
     compiled = lowered.compile()
     compile_s = time.perf_counter() - t0
-    _timing.block(compiled(init, pot.data))
-    ts = []
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        _timing.block(compiled(init, pot.data))
-        ts.append(time.perf_counter() - t0)
-    ms = _timing.summary(ts)["median"]
+    ms = repeat_ms(lambda: compiled(init, pot.data), args.repeats)["median"]
     print(f"vmapped {chains}-chain gradient: compile {compile_s:.1f} s, {ms:.1f} ms")
     return {
         "chunk": pot.chunk_size,
         "chains": chains,
+        "chain_batching": pot.chain_batching,
         "compile_s": round(compile_s, 2),
         "grad_ms": round(ms, 3),
         "vs_chains_x_raw": round(ms / (raw_ms * chains), 4),
@@ -481,6 +473,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--hmc-chains", type=int, nargs="*", default=[1, 3], help="HMC chain counts")
     p.add_argument("--profile-calls", type=int, default=3, help="traced gradient calls")
+    p.add_argument(
+        "--chain-batching",
+        default="auto",
+        choices=["auto", "vectorized", "sequential"],
+        help="the potentials' chain_batching (what vmapped chains run)",
+    )
     p.add_argument(
         "--profile-hmc", action="store_true", help="hmc: also trace one mcmc.run (its kernels)"
     )
@@ -581,7 +579,12 @@ def main(argv: list[str] | None = None) -> int:
         bp.priors.Normal(0.2),
         bp.likelihoods.Categorical(),
     )
-    common = dict(repeats=args.repeats, device=device, peak_tflops=peak_tflops)
+    common = dict(
+        repeats=args.repeats,
+        device=device,
+        peak_tflops=peak_tflops,
+        chain_batching=args.chain_batching,
+    )
     best: tuple[float, Any] | None = None
     for c in args.chunks:
         if c == "all":
