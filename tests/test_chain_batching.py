@@ -11,7 +11,12 @@ still work, that MLPs keep the batched path, and what the memory rule counts.
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import flax.linen as nn
 import jax
@@ -20,6 +25,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import pytest
+from conftest import subprocess_env
 from numpyro.infer import MCMC
 from tolerances import assert_sums_close, potential_magnitudes
 
@@ -31,6 +37,7 @@ from bnn_ppl.models.conv import conv_general_dilated
 from bnn_ppl.validation import InputValueError
 
 CHAINS = 3
+ROOT = Path(__file__).resolve().parents[1]
 
 
 class _TinyCNN(nn.Module):
@@ -275,6 +282,61 @@ def test_bad_chain_batching_is_refused_before_compilation(monkeypatch):
     for bad in ("vmap", "Sequential", None):
         with pytest.raises(InputValueError, match="chain_batching must be one of"):
             full_batch_potential(model, x, y, chain_batching=bad)
+
+
+SHARDED_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import jax, numpy as np
+    sys.path.insert(0, sys.argv[2])
+    from test_chain_batching import CHAINS, _chain, _conv_problem, _vmapped
+    from tolerances import potential_magnitudes
+    from bnn_ppl.inference import full_batch_potential
+
+    model, x, y = _conv_problem(30)
+    out, arrays = {}, {}
+    for chunk in (5, 15):  # 3 chunks and one chunk per device
+        two = full_batch_potential(model, x, y, chunk_size=chunk)
+        one = full_batch_potential(
+            model, x, y, chunk_size=chunk, devices=jax.devices()[:1], chain_batching="vectorized"
+        )
+        u = two.init_params(jax.random.key(0), num_chains=CHAINS)
+        v, g = _vmapped(two)(u, two.data)
+        for c in range(CHAINS):
+            v1, g1 = one.value_and_grad(_chain(u, c))
+            vm, gm = potential_magnitudes(one, _chain(u, c), x, y)
+            arrays.update({f"{chunk}/{c}/value/{k}": a for k, a in
+                           (("two", v[c]), ("one", v1), ("magnitude", vm))})
+            for name in g1:
+                arrays.update({f"{chunk}/{c}/{name}/{k}": a for k, a in
+                               (("two", g[name][c]), ("one", g1[name]), ("magnitude", gm[name]))})
+        out[chunk] = dict(devices=two.num_devices, num_chunks=two.num_chunks)
+    np.savez(sys.argv[1], **{k: np.asarray(v) for k, v in arrays.items()})
+    print(json.dumps(out))
+    """
+)
+
+
+def test_sequential_chains_on_two_simulated_devices_equal_one_device(tmp_path):
+    """Sharded over 2 (simulated) devices, each device runs the chains one after another on its
+    rows and the sums meet in the psum: each chain's value and gradient equal the one-device,
+    one-chain ones to the float32 rounding of the sums."""
+    env = subprocess_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    proc = subprocess.run(
+        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(ROOT / "tests")],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    layout = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert layout == {"5": {"devices": 2, "num_chunks": 3}, "15": {"devices": 2, "num_chunks": 1}}
+    with np.load(tmp_path / "a.npz") as f:
+        arrays = dict(f)
+    entries = sorted({k.rsplit("/", 1)[0] for k in arrays})
+    assert len(entries) == 2 * CHAINS * 5  # value and four parameter arrays per chain
+    for e in entries:
+        assert_sums_close(
+            arrays[f"{e}/two"], arrays[f"{e}/one"], arrays[f"{e}/magnitude"], 31, what=e
+        )
 
 
 class _Stop(Exception):
