@@ -30,7 +30,15 @@ from numpyro.infer import MCMC
 from tolerances import assert_sums_close, potential_magnitudes
 
 import bnn_ppl as bp
-from bnn_ppl.inference import HMC, chunking, full_batch_potential, model_potential
+from bnn_ppl.inference import (
+    HMC,
+    SGLD,
+    chunking,
+    deep_ensemble,
+    full_batch_potential,
+    map_estimate,
+    model_potential,
+)
 from bnn_ppl.inference.step_size import gradient_scales
 from bnn_ppl.models import MLP, ResNet20FRN
 from bnn_ppl.models.conv import conv_general_dilated
@@ -161,6 +169,43 @@ def test_minibatch_potentials_run_conv_chains_one_after_another():
         assert_sums_close(v[c], v1, scale * value_mag, n, what=f"value, chain {c}")
         grad_mag = {k: scale * m for k, m in grad_mag.items()}
         assert_sums_close(_chain(g, c), g1, grad_mag, n, what=f"gradient, chain {c}")
+
+
+@pytest.mark.parametrize("batch_size", [None, 8], ids=["full batch", "minibatches"])
+def test_ensemble_members_of_a_convnet_are_their_map_estimates(batch_size):
+    """``deep_ensemble`` vmaps its members' optimisation; for a ConvNet each member now runs the
+    one-member program (``auto``), and member i equals ``map_estimate`` with its key."""
+    model, x, y = _conv_problem(24)
+    kw = dict(num_steps=4, learning_rate=1e-2, batch_size=batch_size, chunk_size=8)
+    key = jax.random.key(10)
+    ens = deep_ensemble(model, x, y, 2, rng_key=key, **kw)
+    for i, k in enumerate(jax.random.split(key, 2)):
+        one = map_estimate(model, x, y, rng_key=k, **kw)
+        for name, a in one.params.items():
+            b = np.asarray(ens.params[name][i])
+            # 4 optimiser steps from the same start: float32 rounding of the gradients' sums
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6 * np.max(np.abs(a)), err_msg=name)
+
+
+def test_vectorized_sgld_chains_of_a_convnet_match_the_chains_run_one_by_one():
+    """SGLD's vectorized chains (each on its own minibatches) on a ConvNet: each chain's draws
+    are those of the same chain run alone, to float32 rounding."""
+    model, x, y = _conv_problem(24)
+    pot = full_batch_potential(model, x, y, chunk_size=8)
+    init = pot.init_params(jax.random.key(11), num_chains=2, method="network")
+    draws = {}
+    for method in ("vectorized", "sequential"):
+        kernel = SGLD(pot, batch_size=6, step_size=1e-4)
+        mcmc = MCMC(
+            kernel, num_warmup=0, num_samples=3, num_chains=2, chain_method=method,
+            progress_bar=False,
+        )  # fmt: skip
+        mcmc.run(jax.random.key(12), init_params=init)
+        draws[method] = mcmc.get_samples(group_by_chain=True)
+    for k, a in draws["vectorized"].items():
+        b = draws["sequential"][k]
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, float(np.max(np.abs(b)))))
+    assert not np.allclose(draws["vectorized"][k][0], draws["vectorized"][k][1])
 
 
 def _numpyro_conv_model(x, y=None):
