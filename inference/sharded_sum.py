@@ -11,6 +11,10 @@ pass is recomputed (``jax.checkpoint`` would: 1.35x slower for an MLP). With one
 device there is no loop at all (a loop body's convolution gradients are slow on XLA:CPU,
 jax-ml/jax#12868).
 
+Vectorized chains (a ``jax.vmap`` over ``params``) of a network with a convolution run one
+chain after another (``chain_batching``, :func:`sequential`): vmapped over its kernel, a
+convolution becomes a grouped one, 9.5x three one-chain ResNet-20 gradients on an H200.
+
 Both :func:`bnn_ppl.inference.full_batch_potential` (a ``BNN``) and
 :func:`bnn_ppl.inference.model_potential` (any NumPyro model) are built on it.
 
