@@ -13,7 +13,8 @@ chain_batching=...)`` decides what the vmap does:
 * ``auto`` (the default) - sequential when the network has a convolution.
 
 Candidates, in one process, interleaved (order rotated every round), per call of the 3-chain
-vmapped ``value_and_grad`` (compiled before timing), for a ResNet20FRN and an MLP:
+vmapped ``value_and_grad`` (compiled before timing), for a ResNet20FRN and an MLP (and with
+``--models``, LeNet-5 on MNIST-shaped inputs):
 
 * ``vectorized``, ``sequential``, and ``C x one chain`` (the one-chain gradient called C times:
   the floor of the sequential path).
@@ -40,7 +41,7 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential
-from bnn_ppl.models import MLP, ResNet20FRN
+from bnn_ppl.models import MLP, LeNet5, ResNet20FRN
 
 
 def problems(args: argparse.Namespace) -> dict[str, tuple[bp.BNN, np.ndarray, np.ndarray]]:
@@ -48,12 +49,18 @@ def problems(args: argparse.Namespace) -> dict[str, tuple[bp.BNN, np.ndarray, np
     s = args.image_size
     x_img = rng.standard_normal((args.n, s, s, 3), dtype=np.float32)
     x_tab = rng.standard_normal((args.n, 50), dtype=np.float32)
+    x_mnist = rng.standard_normal((args.n, 28, 28, 1), dtype=np.float32)
     y = rng.integers(0, 10, args.n).astype(np.int32)
     resnet = ResNet20FRN(out=10, width=args.width, blocks_per_stage=args.blocks)
     found = {
         f"ResNet20FRN width {args.width}, {args.blocks} block(s)/stage, {args.n}x{s}x{s}x3": (
             bp.BNN(resnet, bp.priors.Normal(0.2), bp.likelihoods.Categorical()),
             x_img,
+            y,
+        ),
+        f"LeNet5 {args.n}x28x28x1": (
+            bp.BNN(LeNet5(out=10), bp.priors.Normal(0.3), bp.likelihoods.Categorical()),
+            x_mnist,
             y,
         ),
         f"MLP 50-256-256-10, {args.n} rows": (
@@ -100,7 +107,7 @@ def measure(
     }
     times = _timing.round_robin(jobs, args.rounds)
     print(f"\n## {name}: {C} chains, chunk {pots['auto'].chunk_size} x {pots['auto'].num_chunks}")
-    print(f"# chunk_batching='auto' compiles the {'/'.join(auto_is) or '?'} program")
+    print(f"# chain_batching='auto' compiles the {'/'.join(auto_is) or '?'} program")
     print(
         "# value vs one chain, largest relative difference: "
         + ", ".join(f"{m} {r:.1e}" for m, r in rel.items())
@@ -125,7 +132,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--chunk-size", type=int, default=None)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument(
-        "--models", nargs="+", default=["resnet20frn", "mlp"], choices=["resnet20frn", "mlp"]
+        "--models",
+        nargs="+",
+        default=["resnet20frn", "mlp"],
+        choices=["resnet20frn", "lenet5", "mlp"],
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
     args = p.parse_args(argv)
