@@ -129,6 +129,7 @@ def _setup(
     devices: Sequence[jax.Device] | None,
     chunk_size: int | None,
     vectorized: int = 1,
+    chain_batching: str = "auto",
 ) -> tuple[FullBatchPotential, Callable, PRNGKey]:
     """Check every argument (before anything is compiled), then build the potential (for
     ``vectorized`` fits at once) and fit."""
@@ -149,8 +150,9 @@ def _setup(
             f"{type(optimizer).__name__}."
         )
     pot = full_batch_potential(
-        model, x, y, devices=devices, chunk_size=chunk_size, vectorized_chains=vectorized
-    )
+        model, x, y, devices=devices, chunk_size=chunk_size, vectorized_chains=vectorized,
+        chain_batching=chain_batching,
+    )  # fmt: skip
     key = jax.random.key(0) if rng_key is None else rng_key
     return pot, map_fitter(pot, optimizer, num_steps, batch_size), key
 
@@ -226,12 +228,15 @@ def deep_ensemble(
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | None = None,
     minibatch_size: int | None = None,
+    chain_batching: str = "auto",
 ) -> MAPResult:
     """``num_members`` MAP solutions from distinct initialisations, trained in parallel (vmap).
 
     Member ``i`` is exactly :func:`map_estimate` with ``rng_key=jax.random.split(rng_key,
-    num_members)[i]``. Arguments as in :func:`map_estimate`. The result's ``params`` have a
-    leading member axis, the layout of ``MCMC.get_samples()``.
+    num_members)[i]``. Arguments as in :func:`map_estimate`; ``chain_batching`` as in
+    :func:`~bnn_ppl.inference.full_batch_potential` (what the vmap over members does:
+    ``"auto"`` trains a ConvNet's members one after another inside the compiled program). The
+    result's ``params`` have a leading member axis, the layout of ``MCMC.get_samples()``.
 
     Raises:
         InputValueError: ``num_members < 1``, ``init_method="network"`` with an nnx network (whose
@@ -259,6 +264,7 @@ def deep_ensemble(
         devices,
         chunk_size,
         num_members,  # trained at once (vmap): the memory rule counts every member
+        chain_batching,
     )
     keys = jax.random.split(key, num_members)
     split = jax.vmap(jax.random.split)(keys)

@@ -196,6 +196,7 @@ def _run(
     devices: Sequence[jax.Device] | None,
     chunk_size: int | None,
     dtype: Any,
+    chain_batching: str,
     **run_args: Any,
 ) -> MCMC:
     """Check the run's arguments, build the potential and the kernel, run, check the chains."""
@@ -204,7 +205,7 @@ def _run(
     vectorized = run["num_chains"] if run["chain_method"] == "vectorized" else 1
     pot = full_batch_potential(
         model, x, y, devices=devices, chunk_size=chunk_size, dtype=dtype,
-        vectorized_chains=vectorized,
+        vectorized_chains=vectorized, chain_batching=chain_batching,
     )  # fmt: skip
     mcmc = CheckedMCMC(
         kernel_cls(pot, **kernel_kwargs),
@@ -253,6 +254,7 @@ def hmc(
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | None = None,
     dtype: Any = None,
+    chain_batching: str = "auto",
     progress_bar: bool = False,
     extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
@@ -299,7 +301,9 @@ def hmc(
             per adaptation window, a matrix-vector product per leapfrog step).
         max_num_steps: the most leapfrog steps one iteration may take (1 to 2**20).
         init_method: ``"prior"`` or ``"network"`` (see :meth:`bnn_ppl.BNN.init`).
-        devices, chunk_size, dtype: as in :func:`~bnn_ppl.inference.full_batch_potential`.
+        devices, chunk_size, dtype, chain_batching: as in
+            :func:`~bnn_ppl.inference.full_batch_potential` (``chain_batching``: what
+            vectorized chains do; ``"auto"`` runs a ConvNet's chains one after another).
         progress_bar: show NumPyro's progress bar (slower: one dispatch per iteration).
         extra_fields: HMC state fields to collect, for ``mcmc.get_extra_fields()``; the default
             (:data:`DEFAULT_EXTRA_FIELDS`) is what :func:`~bnn_ppl.inference.from_mcmc`
@@ -325,7 +329,7 @@ def hmc(
         dense_mass,
     )
     return _run(
-        HMC, kernel_kwargs, model, x, y, rng_key, devices, chunk_size, dtype,
+        HMC, kernel_kwargs, model, x, y, rng_key, devices, chunk_size, dtype, chain_batching,
         num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
         chain_method=chain_method, thinning=thinning, init_method=init_method,
         progress_bar=progress_bar, extra_fields=extra_fields,
@@ -351,6 +355,7 @@ def nuts(
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | None = None,
     dtype: Any = None,
+    chain_batching: str = "auto",
     progress_bar: bool = False,
     extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
@@ -370,7 +375,7 @@ def nuts(
         )
     )
     return _run(
-        NUTS, kernel_kwargs, model, x, y, rng_key, devices, chunk_size, dtype,
+        NUTS, kernel_kwargs, model, x, y, rng_key, devices, chunk_size, dtype, chain_batching,
         num_warmup=num_warmup, num_samples=num_samples, num_chains=num_chains,
         chain_method=chain_method, thinning=thinning, init_method=init_method,
         progress_bar=progress_bar, extra_fields=extra_fields,

@@ -36,8 +36,10 @@ from bnn_ppl.inference import (
     chunking,
     deep_ensemble,
     full_batch_potential,
+    hmc,
     map_estimate,
     model_potential,
+    nuts,
 )
 from bnn_ppl.inference.step_size import gradient_scales
 from bnn_ppl.models import MLP
@@ -206,6 +208,28 @@ def test_vectorized_sgld_chains_of_a_convnet_match_the_chains_run_one_by_one():
         b = draws["sequential"][k]
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, float(np.max(np.abs(b)))))
     assert not np.allclose(draws["vectorized"][k][0], draws["vectorized"][k][1])
+
+
+def test_the_drivers_take_chain_batching():
+    """``hmc``/``nuts`` and ``deep_ensemble`` pass ``chain_batching`` to their potential: HMC
+    forced either way gives the same draws (to float32 rounding), and a bad value is refused
+    before anything compiles (the ensemble's members through the sequential path: above)."""
+    model, x, y = _conv_problem(16)
+    kw = dict(num_warmup=0, num_samples=2, num_chains=2, step_size=1e-3, adapt_step_size=False,
+              trajectory_length=3e-3, chunk_size=8, rng_key=jax.random.key(13))  # fmt: skip
+    draws = {}
+    for mode in ("sequential", "vectorized"):
+        mcmc = hmc(model, x, y, chain_batching=mode, **kw)
+        assert mcmc.sampler.potential.chain_batching == mode
+        draws[mode] = mcmc.get_samples()
+    for k, a in draws["sequential"].items():
+        b = draws["vectorized"][k]
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * max(1.0, float(np.max(np.abs(b)))))
+    for driver in (hmc, nuts):
+        with pytest.raises(InputValueError, match="chain_batching must be one of"):
+            driver(model, x, y, chain_batching="batched", num_warmup=1, num_samples=1)
+    with pytest.raises(InputValueError, match="chain_batching must be one of"):
+        deep_ensemble(model, x, y, 2, chain_batching="batched")
 
 
 def _numpyro_conv_model(x, y=None):
