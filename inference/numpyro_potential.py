@@ -271,19 +271,24 @@ class ModelPotential(FullBatchPotential, Tempered):
 
         return potential_fn
 
+    @cached_property
+    def _batch_log_likelihood(self) -> Callable[[Params, Array, dict[str, Array]], Array]:
+        """``f(values, idx, arrays)``: the plate sites' log density on rows ``idx``; vectorized
+        chains of a convolutional model run it one after another (``chain_batching``)."""
+
+        def batch_log_lik(values: Params, idx: Array, arrays: dict[str, Array]) -> Array:
+            tr = self._trace(values, {k: a[idx] for k, a in arrays.items()})
+            return sum(jnp.sum(site_lp(tr[k])).astype(self.dtype) for k in self.plate_sites)
+
+        return chain_batched(batch_log_lik, self.chain_batching)
+
     def minibatch_potential_fn_gen(
         self, data: ModelData | None = None
     ) -> Callable[[Params, Array], Array]:
         """Unbiased minibatch estimate of the potential: ``f(unconstrained, idx) -> scalar``
         with the plate sites' log density on rows ``idx`` scaled by ``num_data / len(idx)``."""
         data, n = (self.data if data is None else data), self.num_data
-
-        def batch_log_lik(values: Params, idx: Array, arrays: dict[str, Array]) -> Array:
-            tr = self._trace(values, {k: a[idx] for k, a in arrays.items()})
-            return sum(jnp.sum(site_lp(tr[k])).astype(self.dtype) for k in self.plate_sites)
-
-        # vectorized chains of a convolutional model: one chain after another (chain_batching)
-        batch_log_lik = chain_batched(batch_log_lik, self.chain_batching)
+        batch_log_lik = self._batch_log_likelihood
 
         def potential_fn(unconstrained: Params, idx: Array) -> Array:
             values, log_det, log_prior = self._globals(unconstrained)

@@ -110,8 +110,8 @@ class FullBatchPotential:
         dtype: dtype in which the log-likelihood is accumulated.
         chunk_rule: what chose ``chunk_size``, a key of
             :data:`bnn_ppl.inference.chunking.CHUNK_RULES` (e.g. ``"cpu default"``).
-        chain_batching: what vectorized chains (``jax.vmap`` over the parameters) do:
-            ``"vectorized"``, ``"sequential"`` or ``"auto"`` (see :func:`full_batch_potential`).
+        chain_batching: ``"vectorized"``, ``"sequential"`` or ``"auto"`` (what vectorized
+            chains do: :func:`full_batch_potential`).
     """
 
     model: BNN
@@ -234,6 +234,18 @@ class FullBatchPotential:
 
         return potential_fn
 
+    @cached_property
+    def _batch_log_likelihood(self) -> Callable[[Params, Array, Array, Array], Array]:
+        """``f(params, idx, x, y)``: the summed log-likelihood of rows ``idx``; vectorized chains
+        of a ConvNet run it one after another (``chain_batching``; its convolution check is
+        traced once per potential)."""
+        model, acc = self.model, self.dtype
+
+        def batch_log_lik(params: Params, idx: Array, x: Array, y: Array) -> Array:
+            return jnp.sum(model.log_likelihood(params, x[idx], y[idx]).astype(acc))
+
+        return chain_batched(batch_log_lik, self.chain_batching)
+
     def minibatch_potential_fn_gen(
         self, data: ShardedData | None = None
     ) -> Callable[[Params, Array], Array]:
@@ -243,14 +255,9 @@ class FullBatchPotential:
         ``num_data`` and are never picked); the batch log-likelihood is scaled by
         ``num_data / b``, the prior counted once, with the same tempering as the full potential.
         """
-        model, n, acc = self.model, self.num_data, self.dtype
+        model, n = self.model, self.num_data
         data = self.data if data is None else data
-
-        def batch_log_lik(params: Params, idx: Array, x: Array, y: Array) -> Array:
-            return jnp.sum(model.log_likelihood(params, x[idx], y[idx]).astype(acc))
-
-        # vectorized chains of a ConvNet: one chain after another (chain_batching)
-        batch_log_lik = chain_batched(batch_log_lik, self.chain_batching)
+        batch_log_lik = self._batch_log_likelihood
 
         def potential_fn(unconstrained: Params, idx: Array) -> Array:
             params, log_det = self.constrain(unconstrained)
@@ -332,17 +339,12 @@ def full_batch_potential(
             for all of them (unless they run one after another, below).
             :func:`~bnn_ppl.inference.hmc`, ``fit`` and the reference recipe pass their
             ``num_chains``.
-        chain_batching: what vectorized chains do (``jax.vmap`` of the potential over the
-            parameters, as NumPyro's ``chain_method="vectorized"``, vectorized SG-MCMC chains
-            and deep ensembles do; the minibatch potential too):
-            ``"vectorized"`` batches the network's arithmetic; ``"sequential"`` computes each
-            chain's value and gradient after the other inside the one compiled program
-            (``jax.custom_batching.sequential_vmap``), each exactly the one-chain
-            computation; ``"auto"`` (default): sequential when the network has a
-            convolution. Batched convolutions (one group per chain) are slow: three vmapped
-            ResNet-20 gradients took 9.5x as long as three one after another on an H200,
-            2.9x on a CPU; batched MLPs are not (``benchmarks/RESULTS.md``). On the
-            sequential path the potential is differentiable in the parameters only.
+        chain_batching: what a ``jax.vmap`` over chains (vectorized HMC/NUTS or SG-MCMC,
+            deep ensembles; the minibatch potential too) does: ``"vectorized"`` batches the
+            network, ``"sequential"`` runs the one-chain program chain after chain, ``"auto"``
+            (default) is sequential for a network with a convolution (batched, 9.5x slower
+            for a ResNet-20 on an H200; see :func:`~bnn_ppl.inference.sharded_sum.
+            sharded_chunked_sum`). Sequential: differentiable in the parameters only.
 
     Returns:
         A :class:`FullBatchPotential`.

@@ -167,10 +167,10 @@ def chain_batched(fn: Callable[..., Any], chain_batching: str) -> Callable[..., 
     if chain_batching == "vectorized":
         return fn
     one_by_one = sequential(fn)
-    has_conv = convolution_check(fn)
+    has_conv = convolution_check(fn) if chain_batching == "auto" else None
 
     def call(params: PyTree, *args: Any) -> Any:
-        if chain_batching == "auto" and not has_conv(params, *args):
+        if has_conv is not None and not has_conv(params, *args):
             return fn(params, *args)
         return one_by_one(params, *jax.tree.map(params_only, args))
 
@@ -258,7 +258,11 @@ def sharded_chunked_sum(
 
     scanned_sum = one_pass_sum(local_value, local_value_and_grad)
     # each chain's value and gradient exactly as one chain's, one chain after another
-    sequential_sum = one_pass_sum(sequential(local_value), sequential(local_value_and_grad))
+    # (the value needs no reverse mode of its own: one_pass_sum differentiates through the
+    # value-and-gradient pass)
+    sequential_sum = one_pass_sum(
+        jax.custom_batching.sequential_vmap(local_value), sequential(local_value_and_grad)
+    )
 
     chunk_has_conv = convolution_check(chunk_fn)
 
