@@ -173,7 +173,11 @@ def test_minibatch_potentials_run_conv_chains_one_after_another():
         assert_sums_close(_chain(g, c), g1, grad_mag, n, what=f"gradient, chain {c}")
 
 
-@pytest.mark.parametrize("batch_size", [None, 8], ids=["full batch", "minibatches"])
+# the full-batch case runs with -m slow: the minibatch members run the same sequential path
+# (through the minibatch potential), and the full-batch sequential gradient is proven below
+@pytest.mark.parametrize(
+    "batch_size", [pytest.param(None, marks=pytest.mark.slow), 8], ids=["full batch", "minibatches"]
+)
 def test_ensemble_members_of_a_convnet_are_their_map_estimates(batch_size):
     """``deep_ensemble`` vmaps its members' optimisation; for a ConvNet each member now runs the
     one-member program (``auto``), and member i equals ``map_estimate`` with its key."""
@@ -189,6 +193,9 @@ def test_ensemble_members_of_a_convnet_are_their_map_estimates(batch_size):
             np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6 * np.max(np.abs(a)), err_msg=name)
 
 
+# -m slow: test_minibatch_potentials_run_conv_chains_one_after_another proves the per-chain
+# minibatch values and gradients that SGLD's vectorized chains use
+@pytest.mark.slow
 def test_vectorized_sgld_chains_of_a_convnet_match_the_chains_run_one_by_one():
     """SGLD's vectorized chains (each on its own minibatches) on a ConvNet: each chain's draws
     are those of the same chain run alone, to float32 rounding."""
@@ -296,6 +303,9 @@ def test_data_derivatives_are_refused_on_the_sequential_path_only():
             assert np.all(np.isfinite(jax.grad(of_inputs)(pot.data.x)))
 
 
+# -m slow: test_the_drivers_take_chain_batching runs HMC on the sequential path against the
+# batched one in the default suite
+@pytest.mark.slow
 def test_vectorized_hmc_chains_match_the_chains_run_one_by_one():
     """NumPyro's vectorized HMC on the (auto) sequential potential: each chain's draws are the
     draws of the same chain run alone (``chain_method="sequential"``), to float32 rounding."""

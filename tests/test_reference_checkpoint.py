@@ -200,6 +200,9 @@ def test_a_damaged_segment_file_is_set_aside_and_the_segment_redone(finished, un
 TEMPERING = dict(num_temperatures=2, leapfrog_steps=4)
 
 
+# -m slow: the commits and replay are the HMC runs' code (reference_kernels), tested above;
+# this adds the tempering state (ladders, swap counts) to what is restored
+@pytest.mark.slow
 def test_a_tempering_run_resumed_equals_the_uninterrupted_one(tmp_path):
     """Parallel tempering through the same commits and replay: interrupted during segment 2
     and resumed, its draws, checks and ladder are the uninterrupted run's, bit for bit; a

@@ -242,7 +242,9 @@ def test_minibatch_regression_at_the_recommended_step_size(name, regression):
 
 
 # -------------------------------------------------------------- cyclical schedule
-@pytest.mark.parametrize("noise_estimate", [True, False])
+# False (the paper's thermostat alone, cold cycle ends: a finding, not the default) runs with
+# -m slow
+@pytest.mark.parametrize("noise_estimate", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_atmc_cycle_ends_have_the_posterior_variance(noise_estimate, regression):
     """ATMC under the ATMC paper's cyclical cosine schedule, from prior draws, minibatches of 50:
     the samples at the end of each cycle. With the noise estimate (default) the thermostat
