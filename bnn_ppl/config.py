@@ -54,6 +54,9 @@ INIT_METHODS = ("prior", "median", "uniform")
 QUANTITIES = ("probs", "p_true", "centred_logits", "mean")
 """The function-space quantities (:data:`bnn_ppl.function_values.QUANTITIES`, without JAX)."""
 MASS_MATRICES = ("diagonal", "dense", "identity")
+CHAIN_BATCHING = ("auto", "vectorized", "sequential")
+"""How vectorized chains evaluate the network (:data:`bnn_ppl.inference.sharded_sum.CHAIN_BATCHING`,
+without JAX)."""
 
 
 def _count(name: str, value: Any, minimum: int = 1) -> None:
@@ -72,18 +75,25 @@ def _optional_positive(name: str, value: Any) -> None:
 
 @dataclass(frozen=True)
 class Config:
-    """Fields every method shares: ``chunk_size`` of the full-batch potential and
+    """Fields every method shares: ``chunk_size`` of the full-batch potential,
     ``init_method`` (NumPyro's init strategy for the starting point: ``"prior"``,
-    ``"median"`` or ``"uniform"``)."""
+    ``"median"`` or ``"uniform"``) and ``chain_batching`` (how vectorized chains, ensemble
+    members or SG-MCMC chains evaluate the network: ``"auto"`` runs a network with a
+    convolution one chain after another, ``"vectorized"`` and ``"sequential"`` force either;
+    :func:`~bnn_ppl.inference.full_batch_potential`). ``chain_batching`` changes the draws by
+    float32 rounding at most, so a checkpoint's fingerprint records it only when it is not
+    ``"auto"``, and folders written before it existed resume."""
 
     method: ClassVar[str] = ""
 
     chunk_size: int | Literal["auto"] | None = None  # rows per network call (None: the library's)
     init_method: str = "prior"  # start: prior, median or uniform
+    chain_batching: str = "auto"  # chains' network calls: auto, vectorized or sequential
 
     def __post_init__(self) -> None:
         validation.check_chunk_size(self.chunk_size)
         validation.check_choice("init_method", self.init_method, INIT_METHODS)
+        validation.check_choice("chain_batching", self.chain_batching, CHAIN_BATCHING)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields and ``"method"``, JSON-able."""
@@ -179,6 +189,12 @@ class MAPConfig(Config):
         _count("num_steps", self.num_steps)
         validation.check_positive("learning_rate", self.learning_rate)
         _optional_count("batch_size", self.batch_size)
+        if self.method in ("map", "svi") and self.chain_batching != "auto":
+            raise InputValueError(
+                f"chain_batching={self.chain_batching!r} does nothing for {self.method}, which "
+                "fits one set of weights: leave it at 'auto' (it applies to hmc, nuts, "
+                "ensemble, the SG-MCMC methods and reference_hmc)."
+            )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,10 @@
 
 :func:`run_fingerprint` records, as flat named fields:
 
-* ``config.<field>`` - every field of the method's config (``config.to_dict()``);
+* ``config.<field>`` - every field of the method's config (``config.to_dict()``), but
+  ``chain_batching`` at its default ``"auto"`` (a folder written before the field existed
+  resumes; forced to ``"vectorized"`` or ``"sequential"``, the draws may differ by float32
+  rounding, so it is recorded);
 * ``data.x``, ``data.y`` - SHA-256 of the training arrays (dtype, shape and bytes);
 * ``seed`` - the random key's data;
 * ``model.network`` - SHA-256 of the *jaxpr* of the potential (the network, the prior, the
@@ -109,7 +112,12 @@ def run_fingerprint(
     ``potential.memory_chunk``: a resume (:func:`~bnn_ppl.inference.fit`) builds its potential
     with that chunk again, whatever memory is free then.
     """
-    fields: dict[str, Any] = {f"config.{k}": v for k, v in config.items()}
+    # chain_batching at its default is left out: folders written before it existed resume
+    fields: dict[str, Any] = {
+        f"config.{k}": v
+        for k, v in config.items()
+        if not (k == "chain_batching" and v == "auto")
+    }
     if memory_chunk is not None:
         fields["potential.memory_chunk"] = int(memory_chunk)
     fields["data.x"] = array_digest(x)

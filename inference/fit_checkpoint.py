@@ -121,8 +121,9 @@ def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
             NUTS,
         )
     pot = full_batch_potential(  # chains are vectorized (resume.py)
-        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains
-    )
+        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
+        chain_batching=c.chain_batching,
+    )  # fmt: skip
     init_key, run_key = jax.random.split(key)  # as hmc() and nuts() split it
     chains = c.num_chains
     init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)

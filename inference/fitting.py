@@ -107,6 +107,7 @@ def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
         "target_accept_prob": c.target_accept_prob,
         "init_method": c.init_method,
         "chunk_size": c.chunk_size,
+        "chain_batching": c.chain_batching,
     }
     if isinstance(c, HMCConfig):
         mcmc = hmc(
@@ -142,7 +143,9 @@ def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
 
     kwargs = _map_kwargs(c, c.num_steps, key)
     if isinstance(c, EnsembleConfig):
-        result = deep_ensemble(model, d.x, d.y, c.num_members, **kwargs)
+        result = deep_ensemble(
+            model, d.x, d.y, c.num_members, chain_batching=c.chain_batching, **kwargs
+        )
     else:
         result = map_estimate(model, d.x, d.y, **kwargs)
     return from_map(result, method=c.method, config=c.to_dict())
@@ -184,8 +187,9 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
     kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
                   "atmc": inference.ATMC}[c.method]  # fmt: skip
     pot = inference.full_batch_potential(  # chains are vectorized
-        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains
-    )
+        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
+        chain_batching=c.chain_batching,
+    )  # fmt: skip
     batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
     map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
     step, extra = c.step_size, {}

@@ -40,7 +40,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from bnn_ppl import validation
+from bnn_ppl import config, validation
 from bnn_ppl.types import Array, PyTree
 
 __all__ = [
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 DATA_AXIS = "data"
-CHAIN_BATCHING = ("auto", "vectorized", "sequential")
+CHAIN_BATCHING = config.CHAIN_BATCHING
 DEFAULT_MAX_CHUNK = 1024
 
 

@@ -421,3 +421,76 @@ def test_sequential_chains_on_two_simulated_devices_equal_one_device(tmp_path):
 
 class _Stop(Exception):
     """Raised where the test has seen what it needs."""
+
+
+# ------------------------------------------------------------------ fit and its configs
+@pytest.mark.parametrize(
+    "config, checkpointed",
+    [
+        (bp.config.HMCConfig(num_warmup=1, num_samples=1, num_chains=2), False),
+        (bp.config.HMCConfig(num_warmup=1, num_samples=1, num_chains=2), True),
+        (bp.config.NUTSConfig(num_warmup=1, num_samples=1, num_chains=2), False),
+        (bp.config.EnsembleConfig(num_steps=1, num_members=2), False),
+        (bp.config.SGLDConfig(num_chains=2, cycle_length=2, num_samples=1), False),
+        (bp.config.SGLDConfig(num_chains=2, cycle_length=2, num_samples=1), True),
+        (bp.config.ReferenceHMCConfig(num_chains=2, num_warmup=1, segment_draws=4), False),
+    ],
+    ids=["hmc", "hmc checkpointed", "nuts", "ensemble", "sgld", "sgld checkpointed", "reference"],
+)
+@pytest.mark.parametrize("mode", ["sequential", "vectorized"])
+def test_fit_builds_its_potential_with_the_configs_chain_batching(
+    config, checkpointed, mode, monkeypatch, tmp_path
+):
+    """``fit`` (and its checkpointed path) hands ``config.chain_batching`` to the potential of
+    every method with several chains; seen where the potential is built, before anything
+    compiles."""
+    import dataclasses
+
+    from bnn_ppl.inference import potential
+
+    seen = []
+
+    def spy(**kwargs):
+        seen.append(kwargs["chain_batching"])
+        raise _Stop
+
+    monkeypatch.setattr(potential, "FullBatchPotential", spy)
+    model, x, y = _mlp_problem()
+    c = dataclasses.replace(config, chain_batching=mode)
+    where = {"checkpoint_dir": tmp_path / "ckpt"} if checkpointed else {}
+    with pytest.raises(_Stop):
+        bp.fit(model, (x, y, x[:5]), c, jax.random.key(0), **where)
+    assert seen == [mode]
+
+
+def test_chain_batching_is_refused_where_one_set_of_weights_is_fitted():
+    for cls in (bp.config.MAPConfig, bp.config.SVIConfig):
+        with pytest.raises(InputValueError, match="does nothing for"):
+            cls(chain_batching="sequential")
+        assert cls(chain_batching="auto").chain_batching == "auto"
+    with pytest.raises(InputValueError, match="chain_batching must be one of"):
+        bp.config.HMCConfig(chain_batching="batched")
+
+
+def test_the_fingerprint_records_chain_batching_only_when_forced():
+    """At ``"auto"`` a run's fingerprint is the one written before ``chain_batching`` existed
+    (the same fields and digest: old checkpoint folders resume); forced either way it is a
+    field, so a resume with the other value is refused, naming it."""
+    from bnn_ppl.inference.checkpoint_store import CheckpointError
+    from bnn_ppl.inference.fingerprint import check_same, run_fingerprint
+
+    model, x, y = _mlp_problem()
+    pot = full_batch_potential(model, x, y)
+    u = pot.init_params(jax.random.key(0))
+    key = jax.random.key(1)
+    prints = {}
+    for mode in ("auto", "sequential", "vectorized"):
+        c = bp.config.HMCConfig(chain_batching=mode).to_dict()
+        prints[mode] = run_fingerprint(c, x, y, key, pot.potential_fn, u)
+    old = bp.config.HMCConfig().to_dict()
+    del old["chain_batching"]  # a config written before the field existed
+    assert prints["auto"] == run_fingerprint(old, x, y, key, pot.potential_fn, u)
+    assert "config.chain_batching" not in prints["auto"]["fields"]
+    assert prints["sequential"]["fields"]["config.chain_batching"] == "sequential"
+    with pytest.raises(CheckpointError, match="config.chain_batching is 'sequential' there and 'vectorized' now"):
+        check_same(prints["sequential"], prints["vectorized"], "runs/x")

@@ -371,6 +371,14 @@ BAD_RUNS = {
         "--num-chains does not apply to bnn-ppl run svi; it applies to "
         "hmc/nuts/sgld/sghmc/sgnht/atmc",
     ),
+    "chain batching of a method without chains": (
+        ["svi", "--chain-batching", "sequential"],
+        "--chain-batching='sequential' does nothing for svi, which fits one set of weights",
+    ),
+    "unknown chain batching": (
+        ["--chain-batching", "batched"],
+        "--chain-batching must be one of ['auto', 'sequential', 'vectorized'], got 'batched'",
+    ),
     "checkpoints of a method without chains": (
         ["ensemble", "--checkpoint-every", "2"],
         "--checkpoint-every does not apply to bnn-ppl run ensemble",

@@ -18,8 +18,8 @@ Example:
     >>> from bnn_ppl import cli
     >>> s = cli.run_settings("ensemble", cli.RunOptions(out="runs/ens"), {"num_members": 3})
     >>> s.config
-    EnsembleConfig(chunk_size=None, init_method='prior', num_steps=1000, learning_rate=0.01, \
-batch_size=None, num_members=3)
+    EnsembleConfig(chunk_size=None, init_method='prior', chain_batching='auto', num_steps=1000, \
+learning_rate=0.01, batch_size=None, num_members=3)
 """
 
 from __future__ import annotations
