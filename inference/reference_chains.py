@@ -133,8 +133,10 @@ def build_chains(
 ) -> tuple[CheckedMCMC, FullBatchPotential, Any, jax.Array]:
     """``(mcmc, potential, initial parameters, run key)`` for ``c``'s chains (checked data)."""
     kernel = chain_kernel(c)
-    pot = full_batch_potential(model, x, y, chunk_size=c.chunk_size,
-                               vectorized_chains=c.num_chains, chain_batching=c.chain_batching)  # fmt: skip
+    pot = full_batch_potential(
+        model, x, y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
+        chain_batching=c.chain_batching,
+    )  # fmt: skip
     mcmc = CheckedMCMC(
         kernel.build(model, x, pot), num_warmup=c.num_warmup,
         num_samples=min(c.segment_draws, c.max_draws), num_chains=c.num_chains,

@@ -492,5 +492,6 @@ def test_the_fingerprint_records_chain_batching_only_when_forced():
     assert prints["auto"] == run_fingerprint(old, x, y, key, pot.potential_fn, u)
     assert "config.chain_batching" not in prints["auto"]["fields"]
     assert prints["sequential"]["fields"]["config.chain_batching"] == "sequential"
-    with pytest.raises(CheckpointError, match="config.chain_batching is 'sequential' there and 'vectorized' now"):
+    refused = "config.chain_batching is 'sequential' there and 'vectorized' now"
+    with pytest.raises(CheckpointError, match=refused):
         check_same(prints["sequential"], prints["vectorized"], "runs/x")
