@@ -95,7 +95,8 @@ def main(args: argparse.Namespace) -> None:
                             num_temperatures=args.temperatures, min_beta=args.min_beta,
                             leapfrog_steps=args.leapfrog_steps, init_steps=args.init_steps,
                             init_learning_rate=args.init_learning_rate,
-                            checkpoint_dir=args.checkpoint_dir)  # fmt: skip
+                            checkpoint_dir=args.checkpoint_dir,
+                            on_check=lambda check: print(check.describe(), flush=True))  # fmt: skip
     for w in caught:
         kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
             w.category.__name__)
@@ -106,8 +107,6 @@ def main(args: argparse.Namespace) -> None:
         print(f"starts: potential {np.round(starts['prior_potential'], 1).tolist()} at the prior "
               f"draws -> {np.round(starts['potential'], 1).tolist()} after {starts['steps']} Adam "
               "steps")
-    for check in run.checks:
-        print(check.describe())
     ladder = run.posterior.config["convergence"].get("tempering")
     if ladder:
         print("ladders (beta per rung):", np.round(ladder["betas"], 4).tolist())

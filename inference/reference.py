@@ -99,6 +99,7 @@ import math
 import os
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -221,6 +222,7 @@ def reference_hmc(
     rng_key: PRNGKey | None = None,
     config: ReferenceHMCConfig | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
+    on_check: Callable[[ConvergenceCheck], Any] | None = None,
     **settings: Any,
 ) -> ReferenceRun:
     """Run HMC in segments until the test predictions converge or the budget ends.
@@ -238,6 +240,11 @@ def reference_hmc(
             segment with the same draws; a larger budget or other thresholds continue a
             finished run; other data, seed, model or draw-determining settings are refused
             naming the field (:mod:`bnn_ppl.inference.reference_checkpoint`).
+        on_check: called with each :class:`ConvergenceCheck` as soon as it is made (after
+            every segment; on a resume, the replayed segments' checks first), e.g.
+            ``lambda check: print(check.describe(), flush=True)`` to follow a run of hours;
+            its return value is ignored, and an exception it raises ends the run (the
+            committed segments of a checkpointed run stay committed).
         **settings: any of its fields, overriding ``config``: ``num_chains`` (4),
             ``num_warmup`` (500), ``segment_draws`` (200), ``max_draws`` (10000 per chain),
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
@@ -279,6 +286,11 @@ def reference_hmc(
         validation.check_same_length("x_test", x_test, "y_test", y_test)
         model.likelihood.check_targets(y_test, model.output_shape(x_test))
     key = validation.check_key("rng_key", rng_key) if rng_key is not None else None
+    if on_check is not None and not callable(on_check):
+        raise InputTypeError(
+            "on_check must be a callable taking a ConvergenceCheck (e.g. lambda check: "
+            f"print(check.describe())), got {type(on_check).__name__}."
+        )
     if checkpoint_dir is not None:
         from bnn_ppl.inference.fit_checkpoint import check_checkpoint_dir
 
@@ -317,6 +329,8 @@ def reference_hmc(
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
             seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
             checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
+            if on_check is not None:
+                on_check(checks[-1])
             n = min(c.segment_draws, c.max_draws - draws)  # the next segment's draws, if any
             if not all(h.moving for h in health):
                 reason = "chains_not_moving"  # the step size is fixed now: more draws won't help

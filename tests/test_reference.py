@@ -159,8 +159,11 @@ def test_a_budget_too_small_warns_and_reports_its_figures():
     x, y = data()
     xt = _test_inputs()
     settings = dict(num_warmup=50, segment_draws=10, max_draws=20)
+    seen = []  # on_check: each check as it is made
     with pytest.warns(ReferenceNotConvergedWarning, match="max_draws") as record:
-        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, **settings)
+        run = reference_hmc(linear_model(), (x, y), x_test=xt, rng_key=KEY, on_check=seen.append,
+                            **settings)  # fmt: skip
+    assert seen == list(run.checks) and [c.draws for c in seen] == [10, 20]
     assert "R-hat" in str(record[0].message) and "bulk ESS" in str(record[0].message)
     assert not run.converged and run.stop_reason == "max_draws"
     assert run.segments == 2 and run.draws == 20 and run.posterior.num_draws == 20
@@ -363,6 +366,7 @@ def test_quantities_agree_with_function_values():
         ({"x_test": np.zeros((5, 3), np.float32)}, "x_test"),
         ({"x_test": np.zeros(5, np.float32)}, "x_test"),
         ({"config": {"max_draws": 10}}, "config"),
+        ({"on_check": "print"}, "on_check must be a callable"),
     ],
 )
 def test_bad_settings_are_refused_before_compiling(kwargs, match):

@@ -95,7 +95,10 @@ def finished(tmp_path_factory):
     assert (folder / "run.json").exists() and not list(folder.glob("record_*.json"))
     _interrupted_in_segment_2(folder)
     assert [p.name for p in sorted(folder.glob("record_*.json"))][-1] == "record_000001.json"
-    return folder, _run(folder)
+    seen = []  # on_check: the replayed segment's check, then the sampled one's
+    run = _run(folder, on_check=seen.append)
+    assert seen == list(run.checks) and len(seen) == 2
+    return folder, run
 
 
 def test_an_interrupted_run_resumed_equals_the_uninterrupted_one(finished, uninterrupted):
