@@ -13,7 +13,7 @@ dense / diagonal.
 Usage::
 
     python benchmarks/dense_metric.py --dataset energy --noise 0.05     # needs the UCI files
-    python benchmarks/dense_metric.py --quick                           # synthetic rows: a smoke test
+    python benchmarks/dense_metric.py --quick      # synthetic rows: a smoke test
 """
 
 from __future__ import annotations
