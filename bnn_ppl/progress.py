@@ -42,7 +42,7 @@ from bnn_ppl import validation
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["chain_point", "running_metrics", "loss_points"]
+__all__ = ["chain_point", "running_metrics", "loss_points", "prefix_test_metrics"]
 
 
 def _test_metrics(
@@ -155,15 +155,35 @@ def running_metrics(
     y_test = posterior.observed.get("y_test")
     thinning = posterior.config.get("thinning", 1)
     per_draw = _posterior_gradients_per_draw(posterior)
+    points = _points(posterior.num_draws, every)
+    tests: list[dict[str, float]] = [{} for _ in points]
+    if posterior.predictions and y_test is not None:  # every point's BMA, in one pass
+        tests = prefix_test_metrics(posterior.predictions, y_test, points, y_std)
     return [
         chain_point(
             t,
-            {k: v[:, :t] for k, v in posterior.predictions.items()},
-            y_test,
+            None,
+            None,
             {k: v[:, :t] for k, v in posterior.sample_stats.items()},
             thinning=thinning if isinstance(thinning, int) else 1,
-            y_std=y_std,
             gradients_per_draw=per_draw,
         )
-        for t in _points(posterior.num_draws, every)
+        | test
+        for t, test in zip(points, tests, strict=True)
     ]
+
+
+def prefix_test_metrics(
+    predictions: Mapping[str, np.ndarray], y_test: Any, points: list[int], y_std: float
+) -> list[dict[str, float]]:
+    """The ``test_*`` metrics of the BMA of the first ``t`` draws per chain of ``predictions``
+    (``(chain, draw, n, ...)`` arrays by field name, as a Posterior holds them), for each ``t``
+    in ``points``: :func:`chain_point`'s, computed in one pass without compiling a program per
+    prefix length (:func:`bnn_ppl.metrics.suite.prefix_metrics`)."""
+    from bnn_ppl.likelihoods import prediction_from_fields
+    from bnn_ppl.metrics.suite import prefix_metrics
+
+    task = "classification" if "probs" in predictions else "regression"
+    pred = prediction_from_fields(dict(predictions))
+    found = prefix_metrics(pred, np.asarray(y_test), points, task=task, y_std=y_std)
+    return [{f"test_{k}": v for k, v in m.items()} for m in found]

@@ -53,7 +53,7 @@ import numpy as np
 
 from bnn_ppl import io
 from bnn_ppl.model import BNN
-from bnn_ppl.progress import chain_point
+from bnn_ppl.progress import chain_point, prefix_test_metrics
 
 __all__ = ["ProgressLog", "FILE"]
 
@@ -128,16 +128,19 @@ class ProgressLog:
         per_draw = None
         if self.per_step is not None and self.cycle_length is not None:
             per_draw = self.per_step * self.cycle_length
-        for t in _line_draws(first, self.draws, self.every):
+        points = _line_draws(first, self.draws, self.every)
+        tests: list[dict[str, float]] = [{} for _ in points]
+        if predictions and self.y_test is not None:  # every line's BMA, in one pass
+            tests = prefix_test_metrics(predictions, self.y_test, points, self.y_std)
+        for t, test in zip(points, tests, strict=True):
             point = chain_point(
                 t,
-                {k: v[:, :t] for k, v in predictions.items()},
-                self.y_test,
+                None,
+                None,
                 {k: v[:, :t] for k, v in stats.items()},
                 thinning=self.thinning,
-                y_std=self.y_std,
                 gradients_per_draw=per_draw,
-            )
+            ) | test
             # the segment's sampling time belongs to its last line
             wall = seconds if t == self.draws else None
             self.lines.append({"segment": segment, **point, "wall_seconds": wall})

@@ -22,6 +22,22 @@ def _fresh_rng():
     RNG = np.random.default_rng(0)
 
 
+# float32 rounding: the points' BMA is a float64 running sum (one pass, programs of one shape),
+# predictive_metrics' a float32 mean; the metrics are O(0.1-3) and their terms of one sign, so a
+# relative tolerance of ~100 float32 eps is scaled by the summed terms' magnitude
+REL = 100 * float(np.finfo(np.float32).eps)
+
+
+def _assert_same_metrics(point, want):
+    got = {k[5:]: v for k, v in point.items() if k.startswith("test_")}
+    assert set(got) == set(want)
+    for k, v in want.items():
+        if k == "accuracy":
+            assert got[k] == v
+        else:
+            assert got[k] == pytest.approx(v, rel=REL), k
+
+
 def _classifier_posterior(thinning=1):
     probs = RNG.dirichlet(np.ones(K), size=(C, S, N))
     stats = {
@@ -47,13 +63,13 @@ def test_each_point_is_the_bma_of_the_draws_so_far_and_the_last_is_the_full_bma(
     for p in points:
         t = p["draws"]
         want = predictive_metrics(probs[:, :t].reshape(C * t, N, K), y, task="classification")
-        assert {k[5:]: v for k, v in p.items() if k.startswith("test_")} == want
+        _assert_same_metrics(p, want)
         stats = {k: v[:, :t] for k, v in post.sample_stats.items()}
         assert p["accept_prob"] == pytest.approx(stats["acceptance_rate"].mean())
         assert p["divergences"] == int(stats["diverging"].sum())
         assert p["grad_evals"] == pytest.approx(stats["n_steps"].sum() / C)
     full = predictive_metrics(probs.reshape(C * S, N, K), y, task="classification")
-    assert {k[5:]: v for k, v in points[-1].items() if k.startswith("test_")} == full
+    _assert_same_metrics(points[-1], full)
     assert len(running_metrics(post)) == S  # default: about 100 points, at most one per draw
 
 
@@ -82,10 +98,12 @@ def test_regression_points_use_the_mixture_and_the_targets_scale():
         predictions={"mean": mean, "scale": scale},
         observed={"y_test": y},
     )
-    last = running_metrics(post, every=4, y_std=2.5)[-1]
-    pred = GaussianPrediction(mean.reshape(-1, N), scale.reshape(-1, N))
-    want = predictive_metrics(pred, y, task="regression", y_std=2.5)
-    assert last["test_rmse"] == want["rmse"] and last["test_nll"] == want["nll"]
+    points = running_metrics(post, every=4, y_std=2.5)
+    for p in points:  # every point: the mixture of the first t draws of each chain
+        t = p["draws"]
+        pred = GaussianPrediction(mean[:, :t].reshape(-1, N), scale[:, :t].reshape(-1, N))
+        _assert_same_metrics(p, predictive_metrics(pred, y, task="regression", y_std=2.5))
+    last = points[-1]
     assert last["accept_prob"] is None and last["divergences"] is None
 
 
@@ -106,3 +124,52 @@ def test_bad_arguments_are_refused():
         running_metrics({"w": np.zeros((1, 2))})
     with pytest.raises(ValueError, match="every"):
         running_metrics(_classifier_posterior(), every=0)
+
+
+def _predictions(kind):
+    """(chain, draw, ...) predictions of every predictive type, and targets."""
+    from bnn_ppl.likelihoods import PoissonPrediction, StudentTPrediction
+
+    shape = (C, S, N)
+    if kind == "probs":
+        return RNG.dirichlet(np.ones(K), size=shape).astype(np.float32), RNG.integers(0, K, N)
+    if kind == "poisson":
+        return PoissonPrediction(RNG.uniform(0.5, 4.0, shape)), RNG.integers(0, 6, N)
+    if kind == "student_t":
+        loc, scale = RNG.normal(size=shape), RNG.uniform(0.5, 1.0, shape)
+        return StudentTPrediction(loc, scale, RNG.uniform(1.5, 6.0, shape)), RNG.normal(size=N)
+    if kind == "gaussian_2d":
+        shape = (C, S, N, 2)
+        return GaussianPrediction(RNG.normal(size=shape), RNG.uniform(0.5, 1.0, shape)), (
+            RNG.normal(size=(N, 2)))  # fmt: skip
+    mean = RNG.normal(size=shape).astype(np.float32)
+    scale = RNG.uniform(0.5, 1.0, shape).astype(np.float32)
+    return GaussianPrediction(mean, scale), RNG.normal(size=N)
+
+
+@pytest.mark.parametrize("kind", ["probs", "gaussian", "gaussian_2d", "student_t", "poisson"])
+def test_prefix_metrics_are_predictive_metrics_of_every_prefix(kind):
+    """The streamed metrics of ``progress.jsonl`` (one pass over the draws, no program per
+    prefix length) are predictive_metrics of the first t draws of every chain."""
+    from bnn_ppl.likelihoods import prediction_fields, prediction_from_fields
+    from bnn_ppl.metrics.suite import flat_draws, prefix_metrics
+
+    pred, y = _predictions(kind)
+    task = "classification" if kind == "probs" else "regression"
+    points = [1, 3, 4, S]
+    got = prefix_metrics(pred, y, points, task=task, y_std=1.7)
+    for t, metrics in zip(points, got, strict=True):
+        fields = {k: np.asarray(v)[:, :t] for k, v in prediction_fields(pred).items()}
+        prefix = flat_draws(prediction_from_fields(fields), chains=True)
+        want = predictive_metrics(prefix, y, task=task, y_std=1.7)
+        _assert_same_metrics({f"test_{k}": v for k, v in metrics.items()}, want)
+
+
+def test_prefix_metrics_refuse_diverged_draws():
+    pred, y = _predictions("gaussian")
+    bad = GaussianPrediction(pred.mean.copy(), pred.scale)
+    bad.mean[1, 2, 0] = np.nan
+    from bnn_ppl.metrics.suite import prefix_metrics
+
+    with pytest.raises(ValueError, match="the draws diverged"):
+        prefix_metrics(bad, y, [S], task="regression")

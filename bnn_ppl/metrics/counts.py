@@ -16,9 +16,13 @@ from bnn_ppl.types import Array
 from bnn_ppl.validation import InputValueError
 
 
+def _poisson_logpmf(y: Array, rates: Array) -> Array:
+    return jax.scipy.special.xlogy(y, rates) - rates - gammaln(y + 1)
+
+
 @jax.jit
 def _poisson_mixture_kernel(rates: Array, y: Array) -> Array:
-    logp = jax.scipy.special.xlogy(y[None], rates) - rates - gammaln(y[None] + 1)
+    logp = _poisson_logpmf(y[None], rates)
     return -jnp.mean(model_average.log_density(logp))
 
 
