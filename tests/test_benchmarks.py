@@ -5,8 +5,8 @@ repository root, in a subprocess) and must exit 0 and print its report. ``shardi
 ``--quick``; it gets tiny explicit sizes. ``potential.py --quick`` is run without its HMC part
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
 ``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead``, ``trajectory_cap``,
-``reference_convergence``, ``noise_funnel`` (these two need the UCI data), ``chain_batching`` and
-``dense_metric`` run under ``-m slow`` only (20-90 s each on 2 cores).
+``reference_convergence``, ``noise_funnel`` (these two need the UCI data), ``chain_batching``,
+``dense_metric`` and ``progress_metrics`` run under ``-m slow`` only (20-90 s each on 2 cores).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
@@ -43,6 +43,7 @@ CASES = {
     "init_draw": (["--quick"], "site by site / init", None),
     "chain_batching": (["--quick"], "vectorized/sequential", None),
     "dense_metric": (["--quick"], "dense / diagonal", None),
+    "progress_metrics": (["--quick"], "per prefix / streamed", None),
 }
 
 
@@ -74,7 +75,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
     "scaling", "sharding", "potential", "trajectory_cap", "init_draw", "chain_batching",
-    "dense_metric",
+    "dense_metric", "progress_metrics",
 }  # fmt: skip
 
 
