@@ -38,6 +38,44 @@ jax.config.update("jax_compilation_cache_dir", str(ROOT / ".jax_cache"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
+def _atomic_cache_writes() -> bool:
+    """Make the persistent cache's writes atomic in this process (temp file + rename).
+
+    JAX's ``LRUCache.put`` (without eviction) writes an entry in place, so the other xdist
+    worker can read it half-written: JAX then warns ("Error reading persistent compilation cache
+    entry ... incomplete or truncated stream") and compiles instead, which is harmless unless
+    the test turned warnings into errors (``warnings.simplefilter("error")``, as some do) — a
+    failure that depends on timing. A private class of JAX: if it has changed, nothing is
+    patched (``False``) and the race is back, not an error.
+    """
+    try:
+        from jax._src import lru_cache
+    except ImportError:
+        return False
+    cls, suffix = getattr(lru_cache, "LRUCache", None), getattr(lru_cache, "_CACHE_SUFFIX", None)
+    put = getattr(cls, "put", None)
+    if put is None or suffix is None or getattr(put, "_bnn_ppl_atomic", False):
+        return put is not None and suffix is not None
+
+    def atomic_put(self, key: str, value: bytes) -> None:
+        if getattr(self, "eviction_enabled", True) or not key:
+            return put(self, key, value)  # (with eviction JAX locks reads and writes itself)
+        path = self.path / f"{key}{suffix}"
+        if path.exists():
+            return None
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(value)
+        os.replace(tmp, path)  # readers see no entry or the whole entry
+        return None
+
+    atomic_put._bnn_ppl_atomic = True
+    cls.put = atomic_put
+    return True
+
+
+ATOMIC_CACHE_WRITES = _atomic_cache_writes()
+
+
 def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment for a child Python process of a test: this one's, on the CPU, sharing
     the tests' persistent compilation cache (most of a tiny run is XLA compilation, and a

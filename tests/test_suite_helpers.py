@@ -38,3 +38,19 @@ def test_compiled_programs_are_released_after_a_file_once_over_the_mapping_budge
     assert f._cache_size() == 0 and plugin.clears == 1
     f(1.0)  # (and compiled again on demand)
     assert f._cache_size() == 1
+
+
+def test_the_persistent_cache_writes_entries_whole(tmp_path):
+    """conftest makes JAX's cache writes a temp file + rename, so the other xdist worker never
+    reads a half-written entry (and a test that turns warnings into errors cannot fail on
+    JAX's "truncated stream" warning)."""
+    import conftest
+    from jax._src import lru_cache
+
+    assert conftest.ATOMIC_CACHE_WRITES
+    cache = lru_cache.LRUCache(str(tmp_path), max_size=-1)
+    cache.put("k", b"x" * 1000)
+    assert cache.get("k") == b"x" * 1000
+    cache.put("k", b"other")  # an existing entry is kept, as JAX's put keeps it
+    assert cache.get("k") == b"x" * 1000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k-cache"]  # no temporary left
