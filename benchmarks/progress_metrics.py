@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+import _timing
+
 CHILD = """
 import json, sys, time
 import numpy as np
@@ -63,9 +65,6 @@ def run(way: str, kind: str, args: argparse.Namespace) -> dict:
 
 
 def main(args: argparse.Namespace) -> None:
-    sys.path.insert(0, "benchmarks")
-    import _timing
-
     print(_timing.machine())
     for kind in ("classification", "regression"):
         t0 = time.perf_counter()

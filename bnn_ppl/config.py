@@ -77,14 +77,12 @@ def _optional_positive(name: str, value: Any) -> None:
 class Config:
     """Fields every method shares: ``chunk_size`` of the full-batch potential,
     ``init_method`` (NumPyro's init strategy for the starting point: ``"prior"``,
-    ``"median"`` or ``"uniform"``) and ``chain_batching`` (how vectorized chains, ensemble
-    members or SG-MCMC chains evaluate the network: ``"auto"`` runs a network with a
-    convolution one chain after another, ``"vectorized"`` and ``"sequential"`` force either;
-    :func:`~bnn_ppl.inference.full_batch_potential`). ``chain_batching`` changes the draws by
-    float32 rounding at most, so a checkpoint's fingerprint records it only when it is not
-    ``"auto"``, and folders written before it existed resume."""
+    ``"median"`` or ``"uniform"``) and ``chain_batching`` (how several chains or ensemble
+    members evaluate the network, :func:`~bnn_ppl.inference.full_batch_potential`; a method
+    fitting one set of weights, ``several_chains = False``, refuses a forced value)."""
 
     method: ClassVar[str] = ""
+    several_chains: ClassVar[bool] = True  # chains or members evaluated at once
 
     chunk_size: int | Literal["auto"] | None = None  # rows per network call (None: the library's)
     init_method: str = "prior"  # start: prior, median or uniform
@@ -94,6 +92,12 @@ class Config:
         validation.check_chunk_size(self.chunk_size)
         validation.check_choice("init_method", self.init_method, INIT_METHODS)
         validation.check_choice("chain_batching", self.chain_batching, CHAIN_BATCHING)
+        if not self.several_chains and self.chain_batching != "auto":
+            raise InputValueError(
+                f"chain_batching={self.chain_batching!r} does nothing for {self.method}, which "
+                "fits one set of weights: leave it at 'auto' (it applies to hmc, nuts, "
+                "ensemble, the SG-MCMC methods and reference_hmc)."
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The fields and ``"method"``, JSON-able."""
@@ -179,6 +183,7 @@ class MAPConfig(Config):
     """A MAP estimate by Adam (:func:`bnn_ppl.inference.map_estimate`): one chain, one draw."""
 
     method: ClassVar[str] = "map"
+    several_chains: ClassVar[bool] = False
 
     num_steps: int = 2000  # Adam steps
     learning_rate: float = 0.01  # Adam learning rate
@@ -189,12 +194,6 @@ class MAPConfig(Config):
         _count("num_steps", self.num_steps)
         validation.check_positive("learning_rate", self.learning_rate)
         _optional_count("batch_size", self.batch_size)
-        if self.method in ("map", "svi") and self.chain_batching != "auto":
-            raise InputValueError(
-                f"chain_batching={self.chain_batching!r} does nothing for {self.method}, which "
-                "fits one set of weights: leave it at 'auto' (it applies to hmc, nuts, "
-                "ensemble, the SG-MCMC methods and reference_hmc)."
-            )
 
 
 @dataclass(frozen=True)
@@ -203,6 +202,7 @@ class EnsembleConfig(MAPConfig):
     (:func:`bnn_ppl.inference.deep_ensemble`): the members are the chains, one draw each."""
 
     method: ClassVar[str] = "ensemble"
+    several_chains: ClassVar[bool] = True
 
     num_members: int = 5  # ensemble members
 

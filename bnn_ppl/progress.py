@@ -42,19 +42,22 @@ from bnn_ppl import validation
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.validation import InputTypeError
 
-__all__ = ["chain_point", "running_metrics", "loss_points", "prefix_test_metrics"]
+__all__ = ["chain_point", "chain_points", "running_metrics", "loss_points"]
 
 
-def _test_metrics(
-    predictions: Mapping[str, np.ndarray], y_test: Any, y_std: float
-) -> dict[str, float]:
+def _prefix_test_metrics(
+    predictions: Mapping[str, np.ndarray], y_test: Any, points: list[int], y_std: float
+) -> list[dict[str, float]]:
+    """The ``test_*`` metrics of the BMA of the first ``t`` draws per chain, for each ``t`` in
+    ``points``, in one pass (:func:`bnn_ppl.metrics.suite.prefix_metrics`: no program is
+    compiled per prefix length)."""
     from bnn_ppl.likelihoods import prediction_from_fields
-    from bnn_ppl.metrics.suite import flat_draws, predictive_metrics
+    from bnn_ppl.metrics.suite import prefix_metrics
 
-    pred = flat_draws(prediction_from_fields(dict(predictions)), chains=True)
     task = "classification" if "probs" in predictions else "regression"
-    metrics = predictive_metrics(pred, np.asarray(y_test), task=task, y_std=y_std)
-    return {f"test_{k}": v for k, v in metrics.items()}
+    pred = prediction_from_fields(dict(predictions))
+    found = prefix_metrics(pred, np.asarray(y_test), points, task=task, y_std=y_std)
+    return [{f"test_{k}": v for k, v in m.items()} for m in found]
 
 
 def chain_point(
@@ -101,8 +104,33 @@ def chain_point(
         "grad_evals": grads,
     }
     if predictions and y_test is not None:
-        point |= _test_metrics(predictions, y_test, y_std)
+        so_far = next(iter(predictions.values())).shape[1]  # all the draws given
+        point |= _prefix_test_metrics(predictions, y_test, [so_far], y_std)[0]
     return point
+
+
+def chain_points(
+    draws: list[int],
+    predictions: Mapping[str, np.ndarray] | None = None,
+    y_test: Any = None,
+    sample_stats: Mapping[str, np.ndarray] | None = None,
+    *,
+    thinning: int = 1,
+    y_std: float = 1.0,
+    gradients_per_draw: float | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`chain_point` after each of ``draws`` (increasing) draws per chain, from arrays
+    holding at least the last of them (each point reads the first ``t`` draws of every chain);
+    the test metrics of all points in one pass over the predictions."""
+    tests: list[dict[str, float]] = [{} for _ in draws]
+    if predictions and y_test is not None:
+        tests = _prefix_test_metrics(predictions, y_test, draws, y_std)
+    stats = sample_stats or {}
+    return [
+        chain_point(t, sample_stats={k: v[:, :t] for k, v in stats.items()},
+                    thinning=thinning, gradients_per_draw=gradients_per_draw) | test
+        for t, test in zip(draws, tests, strict=True)
+    ]  # fmt: skip
 
 
 def _posterior_gradients_per_draw(posterior: Posterior) -> float | None:
@@ -155,35 +183,12 @@ def running_metrics(
     y_test = posterior.observed.get("y_test")
     thinning = posterior.config.get("thinning", 1)
     per_draw = _posterior_gradients_per_draw(posterior)
-    points = _points(posterior.num_draws, every)
-    tests: list[dict[str, float]] = [{} for _ in points]
-    if posterior.predictions and y_test is not None:  # every point's BMA, in one pass
-        tests = prefix_test_metrics(posterior.predictions, y_test, points, y_std)
-    return [
-        chain_point(
-            t,
-            None,
-            None,
-            {k: v[:, :t] for k, v in posterior.sample_stats.items()},
-            thinning=thinning if isinstance(thinning, int) else 1,
-            gradients_per_draw=per_draw,
-        )
-        | test
-        for t, test in zip(points, tests, strict=True)
-    ]
-
-
-def prefix_test_metrics(
-    predictions: Mapping[str, np.ndarray], y_test: Any, points: list[int], y_std: float
-) -> list[dict[str, float]]:
-    """The ``test_*`` metrics of the BMA of the first ``t`` draws per chain of ``predictions``
-    (``(chain, draw, n, ...)`` arrays by field name, as a Posterior holds them), for each ``t``
-    in ``points``: :func:`chain_point`'s, computed in one pass without compiling a program per
-    prefix length (:func:`bnn_ppl.metrics.suite.prefix_metrics`)."""
-    from bnn_ppl.likelihoods import prediction_from_fields
-    from bnn_ppl.metrics.suite import prefix_metrics
-
-    task = "classification" if "probs" in predictions else "regression"
-    pred = prediction_from_fields(dict(predictions))
-    found = prefix_metrics(pred, np.asarray(y_test), points, task=task, y_std=y_std)
-    return [{f"test_{k}": v for k, v in m.items()} for m in found]
+    return chain_points(
+        _points(posterior.num_draws, every),
+        posterior.predictions,
+        y_test,
+        posterior.sample_stats,
+        thinning=thinning if isinstance(thinning, int) else 1,
+        y_std=y_std,
+        gradients_per_draw=per_draw,
+    )

@@ -60,6 +60,10 @@ __all__ = [
 ]
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_NONE = object()
+OMITTED_AT = {"chain_batching": "auto"}
+"""Config fields added after checkpoint folders existed, left out of the fingerprint at these
+values (those folders' behaviour), so that such folders resume."""
 
 
 def array_digest(a: Any) -> str:
@@ -112,11 +116,8 @@ def run_fingerprint(
     ``potential.memory_chunk``: a resume (:func:`~bnn_ppl.inference.fit`) builds its potential
     with that chunk again, whatever memory is free then.
     """
-    # chain_batching at its default is left out: folders written before it existed resume
     fields: dict[str, Any] = {
-        f"config.{k}": v
-        for k, v in config.items()
-        if not (k == "chain_batching" and v == "auto")
+        f"config.{k}": v for k, v in config.items() if OMITTED_AT.get(k, _NONE) != v
     }
     if memory_chunk is not None:
         fields["potential.memory_chunk"] = int(memory_chunk)

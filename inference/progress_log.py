@@ -53,7 +53,7 @@ import numpy as np
 
 from bnn_ppl import io
 from bnn_ppl.model import BNN
-from bnn_ppl.progress import chain_point, prefix_test_metrics
+from bnn_ppl.progress import chain_point, chain_points
 
 __all__ = ["ProgressLog", "FILE"]
 
@@ -128,21 +128,18 @@ class ProgressLog:
         per_draw = None
         if self.per_step is not None and self.cycle_length is not None:
             per_draw = self.per_step * self.cycle_length
-        points = _line_draws(first, self.draws, self.every)
-        tests: list[dict[str, float]] = [{} for _ in points]
-        if predictions and self.y_test is not None:  # every line's BMA, in one pass
-            tests = prefix_test_metrics(predictions, self.y_test, points, self.y_std)
-        for t, test in zip(points, tests, strict=True):
-            point = chain_point(
-                t,
-                None,
-                None,
-                {k: v[:, :t] for k, v in stats.items()},
-                thinning=self.thinning,
-                gradients_per_draw=per_draw,
-            ) | test
+        points = chain_points(
+            _line_draws(first, self.draws, self.every),
+            predictions,
+            self.y_test,
+            stats,
+            thinning=self.thinning,
+            y_std=self.y_std,
+            gradients_per_draw=per_draw,
+        )
+        for point in points:
             # the segment's sampling time belongs to its last line
-            wall = seconds if t == self.draws else None
+            wall = seconds if point["draws"] == self.draws else None
             self.lines.append({"segment": segment, **point, "wall_seconds": wall})
 
     def predictions_so_far(self) -> dict[str, np.ndarray] | None:

@@ -114,18 +114,18 @@ def predictive_metrics(
 
 
 @partial(jax.jit, static_argnums=0)
-def _draw_log_densities(kind: int, fields: dict[str, Any], y: Any) -> Any:
+def _draw_log_densities(kind: type, fields: dict[str, Any], y: Any) -> Any:
     """Each draw's log density at the targets, ``(chain, draw, n)`` (summed over output
     dimensions): the terms whose ``logsumexp`` over draws the mixture NLLs take (the same
-    functions). ``kind``: 0 Gaussian, 1 Student-t, 2 Poisson."""
-    if kind == 0:
-        logp = regression._gaussian_logpdf(y[None], fields["mean"], fields["scale"])
-    elif kind == 1:
+    functions). ``kind``: the prediction's type."""
+    if kind is PoissonPrediction:
+        logp = counts._poisson_logpmf(y[None], fields["rate"])
+    elif kind is StudentTPrediction:
         logp = regression._student_t_logpdf(
             y[None], fields["loc"], fields["scale"], fields["df"]
         )
     else:
-        logp = counts._poisson_logpmf(y[None], fields["rate"])
+        logp = regression._gaussian_logpdf(y[None], fields["mean"], fields["scale"])
     return logp if y.ndim == 1 else jnp.sum(logp, axis=-1)
 
 
@@ -173,23 +173,23 @@ def prefix_metrics(
             average = (total / (chains * t)).astype(probs.dtype)
             out.append(predictive_metrics(average[None], y, task=task))
         return out
-    kind = 2 if isinstance(predictions, PoissonPrediction) else (
-        1 if isinstance(predictions, StudentTPrediction) else 0)  # fmt: skip
-    name = {0: "mean", 1: "loc", 2: "rate"}[kind]
+    kind = type(predictions)
+    location = fields[kind._fields[0]]  # the mean, location or rate: the BMA's mean
     logp = np.asarray(
         _draw_log_densities(kind, {k: jnp.asarray(v) for k, v in fields.items()}, jnp.asarray(y))
     )
-    log_units = 0.0 if kind == 2 else float(np.log(y_std)) * int(np.prod(y.shape[1:]))
+    poisson = kind is PoissonPrediction  # (counts: no change of units)
+    log_units = 0.0 if poisson else float(np.log(y_std)) * int(np.prod(y.shape[1:]))
     mean_sum = np.zeros(first.shape[2:], np.float64)
     log_sum = np.full(logp.shape[2:], -np.inf)
     prev = 0
     for t in draws:
-        mean_sum += fields[name][:, prev:t].sum(axis=(0, 1), dtype=np.float64)
+        mean_sum += location[:, prev:t].sum(axis=(0, 1), dtype=np.float64)
         log_sum = np.logaddexp(log_sum, logsumexp(logp[:, prev:t].astype(np.float64), axis=(0, 1)))
         prev = t
         count = chains * t
-        mean = (mean_sum / count).astype(first.dtype)
-        rmse = _metrics.rmse(mean, y) if kind == 2 else _metrics.rmse(mean, y, y_scale=y_std)
+        mean = (mean_sum / count).astype(location.dtype)
+        rmse = _metrics.rmse(mean, y) if poisson else _metrics.rmse(mean, y, y_scale=y_std)
         nll = -float(np.mean(log_sum - np.log(count))) + log_units
         out.append({"rmse": float(rmse), "nll": nll})
     return out
