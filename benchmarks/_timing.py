@@ -5,7 +5,9 @@
   static argument of the outer loop; fixed upstream by pyro-ppl/numpyro#2171). Memoising
   ``numpyro.util.maybe_jit`` in the benchmark's own process makes a repeated ``mcmc.run`` reuse
   its compiled loop, so the steady-state cost can be timed. (Copied from
-  ``benchmarks/potential.py``, which documents it in full.)
+  ``benchmarks/potential.py``, which documents it in full. The library does the same, scoped
+  to each run of a ``bnn_ppl.inference.ReusingMCMC``: ``inference/loop_reuse.py``; this switch
+  stays for the scripts that time stock ``numpyro.infer.MCMC``.)
 * :class:`CompileCounter` - counts jaxpr traces and XLA compilations (``jax.monitoring``), so
   a script can check that nothing compiled inside a timed section.
 * :func:`round_robin` - times several candidates interleaved (the order rotates every round),

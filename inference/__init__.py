@@ -11,7 +11,8 @@
   method; MCMC and SG-MCMC runs checkpoint and resume bit-exactly with ``checkpoint_dir`` and
   log ``progress.jsonl`` there (:mod:`fit_checkpoint`).
 * :func:`run_segments` - checkpoint and resume for any NumPyro ``MCMCKernel`` on NumPyro's
-  public API (what ``fit(..., checkpoint_dir=...)`` uses; :mod:`resume`).
+  public API (what ``fit(..., checkpoint_dir=...)`` uses; :mod:`resume`); its segments run on
+  a :class:`ReusingMCMC`, whose repeated ``run`` reuses the compiled loop (:mod:`loop_reuse`).
 * :class:`SGLD`, :class:`SGHMC`, :class:`SGNHT`, :class:`ATMC` - SG-MCMC kernels for NumPyro's
   ``MCMC`` on minibatch gradients (:func:`gradient_estimator`, independent batches and an
   estimate of their noise), with :mod:`schedules` and cycle-end selection (:mod:`cycles`);
@@ -44,6 +45,7 @@ from bnn_ppl.inference.gradients import (
     gradient_estimator,
 )
 from bnn_ppl.inference.hmc_drivers import HMC, NUTS, default_trajectory_length, hmc, nuts
+from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.inference.model_structure import DeterministicSiteWarning
 from bnn_ppl.inference.numpyro_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
@@ -101,6 +103,7 @@ __all__ = [
     "Projection",
     "ReferenceNotConvergedWarning",
     "ReferenceRun",
+    "ReusingMCMC",
     "SGHMC",
     "SGLD",
     "SGMCMCAccuracyWarning",

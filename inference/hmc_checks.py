@@ -41,6 +41,7 @@ from numpyro.infer.hmc import HMCState
 
 from bnn_ppl import diagnostics, validation
 from bnn_ppl.chain_health import check_chains, final_step_size, warn_if_stuck
+from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
@@ -297,9 +298,10 @@ class LeapfrogLimitWarning(UserWarning):
     step dual averaging chose but shorter trajectories than asked for (slower mixing)."""
 
 
-class CheckedMCMC(MCMC):
+class CheckedMCMC(ReusingMCMC):
     """``numpyro.infer.MCMC`` whose :meth:`print_summary` also says, per chain, whether the chain
-    moved (:func:`bnn_ppl.diagnostics.sampler_summary`), and warns if one did not."""
+    moved (:func:`bnn_ppl.diagnostics.sampler_summary`), and warns if one did not; a repeated
+    ``run`` reuses the compiled loop (:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`)."""
 
     def print_summary(self, prob: float = 0.9, exclude_deterministic: bool = True) -> None:
         super().print_summary(prob, exclude_deterministic)

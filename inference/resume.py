@@ -25,8 +25,9 @@ are identical bit for bit (tested for HMC, NUTS, SGLD, SGHMC, SGNHT and ATMC). O
 state's tree structure comes from ``kernel.init`` (the public ``MCMCKernel`` method, which also
 sets the kernel up for ``num_warmup`` as the first run did) at the plan's initial parameters.
 
-Chains are vectorized (``chain_method="vectorized"``). Each segment is a new ``MCMC.run``, which
-NumPyro compiles again: see the README for the measured cost per segment.
+Chains are vectorized (``chain_method="vectorized"``). Each segment is a new ``MCMC.run`` of a
+:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`, so segments of one length run one compiled
+loop (stock NumPyro 0.22 compiles it again on every run: see the README for the cost).
 
 Example:
     >>> import jax, jax.numpy as jnp, tempfile
@@ -53,6 +54,7 @@ from numpyro.infer.mcmc import MCMCKernel
 
 from bnn_ppl import validation
 from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
+from bnn_ppl.inference.loop_reuse import ReusingMCMC
 
 __all__ = [
     "MCMCPlan",
@@ -262,7 +264,7 @@ def run_segments(
         raise validation.InputTypeError(f"plan must be an MCMCPlan, got {type(plan).__name__}.")
     checkpoint_every = validation.check_int("checkpoint_every", checkpoint_every)
     total = plan.num_samples // plan.thinning
-    mcmc = MCMC(
+    mcmc = ReusingMCMC(
         plan.kernel(),
         num_warmup=plan.num_warmup,
         num_samples=plan.num_samples,

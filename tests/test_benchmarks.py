@@ -6,7 +6,8 @@ repository root, in a subprocess) and must exit 0 and print its report. ``shardi
 here (``--no-hmc``, ~25 s on 2 busy cores) and in full under ``-m slow`` (~60 s). ``gpu``,
 ``memory``, ``vs_blackjax``, ``reference_mass_matrix``, ``hmc_overhead``, ``trajectory_cap``,
 ``reference_convergence``, ``noise_funnel`` (these two need the UCI data), ``chain_batching``,
-``dense_metric`` and ``progress_metrics`` run under ``-m slow`` only (20-90 s each on 2 cores).
+``dense_metric``, ``progress_metrics`` and ``segments`` (~4 min: eight fresh processes) run
+under ``-m slow`` only (20-90 s each on 2 cores, unless said).
 ``import_time.py --quick`` starts one fresh interpreter per candidate (~10 s). The
 subprocesses share the tests' persistent compilation cache, so repeated runs are faster.
 """
@@ -44,6 +45,7 @@ CASES = {
     "chain_batching": (["--quick"], "vectorized/sequential", None),
     "dense_metric": (["--quick"], "dense / diagonal", None),
     "progress_metrics": (["--quick"], "per prefix / streamed", None),
+    "segments": (["--quick", "--rounds", "1"], "with ReusingMCMC", None),
 }
 
 
@@ -75,7 +77,7 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
     "scaling", "sharding", "potential", "trajectory_cap", "init_draw", "chain_batching",
-    "dense_metric", "progress_metrics",
+    "dense_metric", "progress_metrics", "segments",
 }  # fmt: skip
 
 

@@ -47,6 +47,7 @@ SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"
 PUBLIC_API_MODULES = [
     *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES,
     "reference_chains.py", "reference_checkpoint.py",  # (the reference run's checkpoints)
+    "loop_reuse.py",  # (the MCMC every segment runs on)
 ]  # fmt: skip
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}
 
