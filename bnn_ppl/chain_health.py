@@ -130,9 +130,8 @@ def _absurd(step: np.ndarray) -> np.ndarray:
     return ~((step >= _TINY) & (step < ABSURD_STEP_SIZE))  # NaN compares False: absurd
 
 
-def _unchanged_and_finite(leaves: list[jax.Array]) -> tuple[np.ndarray, np.ndarray]:
-    """``(chains, draws - 1)``: draw t equals draw t-1 everywhere; ``(chains,)``: all finite.
-    Computed where the draws are (a device), so only these small masks are transferred."""
+def _unchanged_and_finite(leaves: list[jax.Array]) -> tuple[jax.Array, jax.Array]:
+    """``(chains, draws - 1)``: draw t equals draw t-1 everywhere; ``(chains,)``: all finite."""
     chains, draws = leaves[0].shape[:2]
     same = jnp.ones((chains, draws - 1), bool)
     finite = jnp.ones((chains,), bool)
@@ -141,24 +140,32 @@ def _unchanged_and_finite(leaves: list[jax.Array]) -> tuple[np.ndarray, np.ndarr
         same = same & jnp.all(flat[:, 1:] == flat[:, :-1], axis=-1)
         if jnp.issubdtype(a.dtype, jnp.inexact):
             finite = finite & jnp.all(jnp.isfinite(flat), axis=(1, 2))
-    return np.asarray(same), np.asarray(finite)
+    return same, finite
 
 
-def _relative_movement(leaves: list[jax.Array]) -> np.ndarray:
+def _relative_movement(leaves: list[jax.Array]) -> jax.Array:
     """``(chains,)``: per parameter, each chain's root-mean-square move per draw over the median
     of the other chains' (parameters the others never move are left out), the median over
-    parameters; NaN with one chain, fewer than 3 draws or nothing to compare. On the device."""
+    parameters; NaN with one chain, fewer than 3 draws or nothing to compare."""
     chains, draws = leaves[0].shape[:2]
     floats = [a for a in leaves if jnp.issubdtype(a.dtype, jnp.inexact)]
     if chains < 2 or draws < 3 or not floats:
-        return np.full(chains, np.nan)
+        return jnp.full(chains, jnp.nan)
     jump = jnp.concatenate(
         [jnp.sqrt(jnp.mean(jnp.diff(a.reshape(chains, draws, -1), axis=1) ** 2, axis=1))
          for a in floats], axis=1,
     )  # fmt: skip
     others = jnp.stack([jnp.median(jnp.delete(jump, c, axis=0), axis=0) for c in range(chains)])
     ratio = jnp.where(others > 0, jump / jnp.where(others > 0, others, 1.0), jnp.nan)
-    return np.asarray(jnp.nanmedian(ratio, axis=1), np.float64)
+    return jnp.nanmedian(ratio, axis=1)
+
+
+@jax.jit
+def _device_checks(leaves: list[jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """:func:`_unchanged_and_finite` and :func:`_relative_movement` as one program, run where
+    the draws are (a device), so only the small results are transferred. (Op by op they were
+    about 50 small compilations for every new set of shapes: ~2.5 s of a tiny CLI run.)"""
+    return (*_unchanged_and_finite(leaves), _relative_movement(leaves))
 
 
 def _step_ratio(steps: list[np.ndarray]) -> np.ndarray:
@@ -230,7 +237,8 @@ def check_chains(
             f"shapes {sorted(lead)}; use mcmc.get_samples(group_by_chain=True)."
         )
     chains, draws = leaves[0].shape[:2]
-    same, finite = _unchanged_and_finite(leaves)
+    same, finite, movement = (np.asarray(a) for a in _device_checks(leaves))
+    movement = movement.astype(np.float64)
     extra = _array_fields(extra_fields or {})
     zero = np.asarray(extra["num_steps"]).reshape(chains, -1) == 0 if "num_steps" in extra else None
     steps = [
@@ -242,7 +250,6 @@ def check_chains(
     if step_size is not None:
         final = np.broadcast_to(np.ravel(np.asarray(step_size, np.float64)), (chains,))
         steps.append(final[:, None])
-    movement = _relative_movement(leaves)
     step_ratio = _step_ratio(steps) if steps else np.full(chains, np.nan)
     out, judged = [], draws >= MIN_DRAWS  # fewer: the fraction says nothing (MIN_DRAWS)
     for c in range(chains):
