@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.util
+import pytest
 from conftest import count_compiles
 from numpyro.infer import HMC, MCMC
 
@@ -21,12 +22,14 @@ def _potential(z):
     return 0.5 * jnp.sum((z - 1.0) ** 2 / jnp.array([1.0, 4.0]))
 
 
-def _segments(mcmc_cls: type[MCMC], n: int) -> tuple[list[np.ndarray], list[list[str]]]:
+def _segments(
+    mcmc_cls: type[MCMC], n: int, chain_method: str = "vectorized"
+) -> tuple[list[np.ndarray], list[list[str]]]:
     """Warmup, then ``n`` runs of 5 draws each continuing from the last state; each run's
     draws and the compilations it made."""
     kernel = HMC(potential_fn=_potential, num_steps=3, trajectory_length=None)
     mcmc = mcmc_cls(kernel, num_warmup=10, num_samples=5, num_chains=2,
-                    chain_method="vectorized", progress_bar=False)  # fmt: skip
+                    chain_method=chain_method, progress_bar=False)  # fmt: skip
     mcmc.warmup(jax.random.key(0), init_params=jnp.zeros((2, 2)))
     draws, compiles = [], []
     for _ in range(n):
@@ -38,10 +41,11 @@ def _segments(mcmc_cls: type[MCMC], n: int) -> tuple[list[np.ndarray], list[list
     return draws, compiles
 
 
-def test_a_repeated_run_compiles_nothing_and_draws_what_numpyro_draws():
-    ours, compiles = _segments(ReusingMCMC, 3)
+@pytest.mark.parametrize("chain_method", ["vectorized", "sequential"])
+def test_a_repeated_run_compiles_nothing_and_draws_what_numpyro_draws(chain_method):
+    ours, compiles = _segments(ReusingMCMC, 3, chain_method)
     assert compiles[1] == [] and compiles[2] == [], compiles  # the first run's loop, reused
-    stock, _ = _segments(MCMC, 3)
+    stock, _ = _segments(MCMC, 3, chain_method)
     for a, b in zip(ours, stock, strict=True):
         np.testing.assert_array_equal(a, b)  # NumPyro's program: the same bits
     assert numpyro.util.maybe_jit is STOCK  # NumPyro's own function again after the runs
