@@ -72,7 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
-import numpyro.util
+from _timing import numpyro_jit_fix  # (the library's own, scoped form: ReusingMCMC)
 from jax import monitoring
 from numpyro.infer import MCMC
 from numpyro.infer.util import initialize_model
@@ -81,23 +81,6 @@ import bnn_ppl as bp
 from bnn_ppl.inference import HMC as BHMC
 from bnn_ppl.inference import full_batch_potential
 from bnn_ppl.models import MLP
-
-# ----------------------------------------------------------------------------- numpyro fix
-_STOCK_MAYBE_JIT = numpyro.util.maybe_jit
-_JIT_MEMO: dict = {}
-
-
-def _memo_maybe_jit(fn, *args, **kwargs):
-    key = (fn, args, tuple(sorted(kwargs.items())))
-    if key not in _JIT_MEMO:
-        _JIT_MEMO[key] = _STOCK_MAYBE_JIT(fn, *args, **kwargs)
-    return _JIT_MEMO[key]
-
-
-def numpyro_jit_fix(on: bool) -> None:
-    """Memoise numpyro.util.maybe_jit (so a repeated ``mcmc.run`` reuses its compiled loop)."""
-    numpyro.util.maybe_jit = _memo_maybe_jit if on else _STOCK_MAYBE_JIT
-
 
 PRIOR_SCALE = 1.0
 NOISE_SCALE = 0.5
