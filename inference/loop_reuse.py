@@ -6,8 +6,9 @@ argument of the outer jitted loop. Static arguments are compared by identity, so
 cache miss: the loop is traced, lowered and compiled again, although the program is the same.
 Every checkpoint segment (:mod:`~bnn_ppl.inference.resume`, the reference recipe's segments)
 is a new ``MCMC.run`` and paid that compilation: on a concrete-sized MLP(50) with 256 leapfrog
-steps per draw, about 2.7 s a segment on 2 CPU cores (benchmarks/RESULTS.md, "Segments reuse the
-compiled loop"). Fixed upstream by pyro-ppl/numpyro#2171.
+steps per draw, 3.3 s of CPU a segment on 2 CPU cores, and 10 short segments of a small ``fit``
+cost 4-5x one run instead of 1.5-1.7x (``benchmarks/segments.py``; benchmarks/RESULTS.md).
+Fixed upstream by pyro-ppl/numpyro#2171.
 
 The fix here changes nothing in NumPyro's computation: :class:`ReusingMCMC`'s ``run`` and
 ``warmup`` make ``numpyro.util.maybe_jit`` return the *same* jit object for the same function
@@ -56,7 +57,8 @@ _stock: Callable | None = _NUMPYRO_MAYBE_JIT  # what maybe_jit was when the disp
 
 def _dispatch(fn: Callable, *args: Any, **kwargs: Any) -> Callable:
     """``numpyro.util.maybe_jit`` while a context is open: memoised in the caller's context."""
-    stock = _stock if _stock is not None else _NUMPYRO_MAYBE_JIT
+    stock = _stock or _NUMPYRO_MAYBE_JIT
+    assert stock is not None and stock is not _dispatch
     memo = _memo.get()
     if memo is None:  # (another thread, not inside a ReusingMCMC call)
         return stock(fn, *args, **kwargs)
