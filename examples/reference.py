@@ -183,7 +183,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default=os.path.join("examples", "references"))
     p.add_argument("--checkpoint-dir", default=None,
                    help="commit every segment here; the same command again resumes the run "
-                   "(or continues it with a larger --max-draws/--max-seconds)")
+                   "(or continues it with a larger --max-draws/--max-seconds; --max-seconds "
+                   "is the whole run's budget, the time earlier calls committed included)")
     return p.parse_args(argv)
 
 

@@ -391,7 +391,7 @@ def reference_hmc(
     if not converged:
         note = chains.kernel.problem(segment.state)
         text = not_converged_message(c, reason, warm, checks, health, quantity, apart, funnel,
-                                     note, projection)  # fmt: skip
+                                     note, projection, chains.resumed_after)  # fmt: skip
         warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
     return ReferenceRun(posterior, kept(values), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,

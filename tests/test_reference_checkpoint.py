@@ -113,6 +113,24 @@ def test_an_interrupted_run_resumed_equals_the_uninterrupted_one(finished, unint
     assert 0 < run.warmup_seconds <= run.checks[0].seconds <= run.checks[-1].seconds
 
 
+def test_a_resumed_run_stopped_by_the_budget_says_the_earlier_time_counts(finished, tmp_path):
+    """max_seconds is the whole run's budget (decisions replay): a rerun whose budget the
+    committed segments already spent samples nothing, and its warning says so, with the time
+    committed before it and the max_seconds that would give more."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(finished[0], folder)
+    before, committed = _snapshot(folder), finished[1].checks[-1].seconds
+    x, y = data()
+    with pytest.warns(ReferenceNotConvergedWarning) as caught:
+        run = reference_hmc(linear_model(), (x, y), x_test=XT, rng_key=KEY, checkpoint_dir=folder,
+                            **(SETTINGS | {"max_draws": 30, "max_seconds": committed + 1e-3}))
+    assert run.stop_reason == "max_seconds" and run.draws == 20 and _snapshot(folder) == before
+    text = str(caught[0].message)
+    assert (f"the {committed:,.0f} s committed by earlier calls on this checkpoint_dir (warmup "
+            "and 2 segment(s)) count against it, so this call had 0 s") in text
+    assert f"max_seconds={committed:.0f} + S" in text
+
+
 def test_a_finished_run_is_read_back_and_a_larger_budget_continues(finished, uninterrupted,
                                                                    tmp_path):  # fmt: skip
     folder = tmp_path / "ckpt"
