@@ -73,6 +73,7 @@ from bnn_ppl.inference.sgmcmc_accuracy import (
 )
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
 from bnn_ppl.inference.sgnht import SGNHT
+from bnn_ppl.inference.slow_values import Laggard, describe_laggards, laggards
 from bnn_ppl.inference.step_size import (
     GradientScales,
     gradient_scales,
@@ -94,6 +95,7 @@ __all__ = [
     "GradientEstimator",
     "GradientScales",
     "HMC",
+    "Laggard",
     "MAPResult",
     "MCMCPlan",
     "ModelData",
@@ -126,11 +128,13 @@ __all__ = [
     "accuracy_summary",
     "check_accuracy",
     "default_trajectory_length",
+    "describe_laggards",
     "full_batch_estimator",
     "full_batch_potential",
     "gradient_estimator",
     "gradient_scales",
     "hmc",
+    "laggards",
     "model_potential",
     "map_estimate",
     "nuts",

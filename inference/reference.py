@@ -70,7 +70,10 @@ predictions Izmailov et al. (2021) published:
   the best chain and its drift between the halves of the draws), and the warning names chains
   that sit apart or still drift (chains tens of nats apart are in different modes or not yet
   in the typical set: more draws alone will not converge them). Mixing chains stopped by the
-  budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.projection`).
+  budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.projection`); every
+  run lists the values that fail the rule, worst first, with the chain furthest from the
+  others on each (``"laggards"``, the first :data:`LISTED`, and ``"laggards_count"``;
+  :mod:`bnn_ppl.inference.slow_values`), and the warning says it in a sentence.
 
 Example:
     >>> import warnings
@@ -118,6 +121,7 @@ from bnn_ppl.inference.reference_chains import (
     segment_health,
 )
 from bnn_ppl.inference.reference_messages import not_converged_message
+from bnn_ppl.inference.slow_values import describe_laggards, laggards
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
 from bnn_ppl.model import BNN
@@ -133,6 +137,9 @@ __all__ = [
     "check_convergence",
     "reference_hmc",
 ]
+
+LISTED = 20
+"""How many failing values (the worst) the record's ``"laggards"`` lists."""
 
 
 class ReferenceNotConvergedWarning(UserWarning):
@@ -362,6 +369,7 @@ def reference_hmc(
     projection = None  # the draws the rule would need: for mixing chains stopped by the budget
     if checks and reason in ("max_draws", "max_seconds") and not apart and lp.shape[1] >= 8:
         projection = project_run(kept(values), checks, c)
+    lags = laggards(kept(values), max_rhat=c.max_rhat, min_ess=c.min_ess) if checks else []
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {
         **_json(last),
@@ -378,6 +386,8 @@ def reference_hmc(
         "quantity": quantity,
         "burn_in_draws": first,
         "projection": None if projection is None else _json(projection._asdict()),
+        "laggards": [_json(g._asdict()) for g in lags[:LISTED]],  # the worst failing values
+        "laggards_count": len(lags),
         **chains.kernel.record(segment.state),
         "resumed_after_segment": chains.resumed_after,
         "checks": [_json(ch._asdict()) for ch in checks],
@@ -391,7 +401,9 @@ def reference_hmc(
     if not converged:
         note = chains.kernel.problem(segment.state)
         text = not_converged_message(c, reason, warm, checks, health, quantity, apart, funnel,
-                                     note, projection, chains.resumed_after)  # fmt: skip
+                                     note, projection, chains.resumed_after,
+                                     describe_laggards(lags, last["size"], max_rhat=c.max_rhat,
+                                                       min_ess=c.min_ess) if lags else None)
         warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
     return ReferenceRun(posterior, kept(values), quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,

@@ -24,11 +24,12 @@ def not_converged_message(c: ReferenceHMCConfig, reason: str, warm: Warmup,
                           quantity: str, apart: str | None, funnel: str | None = None,
                           note: str | None = None,
                           projection: Projection | None = None,
-                          resumed_after: int | None = None) -> str:  # fmt: skip
+                          resumed_after: int | None = None,
+                          lags: str | None = None) -> str:  # fmt: skip
     """The text of the :class:`ReferenceNotConvergedWarning` (``note``: the kernel's, e.g. a
     stalled tempering ladder; ``projection``: the draws the rule would need;
     ``resumed_after``: the checkpoint segment a resumed run continued after, for the budget's
-    note)."""
+    note; ``lags``: :func:`~bnn_ppl.inference.slow_values.describe_laggards`'s sentence)."""
     if warm.cut_short:
         return (
             f"reference_hmc stopped at its budget (max_seconds={c.max_seconds}) during warmup: "
@@ -40,6 +41,7 @@ def not_converged_message(c: ReferenceHMCConfig, reason: str, warm: Warmup,
             f"needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} for {c.min_share:.0%} "
             f"of the {quantity!r} values. ")  # fmt: skip
     head += f"{note} " if note else ""
+    head += f"{lags[0].upper()}{lags[1:]} " if lags else ""
     if reason == "chains_not_moving":
         bad = "; ".join(f"chain {h.chain}: {', '.join(h.problems)}" for h in health if not h.moving)
         fix = ("another seed or a longer warmup" if c.init_steps or c.tempering else

@@ -31,6 +31,7 @@ from bnn_ppl.diagnostics import convergence
 from bnn_ppl.function_values import QUANTITIES, function_values
 from bnn_ppl.inference import HMC, ReferenceNotConvergedWarning, fit, reference_hmc
 from bnn_ppl.inference.reference import check_convergence
+from bnn_ppl.inference.slow_values import describe_laggards, laggards
 from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.models import MLP
 
@@ -189,6 +190,14 @@ def test_a_budget_too_small_warns_and_reports_its_figures():
         projection["draws_needed"] * last.gradients / last.draws)
     assert projection["seconds_needed"] > 0
     assert "would be met after about" in str(record[0].message)
+    # which values fail, worst first, each with its odd chain: the laggards of the kept values
+    conv = run.posterior.config["convergence"]
+    want = laggards(run.values, max_rhat=1.01, min_ess=400)
+    assert conv["laggards_count"] == len(want) > 0 and conv["laggards"][0]["ess_bulk"] < 400
+    assert [tuple(g["index"]) for g in conv["laggards"]] == [g.index for g in want]
+    assert describe_laggards(want, len(xt)) in str(record[0].message)
+    assert np.sum(np.array([g.ess_bulk for g in want]) < 400) == round(
+        (1 - last.share_ess_ok) * len(xt))
 
     # the same key gives the same draws, segments included - also with a time budget, under
     # which warmup runs in segments of segment_draws iterations (5 here) to check it between

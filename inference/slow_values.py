@@ -1,0 +1,102 @@
+"""Which test quantities hold a reference run back, and which chain disagrees on them.
+
+The stopping rule (:mod:`bnn_ppl.inference.stopping_rule`) reports shares: "94 % of the 103
+predictive means have R-hat <= 1.01". A user deciding what to do next needs the rest: *which*
+quantities fail, by how much, and whether one chain is the odd one out on them. A single
+chain furthest from the others on most failing quantities is a chain in another region of
+function space that has not yet crossed back (more draws, or another seed if it never does);
+failing quantities with no common chain are slow mixing everywhere (more draws, or a better
+metric).
+
+:func:`laggards` lists every non-constant quantity that fails either threshold, worst first
+by the factor of draws it would need (the larger of ``(R̂² - 1) / (max_rhat² - 1)`` and
+``min_ess / ess``, as :mod:`bnn_ppl.inference.projection` projects), each with the chain whose
+mean is furthest from the mean of the other chains, in units of the quantity's pooled standard
+deviation. :func:`describe_laggards` says it in one sentence.
+
+Example:
+    >>> import numpy as np
+    >>> f = np.random.default_rng(0).normal(size=(4, 500, 3, 2))
+    >>> f[2, :, 1, 0] += 0.5  # chain 2 elsewhere on one quantity
+    >>> [(lag.index, lag.chain, round(lag.offset, 1)) for lag in laggards(f)]
+    [((1, 0), 2, 0.5)]
+    >>> print(describe_laggards(laggards(f), size=6))
+    1 of 6 values fail R-hat <= 1.01 or bulk ESS >= 400: [1, 0] (R-hat 1.03, bulk ESS ...,
+    chain 2 at +0.5 sd from the others); chain 2 is the furthest from the others on 1 of 1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from bnn_ppl.diagnostics import rhat_bulk_ess
+
+__all__ = ["Laggard", "describe_laggards", "laggards"]
+
+SHOWN = 5  # quantities named in the sentence
+
+
+class Laggard(NamedTuple):
+    """One quantity that fails the rule: its ``index`` in the quantity's shape (the test row,
+    and the class for probabilities), ``rhat`` and ``ess_bulk``, ``factor`` (the draws it
+    would need, as a multiple of the draws checked), and ``chain``, the chain whose mean is
+    furthest from the other chains' mean, ``offset`` of it in pooled standard deviations."""
+
+    index: tuple[int, ...]
+    rhat: float
+    ess_bulk: float
+    factor: float
+    chain: int
+    offset: float
+
+
+def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
+             limit: int | None = None) -> list[Laggard]:  # fmt: skip
+    """The quantities of ``(chains, draws, ...)`` ``values`` that fail ``max_rhat`` or
+    ``min_ess``, worst first (module doc); at most ``limit`` of them. Constant quantities (one
+    value everywhere) never fail, as in the rule."""
+    a = np.asarray(values, dtype=np.float64)
+    flat = a.reshape(*a.shape[:2], -1)
+    varying = np.flatnonzero(~np.all(flat == flat[:1, :1], axis=(0, 1)))
+    if not varying.size:
+        return []
+    f = flat[..., varying]
+    rhat, ess = rhat_bulk_ess(f)
+    rhat, ess = np.nan_to_num(rhat, nan=np.inf), np.nan_to_num(ess, nan=0.0)
+    factor = np.maximum((rhat**2 - 1) / (max_rhat**2 - 1), min_ess / np.maximum(ess, 1e-300))
+    bad = np.flatnonzero((rhat > max_rhat) | (ess < min_ess))
+    bad = bad[np.argsort(-factor[bad], kind="stable")][:limit]
+    means, sd = f.mean(axis=1), f.reshape(-1, f.shape[-1]).std(axis=0)  # (chains, q), (q,)
+    k = a.shape[0]
+    others = (means.sum(axis=0) - means) / (k - 1)  # each chain's "rest"
+    offsets = (means - others) / np.where(sd > 0, sd, 1.0)
+    shape = a.shape[2:]
+    out = []
+    for q in bad:
+        chain = int(np.argmax(np.abs(offsets[:, q])))
+        index = tuple(int(i) for i in np.unravel_index(varying[q], shape)) if shape else ()
+        out.append(Laggard(index, float(rhat[q]), float(ess[q]), float(factor[q]), chain,
+                           float(offsets[chain, q])))  # fmt: skip
+    return out
+
+
+def describe_laggards(lags: list[Laggard], size: int, *, max_rhat: float = 1.01,
+                      min_ess: float = 400.0) -> str:  # fmt: skip
+    """One sentence on ``lags`` (all of a run's failing quantities, from :func:`laggards`) out
+    of ``size`` quantities: how many fail, the worst few, and the chain most often furthest
+    from the others."""
+    if not lags:
+        return (f"every one of the {size} values meets R-hat <= {max_rhat} and bulk ESS >= "
+                f"{min_ess:g}")  # fmt: skip
+    named = "; ".join(
+        f"{list(lag.index)} (R-hat {lag.rhat:.2f}, bulk ESS {lag.ess_bulk:.0f}, chain "
+        f"{lag.chain} at {lag.offset:+.1f} sd from the others)" for lag in lags[:SHOWN]
+    )
+    more = f" and {len(lags) - SHOWN} more" if len(lags) > SHOWN else ""
+    chain, count = Counter(lag.chain for lag in lags).most_common(1)[0]
+    return (f"{len(lags)} of {size} values fail R-hat <= {max_rhat} or bulk ESS >= "
+            f"{min_ess:g}: {named}{more}; chain {chain} is the furthest from the others on "
+            f"{count} of {len(lags)}.")  # fmt: skip

@@ -1,0 +1,67 @@
+"""The failing values of a reference run (``bnn_ppl.inference.slow_values``): which quantities
+fail the rule, in which order, and which chain disagrees on them, on values whose answer is
+known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bnn_ppl.inference.slow_values import describe_laggards, laggards
+from bnn_ppl.inference.stopping_rule import check_convergence
+
+
+def _iid(shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape)
+
+
+def test_the_shifted_quantities_are_named_worst_first_with_the_odd_chain():
+    f = _iid((4, 1000, 6, 3))
+    f[1, :, 4, 2] += 1.0  # chain 1 a full sd away: the worst
+    f[3, :, 0, 1] -= 0.4  # chain 3 a little away
+    lags = laggards(f)
+    assert [(g.index, g.chain) for g in lags] == [((4, 2), 1), ((0, 1), 3)]
+    assert lags[0].factor > lags[1].factor > 1
+    # the offset is the chain's mean minus the others', in pooled sd (the shift widens the sd)
+    sd = f[:, :, 4, 2].std()
+    assert lags[0].offset == pytest.approx(1.0 / sd, abs=5 * 1 / np.sqrt(1000) / sd)
+    assert lags[1].offset < 0
+    # the same figures as the rule's: R-hat above the threshold where the chain is apart
+    assert lags[0].rhat > 1.01 and laggards(f, limit=1) == lags[:1]
+    # what fails here is what the rule counts as failing
+    figures = check_convergence(f)
+    assert round((1 - figures["share_rhat_ok"]) * 18) == len(lags)
+
+
+def test_constant_values_never_fail_and_mixing_chains_have_none():
+    f = _iid((4, 1000, 5))
+    assert laggards(f) == []
+    f[:, :, 2] = 0.0  # a probability of exactly 0 everywhere: no R-hat, not a laggard
+    f[0, :, 3] += 2.0
+    assert [g.index for g in laggards(f)] == [(3,)]
+    assert laggards(np.zeros((4, 100, 3))) == []
+
+
+def test_too_few_draws_fail_on_ess_and_the_factor_is_the_projection_s():
+    f = _iid((4, 50, 2))  # 200 independent draws: bulk ESS ~200 < 400 on both
+    lags = laggards(f)
+    assert {g.index for g in lags} == {(0,), (1,)}
+    for g in lags:  # the larger of what R-hat and ESS each need (bnn_ppl.inference.projection)
+        assert g.ess_bulk < 400
+        want = max((g.rhat**2 - 1) / (1.01**2 - 1), 400 / g.ess_bulk)
+        assert g.factor == pytest.approx(want) and g.factor >= 400 / g.ess_bulk
+
+
+def test_the_sentence_counts_the_chain_most_often_apart():
+    f = _iid((4, 1000, 8))
+    for q in (1, 3, 5):
+        f[2, :, q] += 0.8
+    f[0, :, 7] += 0.8
+    lags = laggards(f)
+    text = describe_laggards(lags, size=8)
+    assert text.startswith("4 of 8 values fail R-hat <= 1.01 or bulk ESS >= 400: ")
+    assert text.endswith("chain 2 is the furthest from the others on 3 of 4.")
+    assert "chain 0 at +" in text
+    many = describe_laggards(lags * 2, size=16)
+    assert "and 3 more" in many
+    assert describe_laggards([], size=8).startswith("every one of the 8 values")
