@@ -151,7 +151,7 @@ class ReferenceRun(NamedTuple):
 
     ``posterior``: every post-warmup draw, its sample statistics and ``config`` (the settings,
     plus ``"convergence"``: the last check, ``converged``, ``stop_reason``, every check,
-    ``chain_levels`` and ``chains_apart``, ``projection``, see the module doc);
+    ``chain_levels`` and ``chains_apart``, ``projection``, ``laggards``, see the module doc);
     ``values``: the checked ``quantity`` at ``x_test``, ``(chains, draws, n, ...)``;
     ``checks``: one :class:`ConvergenceCheck` per segment; ``converged``; ``stop_reason``:
     ``"converged"``, ``"max_draws"``, ``"max_seconds"`` or ``"chains_not_moving"``;
