@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl.diagnostics import rhat_bulk_ess
+from bnn_ppl.validation import InputValueError
 
 __all__ = ["Laggard", "describe_laggards", "laggards"]
 
@@ -59,6 +60,11 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
     ``min_ess``, worst first (module doc); at most ``limit`` of them. Constant quantities (one
     value everywhere) never fail, as in the rule."""
     a = np.asarray(values, dtype=np.float64)
+    if a.ndim < 2 or a.shape[0] < 2:
+        raise InputValueError(
+            f"values must be (chains >= 2, draws, ...), got shape {a.shape}: R-hat and the odd "
+            "chain out need at least two chains."
+        )
     flat = a.reshape(*a.shape[:2], -1)
     varying = np.flatnonzero(~np.all(flat == flat[:1, :1], axis=(0, 1)))
     if not varying.size:

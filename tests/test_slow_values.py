@@ -65,3 +65,9 @@ def test_the_sentence_counts_the_chain_most_often_apart():
     many = describe_laggards(lags * 2, size=16)
     assert "and 3 more" in many
     assert describe_laggards([], size=8).startswith("every one of the 8 values")
+
+
+@pytest.mark.parametrize("shape", [(1, 100, 3), (100,), (4, 3, 2)])
+def test_too_few_chains_or_draws_are_refused_naming_values(shape):
+    with pytest.raises(ValueError, match="values"):
+        laggards(np.random.default_rng(0).normal(size=shape))
