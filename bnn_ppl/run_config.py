@@ -31,7 +31,7 @@ import importlib.metadata
 import json
 import os
 import platform
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -205,14 +205,17 @@ def read_config(folder: str) -> dict[str, Any]:
     return cfg
 
 
-def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
+def claim(folder: str | os.PathLike, config: Mapping[str, Any],
+          may_change: Collection[str] = ()) -> bool:  # fmt: skip
     """Make ``folder`` the folder of the run ``config``; return whether it already was.
 
     A new or empty folder gets ``config.json``. A folder written by the same configuration is
     reused (a killed run resumes from its checkpoints; a finished one is redone with the same
     result, its files replaced atomically, so a kill meanwhile leaves the finished results
-    readable). Temporary files that a killed write left behind (``.<name>.<hex>.tmp`` of the
-    run's own files) are removed first; a folder holding nothing else counts as new.
+    readable). ``may_change``: ``arguments`` that may differ from the folder's (a reference
+    run's budget: a rerun continues its chains); when one does, ``config.json`` is rewritten
+    with ``config``. Temporary files that a killed write left behind (``.<name>.<hex>.tmp`` of
+    the run's own files) are removed first; a folder holding nothing else counts as new.
 
     Raises:
         ValueError: the folder holds a run with a different configuration (every differing
@@ -229,13 +232,17 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any]) -> bool:
                 "choose a new or empty folder."
             )
         saved = read_config(folder)
-        diff = config_differences(saved, config)
+        kept = {k: v for k, v in (config.get("arguments") or {}).items() if k not in may_change}
+        then = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in may_change}
+        diff = config_differences({**saved, "arguments": then}, {**config, "arguments": kept})
         if diff:
             raise InputValueError(
                 f"--out {folder} holds a run with a different configuration; refusing to reuse "
                 "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
                 "original options."
             )
+        if saved.get("arguments") != config.get("arguments"):  # a budget changed: recorded
+            write_json(os.path.join(folder, CONFIG), dict(config))
         return True
     write_json(os.path.join(folder, CONFIG), dict(config))
     return False

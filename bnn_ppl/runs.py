@@ -23,7 +23,8 @@ pickle, checked against its SHA-256 when read):
   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
   without it holds an unfinished run; one whose record says ``"status": "diverged"``
   (:func:`save_diverged`) a run whose draws or loss became NaN/inf, with the reason.
-* ``checkpoints/`` (hmc/nuts with ``--checkpoint-every``) - a killed run resumes from it.
+* ``checkpoints/`` (hmc/nuts/SG-MCMC with ``--checkpoint-every``, reference_hmc always) - a
+  killed run resumes from it.
 
 Reading a folder back (:func:`load_run`, :class:`Run`, :func:`check_comparable`) lives in
 :mod:`bnn_ppl.run_loading` and the configuration record in :mod:`bnn_ppl.run_config`; this

@@ -36,6 +36,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -247,12 +248,14 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
 
 
 def _reference(
-    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any
+    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any,
+    on_check: Callable[[Any], Any] | None = None,
 ) -> Posterior:
     from bnn_ppl.inference.reference import reference_hmc
 
     run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
-                        rng_key=key, checkpoint_dir=checkpoint_dir)  # fmt: skip
+                        rng_key=key, checkpoint_dir=checkpoint_dir,
+                        on_check=on_check)  # fmt: skip
     return run.posterior
 
 
@@ -265,6 +268,7 @@ def fit(
     checkpoint_dir: str | os.PathLike | None = None,
     checkpoint_every: int | None = None,
     progress_every: int | None = None,
+    on_check: Callable[[Any], Any] | None = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -289,6 +293,9 @@ def fit(
         progress_every: with ``checkpoint_dir``: a ``progress.jsonl`` line every that many
             draws per chain (SG-MCMC: cycles), computed from each segment's draws after it
             (the segment's end is always a line); default one line per segment.
+        on_check: ``ReferenceHMCConfig`` only: called with each
+            :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
+            print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -307,6 +314,11 @@ def fit(
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
+    if on_check is not None and not isinstance(config, ReferenceHMCConfig):
+        raise InputValueError(
+            f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
+            f"{type(config).__name__}; leave it out."
+        )
     if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
         from bnn_ppl.inference.fit_checkpoint import check_checkpoint_args
 
@@ -337,7 +349,7 @@ def fit(
                 "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
                 "or (x, y, x_test[, y_test])."
             )
-        post = _reference(model, d, config, key, checkpoint_dir)
+        post = _reference(model, d, config, key, checkpoint_dir, on_check)
     elif isinstance(config, _MCMCConfig):
         post = _mcmc(model, d, config, key)
     elif isinstance(config, SVIConfig):

@@ -279,6 +279,57 @@ def _fields(cls: type) -> set[str]:
     return {"--" + f.name.replace("_", "-") for f in dataclasses.fields(cls)}
 
 
+REFERENCE = ["reference_hmc", *TINY, "--num-chains", "2", "--num-warmup", "50",
+             "--segment-draws", "10"]  # fmt: skip
+
+
+def test_a_reference_run_commits_its_segments_and_a_larger_budget_continues_it(
+    folder: Path,
+) -> None:
+    """bnn-ppl run reference_hmc: fit(ReferenceHMCConfig) with every segment committed to
+    <out>/checkpoints, each check printed, the verdict in metrics.json and evaluate; a rerun
+    with a larger --max-draws (a budget field) reuses the folder, continues the same chains and
+    records the new budget; a changed draw-determining option is still refused."""
+    out = folder / "reference"
+    text = ok("run", *REFERENCE, "--max-draws", "20", "--out", str(out))
+    assert "until R-hat <= 1.01 and bulk ESS >= 400 for 99% of the test predictions" in text
+    assert "  segment 1: 10 draws/chain, R-hat <= threshold for" in text
+    assert "  segment 2: 20 draws/chain" in text and "NOT converged (max_draws)" in text
+    record = read_json(out / runs.METRICS)
+    conv = record["summary"]["convergence"]
+    assert (conv["converged"], conv["stop_reason"], conv["draws"]) == (False, "max_draws", 20)
+    assert "reference_hmc stopped (max_draws) before converging" in record["summary"][
+        "not_converged"]
+    assert (out / runs.CHECKPOINTS / "record_000002.json").exists()  # warmup + 2 segments
+    first = load_npz(out / runs.SAMPLES, sha256=record["files"][runs.SAMPLES])
+
+    more = ok("run", *REFERENCE, "--max-draws", "30", "--out", str(out), "--quiet")
+    assert more == ""  # --quiet: not even the checks
+    record = read_json(out / runs.METRICS)
+    assert record["summary"]["resumed_after_segment"] == 2
+    assert record["summary"]["convergence"]["draws"] == 30
+    assert read_json(out / runs.CONFIG)["arguments"]["max_draws"] == 30
+    again = load_npz(out / runs.SAMPLES, sha256=record["files"][runs.SAMPLES])
+    for k, v in first.items():  # the same chains, continued
+        np.testing.assert_array_equal(again[k][:, :20], v, err_msg=k)
+    assert again["Dense_0.kernel"].shape[:2] == (2, 30)
+    assert ok("evaluate", str(out)).splitlines()[1].startswith(
+        "reference run: NOT converged (max_draws) after 30 draws per chain; reference_hmc "
+        "stopped (max_draws)")
+
+    rc, _, err = bnn_ppl("run", *REFERENCE, "--max-draws", "30", "--seed", "1", "--out", str(out))
+    assert rc == 2 and "seed: 0 (config.json) != 1 (this run)" in err
+
+
+def test_the_budget_a_reference_rerun_may_change_is_what_its_checkpoint_does_not_fingerprint(
+) -> None:
+    from bnn_ppl.cli.settings import BUDGET_FIELDS
+    from bnn_ppl.inference.reference_checkpoint import NOT_FINGERPRINTED
+
+    # quantity is not a command-line choice (the default: probabilities or predictive means)
+    assert set(BUDGET_FIELDS) == set(NOT_FINGERPRINTED) - {"quantity"}
+
+
 def test_top_level_and_run_help_list_the_commands_and_methods() -> None:
     rc, out, _ = bnn_ppl("--help")
     assert rc == 0 and all(c in out for c in ("run", "evaluate", "compare"))
@@ -429,6 +480,18 @@ BAD_RUNS = {
     "hmc trajectory that never ends": (
         ["--prior", "normal:1e6"],
         "hmc would take 157,079,633 leapfrog steps per iteration",
+    ),
+    "reference draws beyond int32": (
+        ["reference_hmc", "--max-draws", str(2**31 - 1)],
+        "--num-warmup + --max-draws = 2147484147 iterations is above 2147483647",
+    ),
+    "huge reference run": (
+        ["reference_hmc", "--max-draws", str(10**9)],
+        "--num-chains x --max-draws = 4,000,000,000 draws of 3,760 parameters",
+    ),
+    "checkpoint spacing of a reference run": (
+        ["reference_hmc", "--checkpoint-every", "5"],
+        "--checkpoint-every does not apply to bnn-ppl run reference_hmc",
     ),
     "svi batch larger than the data": (
         ["svi", "--batch-size", "5000"],

@@ -241,3 +241,8 @@ def test_fit_refuses_what_is_not_a_config_or_a_bnn():
         fit(MLP(out=1), (x, y), cfg.HMCConfig(), KEY)
     with pytest.raises(TypeError, match="rng_key"):
         fit(linear_model(), (x, y), cfg.HMCConfig(), 0)
+    # on_check is a reference run's (its convergence checks): refused before compiling
+    with count_compiles() as compiles, pytest.raises(ValueError, match="on_check applies to "
+                                                     "ReferenceHMCConfig runs .* HMCConfig"):
+        fit(linear_model(), (x, y), cfg.HMCConfig(), KEY, on_check=print)
+    assert compiles == []

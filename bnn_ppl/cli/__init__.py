@@ -138,7 +138,7 @@ samples.npz, predictions.npz and metrics.json into --out.
 
 methods:
 """
-    + "\n".join(f"  {m:<9} {h}" for m, h in METHOD_HELP.items())
+    + "\n".join(f"  {m:<13} {h}" for m, h in METHOD_HELP.items())
     + f"""
 
 {PROG} run METHOD --help shows the method's options and the shared ones (data, model, prior,

@@ -133,11 +133,17 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
         + (f" in {run.num_chains} chains" if run.chains else "")
     )
 
+    summary = run.record.get("summary", {})
+    conv = summary.get("convergence")  # a reference_hmc run's own verdict, by its rule
+    if conv:
+        print(f"reference run: {'converged' if conv['converged'] else 'NOT converged'} "
+              f"({conv['stop_reason']}) after {conv['draws']} draws per chain"
+              + (f"; {summary['not_converged']}" if summary.get("not_converged") else ""))
     rows = _metrics_rows(run)
     keys = list(rows[0][1])
     print()
     print(table(["predictive", *keys], [[name, *(m[k] for k in keys)] for name, m in rows]))
-    chains = run.record.get("summary", {}).get("chains") or []
+    chains = summary.get("chains") or []
     if chains:
         print()
         print(

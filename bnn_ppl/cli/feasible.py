@@ -90,7 +90,9 @@ def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_par
             f"{s.options.dataset}; pass at most {n} (or omit it)."
         )
     check_temperature(temperature, n)
-    if hasattr(c, "num_chains"):
+    if isinstance(c, configs.ReferenceHMCConfig):  # every draw stays in memory to the end
+        draws, counts = c.num_chains * c.max_draws, "--num-chains x --max-draws"
+    elif hasattr(c, "num_chains"):
         draws, counts = c.num_chains * c.num_samples, "--num-chains x --num-samples"
     elif isinstance(c, configs.SVIConfig):
         draws, counts = c.num_samples, "--num-samples"

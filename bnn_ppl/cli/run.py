@@ -6,7 +6,9 @@ checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run
 claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
 :mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
 ``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
-run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly;
+run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly
+(reference_hmc always commits its segments there, and a rerun may raise its budget:
+:data:`~bnn_ppl.cli.settings.BUDGET_FIELDS`);
 ``--progress-every k`` adds a line to ``<out>/checkpoints/progress.jsonl`` every k draws (a
 resume may change it: it only respaces that file).
 
@@ -39,6 +41,7 @@ from bnn_ppl.cli.build import _inputs_for, build_model, load_data
 from bnn_ppl.cli.console import printer
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
+    BUDGET_FIELDS,
     NOISE_DEFAULT,
     PROG,
     SGMCMC_METHODS,
@@ -91,6 +94,8 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     from bnn_ppl import runs
     from bnn_ppl.inference import chain_summary, fit
 
+    if s.method == "reference_hmc":
+        return _fit_reference(model, data, s)
     checkpoints = {}
     if s.checkpoint_every is not None:  # resumes from <out>/checkpoints if it can
         checkpoints = {
@@ -124,6 +129,40 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     return Fit(post, summary)
 
 
+def _fit_reference(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
+    """reference_hmc through :func:`bnn_ppl.fit`, every segment committed to
+    ``<out>/checkpoints`` (a rerun resumes it, or continues it with a larger budget), each
+    convergence check printed as it is made; a run that ends unconverged says so in its
+    summary (``converged``, ``stop_reason``, ``not_converged``: the warning's text)."""
+    import warnings
+
+    import jax
+
+    from bnn_ppl import runs
+    from bnn_ppl.inference import ReferenceNotConvergedWarning, chain_summary, fit
+    from bnn_ppl.inference.run_folder import convergence_summary
+
+    say = printer(s.options.quiet)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReferenceNotConvergedWarning)
+        post = fit(model, data, s.config, jax.random.key(s.options.seed),
+                   checkpoint_dir=os.path.join(s.options.out, runs.CHECKPOINTS),
+                   on_check=lambda check: say("  " + check.describe()))  # fmt: skip
+    for w in caught:  # other warnings go on to the caller's filters
+        if not issubclass(w.category, ReferenceNotConvergedWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    text = next((str(w.message) for w in caught
+                 if issubclass(w.category, ReferenceNotConvergedWarning)), None)  # fmt: skip
+    record = post.config["convergence"]
+    summary = {
+        "chains": chain_summary(post),
+        "resumed_after_segment": record.get("resumed_after_segment"),
+        "convergence": convergence_summary(post),
+        "not_converged": text,
+    }
+    return Fit(post, summary)
+
+
 def _describe_model(o: RunOptions) -> str:
     if o.model == "mlp":
         hidden = f"{o.depth} x {o.width} hidden units" if o.depth else "linear"
@@ -147,6 +186,15 @@ def _plan(s: RunSettings) -> str:
             f"{s.method}: {c.num_chains} chain(s) x ({c.num_warmup} burn-in + {c.num_samples} "
             f"cycles) of {c.cycle_length} steps, batch {c.batch_size}"
             f"{every and every + ' cycles'}"
+        )
+    if s.method == "reference_hmc":
+        budget = f", at most {c.max_seconds:g} s in all" if c.max_seconds else ""
+        return (
+            f"reference_hmc: {c.num_chains} chains x {c.num_warmup} warmup, then segments of "
+            f"{c.segment_draws} draws until R-hat <= {c.max_rhat:g} and bulk ESS >= "
+            f"{c.min_ess:g} for {c.min_share:.0%} of the test predictions, at most "
+            f"{c.max_draws} draws per chain{budget}; every segment committed to "
+            f"{s.options.out}/checkpoints"
         )
     if s.method == "svi":
         first = f"MAP {c.map_steps} steps (one compiled loop), then " if c.map_steps else ""
@@ -187,7 +235,8 @@ def _cmd_run(s: RunSettings) -> int:
         model={"num_params": num_params},
         environment={"out": o.out, "data_dir": o.data_dir},
     )
-    reused = runs.claim(o.out, record)
+    budget = BUDGET_FIELDS if s.method == "reference_hmc" else ()  # a rerun may raise it
+    reused = runs.claim(o.out, record, may_change=budget)
     say(
         f"{o.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
         f"{_describe_model(o)}, {num_params} parameters; prior {o.prior}, "
@@ -199,7 +248,8 @@ def _cmd_run(s: RunSettings) -> int:
         with _flags_for_divergence(s):
             fit = _fit(model, data, s)
     except KeyboardInterrupt:
-        again = "resume from the last checkpoint" if s.checkpoint_every else "start over"
+        resumable = s.checkpoint_every or s.method == "reference_hmc"
+        again = "resume from the last checkpoint" if resumable else "start over"
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)
         return 130
     wall = time.perf_counter() - start
@@ -223,6 +273,12 @@ def _cmd_run(s: RunSettings) -> int:
         )
     if fit.summary.get("resumed_after_segment") is not None:
         say(f"  resumed after checkpoint segment {fit.summary['resumed_after_segment']}")
+    if "convergence" in fit.summary:  # reference_hmc: converged, or why not and what to do
+        conv = fit.summary["convergence"]
+        say(f"  {'converged' if conv['converged'] else 'NOT converged'} "
+            f"({conv['stop_reason']}) after {conv['draws']} draws per chain")  # fmt: skip
+        if fit.summary["not_converged"]:
+            say(f"  {fit.summary['not_converged']}")
     units = " (original units)" if data.task == "regression" else ""
     say(f"test, BMA of {record['num_draws']} draws{units}: {_metric_line(record['metrics'])}")
     files = (runs.CONFIG, runs.POSTERIOR, runs.PROGRESS, runs.SAMPLES, runs.PREDICTIONS,

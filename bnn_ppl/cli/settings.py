@@ -36,8 +36,11 @@ from bnn_ppl.validation import InputError, InputValueError
 PROG = "bnn-ppl"
 MODELS = ("mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm")
 SGMCMC_METHODS = ("sgld", "sghmc", "sgnht", "atmc")
-METHODS = ("hmc", "nuts", "svi", "map", "ensemble", *SGMCMC_METHODS)
+METHODS = ("hmc", "nuts", "svi", "map", "ensemble", *SGMCMC_METHODS, "reference_hmc")
 """The subcommands of ``bnn-ppl run``: one per config class of :mod:`bnn_ppl.config`."""
+BUDGET_FIELDS = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "burn_in")
+"""reference_hmc: the options a rerun in the same ``--out`` may change (the budget and the
+stopping rule; the draws do not depend on them): it continues the committed chains."""
 TEMPER_MODES = ("likelihood", "posterior")
 CHAIN_METHODS = ("hmc", "nuts", *SGMCMC_METHODS)
 """Methods whose draws are Markov chains (stored with a chain axis; ``--checkpoint-every``)."""
@@ -49,6 +52,7 @@ CLI_DEFAULTS: dict[str, dict[str, Any]] = {
     "map": {},
     "ensemble": {"num_steps": 1000},
     **{m: {"num_chains": 2, "cycle_length": 500} for m in SGMCMC_METHODS},
+    "reference_hmc": {},
 }
 """Where ``bnn-ppl run`` starts from other defaults than the config classes: two chains (so that
 ``evaluate`` can compute R-hat), MAP-initialised SVI, shorter SG-MCMC cycles. ``--help`` shows
@@ -64,6 +68,8 @@ METHOD_HELP: dict[str, str] = {
     "sghmc": "stochastic-gradient HMC, cyclical step size",
     "sgnht": "the stochastic-gradient Nose-Hoover thermostat, cyclical step size",
     "atmc": "adaptive thermostat Monte Carlo, cyclical step size",
+    "reference_hmc": "HMC until the test predictions converge (R-hat and bulk ESS rule), "
+    "every segment committed: rerun to resume or to continue with a larger budget",
 }
 """One line per method: ``bnn-ppl run --help`` and each method's ``--help``."""
 
@@ -259,6 +265,8 @@ def _check_iterations(c: configs.Config) -> None:
         )
     if isinstance(c, (configs.HMCConfig, configs.NUTSConfig)):
         total, what = c.num_warmup + c.num_samples, "--num-warmup + --num-samples"
+    elif isinstance(c, configs.ReferenceHMCConfig):
+        total, what = c.num_warmup + c.max_draws, "--num-warmup + --max-draws"
     elif c.method in SGMCMC_METHODS:
         total = (c.num_warmup + c.num_samples) * c.cycle_length  # type: ignore[attr-defined]
         what = "(--num-warmup + --num-samples) x --cycle-length"
