@@ -304,21 +304,21 @@ class ReferenceHMCConfig(Config):
 
     method: ClassVar[str] = "reference_hmc"
 
-    num_chains: int = 4
-    num_warmup: int = 500
-    segment_draws: int = 200
-    max_draws: int = 10_000
-    max_seconds: float | None = None
-    max_rhat: float = 1.01
-    min_share: float = 0.99
-    min_ess: float = 400.0
-    burn_in: float = 0.0
-    quantity: str | None = None
-    mass_matrix: str = "diagonal"
-    trajectory_length: float | None = None
-    step_size: float = 0.01
-    target_accept_prob: float = 0.8
-    max_num_steps: int = 1024
+    num_chains: int = 4  # chains, each from its own prior draw (R-hat compares them)
+    num_warmup: int = 500  # warmup iterations per chain (step size and metric adapted)
+    segment_draws: int = 200  # draws per chain between convergence checks (and commits)
+    max_draws: int = 10_000  # budget: draws per chain after warmup
+    max_seconds: float | None = None  # budget: wall seconds of the whole run, committed included
+    max_rhat: float = 1.01  # rule: rank-normalised split R-hat of a test value at most this
+    min_share: float = 0.99  # rule: the share of test values meeting max_rhat (and min_ess)
+    min_ess: float = 400.0  # rule: bulk ESS of a test value at least this
+    burn_in: float = 0.0  # share of each chain left out of every check and of the result
+    quantity: str | None = None  # checked: probs, p_true, centred_logits, mean (None: default)
+    mass_matrix: str = "diagonal"  # diagonal, dense or identity (Izmailov et al.)
+    trajectory_length: float | None = None  # None: a quarter period in the adapted metric
+    step_size: float = 0.01  # initial step size (adapted in warmup)
+    target_accept_prob: float = 0.8  # the step size adaptation's target
+    max_num_steps: int = 1024  # most leapfrog steps per draw (longer trajectories are cut)
     num_temperatures: int | None = None  # K >= 2: parallel tempering with K rungs
     min_beta: float = 1e-3  # tempering: the ladder's lowest inverse temperature
     leapfrog_steps: int = 16  # tempering: leapfrog steps per sweep, at every rung

@@ -326,8 +326,7 @@ def test_the_budget_a_reference_rerun_may_change_is_what_its_checkpoint_does_not
     from bnn_ppl.cli.settings import BUDGET_FIELDS
     from bnn_ppl.inference.reference_checkpoint import NOT_FINGERPRINTED
 
-    # quantity is not a command-line choice (the default: probabilities or predictive means)
-    assert set(BUDGET_FIELDS) == set(NOT_FINGERPRINTED) - {"quantity"}
+    assert set(BUDGET_FIELDS) == set(NOT_FINGERPRINTED)
 
 
 def test_top_level_and_run_help_list_the_commands_and_methods() -> None:

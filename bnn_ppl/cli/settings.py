@@ -38,9 +38,11 @@ MODELS = ("mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm")
 SGMCMC_METHODS = ("sgld", "sghmc", "sgnht", "atmc")
 METHODS = ("hmc", "nuts", "svi", "map", "ensemble", *SGMCMC_METHODS, "reference_hmc")
 """The subcommands of ``bnn-ppl run``: one per config class of :mod:`bnn_ppl.config`."""
-BUDGET_FIELDS = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "burn_in")
-"""reference_hmc: the options a rerun in the same ``--out`` may change (the budget and the
-stopping rule; the draws do not depend on them): it continues the committed chains."""
+BUDGET_FIELDS = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
+                 "burn_in")  # fmt: skip
+"""reference_hmc: the options a rerun in the same ``--out`` may change (the budget, the
+stopping rule and the checked values; the draws do not depend on them): it continues the
+committed chains."""
 TEMPER_MODES = ("likelihood", "posterior")
 CHAIN_METHODS = ("hmc", "nuts", *SGMCMC_METHODS)
 """Methods whose draws are Markov chains (stored with a chain axis; ``--checkpoint-every``)."""
