@@ -321,6 +321,16 @@ def test_a_reference_run_commits_its_segments_and_a_larger_budget_continues_it(
     assert rc == 2 and "seed: 0 (config.json) != 1 (this run)" in err
 
 
+def test_a_reference_run_whose_budget_ends_in_warmup_says_so(folder: Path) -> None:
+    out = folder / "reference_cut"
+    ok("run", *REFERENCE, "--max-seconds", "0.001", "--out", str(out), "--quiet")
+    conv = read_json(out / runs.METRICS)["summary"]["convergence"]
+    assert (conv["converged"], conv["stop_reason"], conv["draws"]) == (False, "max_seconds", None)
+    assert ok("evaluate", str(out)).splitlines()[1].startswith(
+        "reference run: NOT converged (max_seconds) during warmup: no draw sampled; "
+        "reference_hmc stopped at its budget (max_seconds=0.001) during warmup")
+
+
 def test_the_budget_a_reference_rerun_may_change_is_what_its_checkpoint_does_not_fingerprint(
 ) -> None:
     from bnn_ppl.cli.settings import BUDGET_FIELDS

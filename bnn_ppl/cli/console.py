@@ -11,8 +11,22 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+
+def verdict(convergence: Mapping[str, Any]) -> str:
+    """A reference run's verdict in words, from its ``convergence_summary``.
+
+    >>> verdict({"converged": False, "stop_reason": "max_draws", "draws": 20})
+    'NOT converged (max_draws) after 20 draws per chain'
+    >>> verdict({"converged": False, "stop_reason": "max_seconds", "draws": None})
+    'NOT converged (max_seconds) during warmup: no draw sampled'
+    """
+    head = "converged" if convergence.get("converged") else "NOT converged"
+    draws = convergence.get("draws")
+    where = "during warmup: no draw sampled" if draws is None else f"after {draws} draws per chain"
+    return f"{head} ({convergence.get('stop_reason')}) {where}"
 
 
 def printer(quiet: bool) -> Callable[..., None]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.console import printer, table
+from bnn_ppl.cli.console import printer, table, verdict
 from bnn_ppl.cli.settings import CLIError
 from bnn_ppl.io import write_json
 from bnn_ppl.validation import InputError, InputValueError
@@ -136,8 +136,7 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
     summary = run.record.get("summary", {})
     conv = summary.get("convergence")  # a reference_hmc run's own verdict, by its rule
     if conv:
-        print(f"reference run: {'converged' if conv['converged'] else 'NOT converged'} "
-              f"({conv['stop_reason']}) after {conv['draws']} draws per chain"
+        print(f"reference run: {verdict(conv)}"
               + (f"; {summary['not_converged']}" if summary.get("not_converged") else ""))
     rows = _metrics_rows(run)
     keys = list(rows[0][1])

@@ -38,7 +38,7 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.cli.build import _inputs_for, build_model, load_data
-from bnn_ppl.cli.console import printer
+from bnn_ppl.cli.console import printer, verdict
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
     BUDGET_FIELDS,
@@ -274,9 +274,7 @@ def _cmd_run(s: RunSettings) -> int:
     if fit.summary.get("resumed_after_segment") is not None:
         say(f"  resumed after checkpoint segment {fit.summary['resumed_after_segment']}")
     if "convergence" in fit.summary:  # reference_hmc: converged, or why not and what to do
-        conv = fit.summary["convergence"]
-        say(f"  {'converged' if conv['converged'] else 'NOT converged'} "
-            f"({conv['stop_reason']}) after {conv['draws']} draws per chain")  # fmt: skip
+        say(f"  {verdict(fit.summary['convergence'])}")
         if fit.summary["not_converged"]:
             say(f"  {fit.summary['not_converged']}")
     units = " (original units)" if data.task == "regression" else ""
