@@ -73,7 +73,6 @@ from bnn_ppl.inference.sgmcmc_accuracy import (
 )
 from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
 from bnn_ppl.inference.sgnht import SGNHT
-from bnn_ppl.inference.slow_values import Laggard, describe_laggards, laggards
 from bnn_ppl.inference.step_size import (
     GradientScales,
     gradient_scales,
@@ -83,6 +82,7 @@ from bnn_ppl.inference.step_size import (
 from bnn_ppl.inference.svi import MeanFieldGuide, SVIResult, svi_mean_field
 from bnn_ppl.inference.tempering import ParallelTempering, TemperingState
 from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
+from bnn_ppl.slow_values import Laggard, describe_laggards, laggards
 
 __all__ = [
     "ATMC",

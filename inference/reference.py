@@ -72,8 +72,8 @@ predictions Izmailov et al. (2021) published:
   in the typical set: more draws alone will not converge them). Mixing chains stopped by the
   budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.projection`); every
   run lists the values that fail the rule, worst first, with the chain furthest from the
-  others on each (``"laggards"``, the first :data:`LISTED`, and ``"laggards_count"``;
-  :mod:`bnn_ppl.inference.slow_values`), and the warning says it in a sentence.
+  others on each (``"laggards"``, the first :data:`~bnn_ppl.slow_values.LISTED`, and
+  ``"laggards_count"``; :mod:`bnn_ppl.slow_values`), and the warning says it in a sentence.
 
 Example:
     >>> import warnings
@@ -121,12 +121,12 @@ from bnn_ppl.inference.reference_chains import (
     segment_health,
 )
 from bnn_ppl.inference.reference_messages import not_converged_message
-from bnn_ppl.inference.slow_values import describe_laggards, laggards
 from bnn_ppl.inference.stopping_rule import ConvergenceCheck, check_convergence
 from bnn_ppl.inference.to_posterior import from_draws
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.scale_levels import describe_scale_levels, scale_levels
+from bnn_ppl.slow_values import LISTED, describe_laggards, laggards
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -137,9 +137,6 @@ __all__ = [
     "check_convergence",
     "reference_hmc",
 ]
-
-LISTED = 20
-"""How many failing values (the worst) the record's ``"laggards"`` lists."""
 
 
 class ReferenceNotConvergedWarning(UserWarning):

@@ -29,7 +29,7 @@ def not_converged_message(c: ReferenceHMCConfig, reason: str, warm: Warmup,
     """The text of the :class:`ReferenceNotConvergedWarning` (``note``: the kernel's, e.g. a
     stalled tempering ladder; ``projection``: the draws the rule would need;
     ``resumed_after``: the checkpoint segment a resumed run continued after, for the budget's
-    note; ``lags``: :func:`~bnn_ppl.inference.slow_values.describe_laggards`'s sentence)."""
+    note; ``lags``: :func:`~bnn_ppl.slow_values.describe_laggards`'s sentence)."""
     if warm.cut_short:
         return (
             f"reference_hmc stopped at its budget (max_seconds={c.max_seconds}) during warmup: "

@@ -131,6 +131,15 @@ def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
     assert [g["name"] for g in ws["groups"]] == ["Dense_0", "Dense_1"]
     assert 0.0 <= ws["fraction_above"]["1.1"] <= 1.0
     assert evaluation["plots"] == ["reliability.png", "rhat.png"]
+    # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first, with the odd chain: the
+    # library's laggards of the saved per-draw probabilities
+    from bnn_ppl.slow_values import describe_laggards, laggards
+
+    probs = load_npz(hmc_run / runs.PREDICTIONS)["probs"]
+    want = laggards(probs)
+    assert f"slow values: {describe_laggards(want, probs[0, 0].size)}" in out
+    listed = evaluation["diagnostics"]["laggards"]
+    assert [tuple(g["index"]) for g in listed] == [g.index for g in want[:20]]
 
 
 def test_evaluate_draws_its_reliability_diagram_from_the_library_bma(

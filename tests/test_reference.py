@@ -31,9 +31,9 @@ from bnn_ppl.diagnostics import convergence
 from bnn_ppl.function_values import QUANTITIES, function_values
 from bnn_ppl.inference import HMC, ReferenceNotConvergedWarning, fit, reference_hmc
 from bnn_ppl.inference.reference import check_convergence
-from bnn_ppl.inference.slow_values import describe_laggards, laggards
 from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.models import MLP
+from bnn_ppl.slow_values import describe_laggards, laggards
 
 KEY = jax.random.key(3)
 REFERENCES = Path(__file__).resolve().parents[1] / "examples" / "references"

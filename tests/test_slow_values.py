@@ -1,4 +1,4 @@
-"""The failing values of a reference run (``bnn_ppl.inference.slow_values``): which quantities
+"""The failing values of a reference run (``bnn_ppl.slow_values``): which quantities
 fail the rule, in which order, and which chain disagrees on them, on values whose answer is
 known by construction."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bnn_ppl.inference.slow_values import describe_laggards, laggards
 from bnn_ppl.inference.stopping_rule import check_convergence
+from bnn_ppl.slow_values import describe_laggards, laggards
 
 
 def _iid(shape, seed=0):

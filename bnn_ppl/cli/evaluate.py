@@ -1,7 +1,9 @@
 """``bnn-ppl evaluate`` and ``bnn-ppl compare``: read run folders back and tabulate them.
 
-``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary and
-weight- and function-space R-hat/ESS (with >= 2 chains), and writes ``reliability.png``,
+``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
+weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
+1.01 or bulk ESS >= 400 with the chain furthest from the others on them
+(:mod:`bnn_ppl.slow_values`), and writes ``reliability.png``,
 ``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
 first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
 regression).
@@ -82,10 +84,16 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
         fs = _function_space(run)
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
+    from bnn_ppl.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
+
+    values = np.asarray(bp.likelihoods.location(run.predictions))
+    lags = laggards(values)  # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first
     return (
         {
             "weight_space": _convergence_json(ws, "layer"),
             "function_space": _convergence_json(fs, "site"),
+            "slow_values": describe_laggards(lags, int(np.prod(values.shape[2:]))),
+            "laggards": [g._asdict() for g in lags[:LISTED]],
         },
         ws,
         fs,
@@ -169,6 +177,7 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
         print(ws.table("layer"))
         print("function space (predictions on the test set):")
         print(fs.table("site"))
+        print(f"slow values: {diag['slow_values']}")
 
     written = []
     if run.task == "classification":

@@ -1,4 +1,4 @@
-"""Which test quantities hold a reference run back, and which chain disagrees on them.
+"""Which test values hold a set of chains back, and which chain disagrees on them.
 
 The stopping rule (:mod:`bnn_ppl.inference.stopping_rule`) reports shares: "94 % of the 103
 predictive means have R-hat <= 1.01". A user deciding what to do next needs the rest: *which*
@@ -35,9 +35,12 @@ import numpy as np
 from bnn_ppl.diagnostics import rhat_bulk_ess
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["Laggard", "describe_laggards", "laggards"]
+__all__ = ["LISTED", "Laggard", "describe_laggards", "laggards"]
 
 SHOWN = 5  # quantities named in the sentence
+LISTED = 20
+"""How many failing values (the worst) a record lists: a reference run's ``"laggards"``,
+``bnn-ppl evaluate``'s ``evaluation.json``."""
 
 
 class Laggard(NamedTuple):
