@@ -12,17 +12,24 @@ metric).
 by the factor of draws it would need (the larger of ``(R̂² - 1) / (max_rhat² - 1)`` and
 ``min_ess / ess``, as :mod:`bnn_ppl.inference.projection` projects), each with the chain whose
 mean is furthest from the mean of the other chains, in units of the quantity's pooled standard
-deviation. :func:`describe_laggards` says it in one sentence.
+deviation, and whether that chain stayed *apart* all along: its mean beyond every other chain's
+in each of :data:`BLOCKS` consecutive blocks of the draws. A mixing chain's block means
+interleave with the others' (for exchangeable blocks, all ten of one chain beyond all thirty
+of three others has probability 1 in C(40, 10) ≈ 10⁹); a chain apart in every block has not
+crossed into the others' region of function space in the draws checked, and more draws of
+the same length may not fix that. :func:`describe_laggards` says it in one sentence.
 
 Example:
     >>> import numpy as np
     >>> f = np.random.default_rng(0).normal(size=(4, 500, 3, 2))
     >>> f[2, :, 1, 0] += 0.5  # chain 2 elsewhere on one quantity
-    >>> [(lag.index, lag.chain, round(lag.offset, 1)) for lag in laggards(f)]
-    [((1, 0), 2, 0.5)]
+    >>> [(lag.index, lag.chain, round(lag.offset, 1), lag.apart) for lag in laggards(f)]
+    [((1, 0), 2, 0.5, True)]
     >>> print(describe_laggards(laggards(f), size=6))
     1 of 6 values fail R-hat <= 1.01 or bulk ESS >= 400: [1, 0] (R-hat 1.03, bulk ESS ...,
-    chain 2 at +0.5 sd from the others); chain 2 is the furthest from the others on 1 of 1.
+    chain 2 at +0.5 sd from the others, apart in every block); chain 2 is the furthest from the
+    others on 1 of 1, and apart from them in every tenth of the draws on 1 (it has not crossed
+    to their region there: more draws may not fix that).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ from bnn_ppl.validation import InputValueError
 __all__ = ["LISTED", "Laggard", "describe_laggards", "laggards"]
 
 SHOWN = 5  # quantities named in the sentence
+BLOCKS = 10
+"""Consecutive blocks of the draws in which a chain must be apart for :attr:`Laggard.apart`."""
 LISTED = 20
 """How many failing values (the worst) a record lists: a reference run's ``"laggards"``,
 ``bnn-ppl evaluate``'s ``evaluation.json``."""
@@ -47,7 +56,10 @@ class Laggard(NamedTuple):
     """One quantity that fails the rule: its ``index`` in the quantity's shape (the test row,
     and the class for probabilities), ``rhat`` and ``ess_bulk``, ``factor`` (the draws it
     would need, as a multiple of the draws checked), and ``chain``, the chain whose mean is
-    furthest from the other chains' mean, ``offset`` of it in pooled standard deviations."""
+    furthest from the other chains' mean, ``offset`` of it in pooled standard deviations, and
+    ``apart``: in each of :data:`BLOCKS` consecutive blocks of the draws that chain's mean lay
+    beyond (on the offset's side of) every other chain's block mean (False with fewer than two
+    draws per block)."""
 
     index: tuple[int, ...]
     rhat: float
@@ -55,6 +67,7 @@ class Laggard(NamedTuple):
     factor: float
     chain: int
     offset: float
+    apart: bool
 
 
 def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
@@ -82,13 +95,18 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
     k = a.shape[0]
     others = (means.sum(axis=0) - means) / (k - 1)  # each chain's "rest"
     offsets = (means - others) / np.where(sd > 0, sd, 1.0)
-    shape = a.shape[2:]
+    shape, per = a.shape[2:], f.shape[1] // BLOCKS
+    blocks = f[:, : per * BLOCKS].reshape(k, BLOCKS, per, -1).mean(axis=2) if per >= 2 else None
     out = []
     for q in bad:
         chain = int(np.argmax(np.abs(offsets[:, q])))
         index = tuple(int(i) for i in np.unravel_index(varying[q], shape)) if shape else ()
+        apart = False
+        if blocks is not None:  # the chain's every block mean beyond every other chain's
+            side = np.sign(offsets[chain, q]) * blocks[:, :, q]
+            apart = bool(side[chain].min() > np.delete(side, chain, axis=0).max())
         out.append(Laggard(index, float(rhat[q]), float(ess[q]), float(factor[q]), chain,
-                           float(offsets[chain, q])))  # fmt: skip
+                           float(offsets[chain, q]), apart))  # fmt: skip
     return out
 
 
@@ -102,10 +120,14 @@ def describe_laggards(lags: list[Laggard], size: int, *, max_rhat: float = 1.01,
                 f"{min_ess:g}")  # fmt: skip
     named = "; ".join(
         f"{list(lag.index)} (R-hat {lag.rhat:.2f}, bulk ESS {lag.ess_bulk:.0f}, chain "
-        f"{lag.chain} at {lag.offset:+.1f} sd from the others)" for lag in lags[:SHOWN]
+        f"{lag.chain} at {lag.offset:+.1f} sd from the others"
+        f"{', apart in every block' if lag.apart else ''})" for lag in lags[:SHOWN]
     )
     more = f" and {len(lags) - SHOWN} more" if len(lags) > SHOWN else ""
     chain, count = Counter(lag.chain for lag in lags).most_common(1)[0]
+    apart = sum(lag.apart for lag in lags if lag.chain == chain)
+    stayed = (f", and apart from them in every tenth of the draws on {apart} (it has not "
+              "crossed to their region there: more draws may not fix that)") if apart else ""
     return (f"{len(lags)} of {size} values fail R-hat <= {max_rhat} or bulk ESS >= "
             f"{min_ess:g}: {named}{more}; chain {chain} is the furthest from the others on "
-            f"{count} of {len(lags)}.")  # fmt: skip
+            f"{count} of {len(lags)}{stayed}.")  # fmt: skip

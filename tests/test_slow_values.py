@@ -60,7 +60,9 @@ def test_the_sentence_counts_the_chain_most_often_apart():
     lags = laggards(f)
     text = describe_laggards(lags, size=8)
     assert text.startswith("4 of 8 values fail R-hat <= 1.01 or bulk ESS >= 400: ")
-    assert text.endswith("chain 2 is the furthest from the others on 3 of 4.")
+    assert text.endswith("chain 2 is the furthest from the others on 3 of 4, and apart from "
+                         "them in every tenth of the draws on 3 (it has not crossed to their "
+                         "region there: more draws may not fix that).")
     assert "chain 0 at +" in text
     many = describe_laggards(lags * 2, size=16)
     assert "and 3 more" in many
@@ -71,3 +73,26 @@ def test_the_sentence_counts_the_chain_most_often_apart():
 def test_too_few_chains_or_draws_are_refused_naming_values(shape):
     with pytest.raises(ValueError, match="values"):
         laggards(np.random.default_rng(0).normal(size=shape))
+
+
+def test_apart_is_a_chain_that_never_crossed_not_one_that_switched_or_mixes_slowly():
+    """``apart``: the odd chain beyond every other chain in each of the 10 blocks. A chain
+    shifted throughout is apart; one shifted for the first half only (it crossed) is not, nor
+    are chains that all mix slowly (AR(1) with autocorrelation time ~200 draws, no shift)."""
+    rng = np.random.default_rng(1)
+    f = rng.normal(size=(4, 2000, 3))
+    f[1, :, 0] += 1.0  # never crossed
+    f[1, :1000, 1] += 2.0  # crossed halfway: R-hat fails, but the chain is not apart
+    lags = {g.index: g for g in laggards(f)}
+    assert lags[(0,)].chain == 1 and lags[(0,)].apart
+    assert lags[(1,)].chain == 1 and lags[(1,)].rhat > 1.01 and not lags[(1,)].apart
+    # slow mixing everywhere, no chain elsewhere: fails ESS, apart nowhere
+    rho, e = 0.99, rng.normal(size=(4, 4000, 20))
+    x = np.zeros_like(e)
+    x[:, 0] = e[:, 0]
+    for t in range(1, 4000):
+        x[:, t] = rho * x[:, t - 1] + np.sqrt(1 - rho**2) * e[:, t]
+    slow = laggards(x)
+    assert len(slow) == 20 and not any(g.apart for g in slow)
+    # too few draws for two per block: never called apart
+    assert not any(g.apart for g in laggards(f[:, :19]))
