@@ -6,7 +6,9 @@ while function-space R-hat - on the predictions - is mostly fine. Izmailov et al
 R-hat <= 1.1 on predictions; Vehtari et al. (2021) ask for rank-normalised split R-hat <= 1.01.
 This example runs ``--num-chains`` HMC chains on digits (:func:`bnn_ppl.inference.fit`),
 computes both with :mod:`bnn_ppl.diagnostics` and prints the fraction of quantities above 1.01
-and 1.1 in each space, plus per-layer summaries, and saves the histogram figure.
+and 1.1 in each space, the probabilities that fail R-hat <= 1.01 or bulk ESS >= 400 with the
+chain that is the odd one out on them (:mod:`bnn_ppl.slow_values`), plus per-layer summaries,
+and saves the histogram figure.
 
 "Function space" is itself a choice (:mod:`bnn_ppl.function_values`), and all three are
 reported: every softmax probability (what Izmailov et al. diagnosed: classic R-hat on the
@@ -30,9 +32,10 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig
-from bnn_ppl.function_values import CLASSIFICATION_QUANTITIES, PAPERS_QUANTITY
+from bnn_ppl.function_values import CLASSIFICATION_QUANTITIES, PAPERS_QUANTITY, function_values
 from bnn_ppl.inference import fit_run
 from bnn_ppl.plots import rhat_histograms, save_figure
+from bnn_ppl.slow_values import describe_laggards, laggards
 
 
 def main(args: argparse.Namespace) -> None:
@@ -65,6 +68,10 @@ def main(args: argparse.Namespace) -> None:
     print(f"(papers: Izmailov et al. used classic R-hat on the softmax outputs, "
           f"{PAPERS_QUANTITY!r}; p_true is each row's probability of its label, centred_logits "
           "the logits minus their row mean)")
+    # which probabilities fail, and is one chain the odd one out (elsewhere in function space)?
+    probs = function_values(model, post.samples, data.x_test, PAPERS_QUANTITY)
+    print(f"slow values ({PAPERS_QUANTITY}): "
+          f"{describe_laggards(laggards(probs), int(np.prod(probs.shape[2:])))}")
     print("\nweight space, per layer:")
     print(weights.table())
     print()
