@@ -239,6 +239,7 @@ def _check_rhat(stdout: str, out_dir: Path, variant: str) -> None:
     report fractions in [0, 100] %."""
     assert (out_dir / "rhat.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert check_run_folders(out_dir) == ["hmc"]
+    assert "slow values (probs): " in stdout and " values fail R-hat <= 1.01" in stdout
     rows = [r.split() for r in stdout.splitlines() if r.endswith(tuple("0123456789"))]
     spaces = [r for r in rows if r[:2] in (["weight", "space"], ["function", "space:"])]
     assert len(spaces) == 4
