@@ -213,9 +213,11 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any],
     reused (a killed run resumes from its checkpoints; a finished one is redone with the same
     result, its files replaced atomically, so a kill meanwhile leaves the finished results
     readable). ``may_change``: ``arguments`` that may differ from the folder's (a reference
-    run's budget: a rerun continues its chains); when one does, ``config.json`` is rewritten
-    with ``config``. Temporary files that a killed write left behind (``.<name>.<hex>.tmp`` of
-    the run's own files) are removed first; a folder holding nothing else counts as new.
+    run's budget: a rerun continues its chains); ``config.json`` is left as it is, for the
+    caller to rewrite once the run has succeeded (so that a run refused later, e.g. by a
+    checkpoint folder in use, changes nothing). Temporary files that a killed write left
+    behind (``.<name>.<hex>.tmp`` of the run's own files) are removed first; a folder holding
+    nothing else counts as new.
 
     Raises:
         ValueError: the folder holds a run with a different configuration (every differing
@@ -241,8 +243,6 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any],
                 "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
                 "original options."
             )
-        if saved.get("arguments") != config.get("arguments"):  # a budget changed: recorded
-            write_json(os.path.join(folder, CONFIG), dict(config))
         return True
     write_json(os.path.join(folder, CONFIG), dict(config))
     return False

@@ -328,6 +328,14 @@ def test_a_reference_run_commits_its_segments_and_a_larger_budget_continues_it(
 
     rc, _, err = bnn_ppl("run", *REFERENCE, "--max-draws", "30", "--seed", "1", "--out", str(out))
     assert rc == 2 and "seed: 0 (config.json) != 1 (this run)" in err
+    # a larger budget refused later (its checkpoints in use by another run) records nothing:
+    # config.json keeps the budget of the results beside it
+    fcntl = pytest.importorskip("fcntl")
+    before = (out / runs.CONFIG).read_bytes()
+    with open(out / runs.CHECKPOINTS / "lock", "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        rc, _, err = bnn_ppl("run", *REFERENCE, "--max-draws", "40", "--out", str(out))
+    assert rc == 2 and "in use by another" in err and (out / runs.CONFIG).read_bytes() == before
 
 
 def test_a_reference_run_whose_budget_ends_in_warmup_says_so(folder: Path) -> None:

@@ -49,6 +49,7 @@ from bnn_ppl.cli.settings import (
     RunSettings,
 )
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.io import write_json
 from bnn_ppl.validation import InputValueError
 
 # JAX and bnn_ppl.runs (which loads JAX) are imported inside the functions that use them, so that
@@ -229,14 +230,14 @@ def _cmd_run(s: RunSettings) -> int:
     model = build_model(o, data)
     num_params = model.num_params(data.x_train[:1])
     check_feasible(s, data, model, num_params)  # everything is checked before the claim
-    record = runs.make_config(
+    config_record = runs.make_config(
         s.arguments(),
         data=runs.data_identity(data, name=o.dataset, split=o.split),
         model={"num_params": num_params},
         environment={"out": o.out, "data_dir": o.data_dir},
     )
     budget = BUDGET_FIELDS if s.method == "reference_hmc" else ()  # a rerun may raise it
-    reused = runs.claim(o.out, record, may_change=budget)
+    reused = runs.claim(o.out, config_record, may_change=budget)
     say(
         f"{o.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
         f"{_describe_model(o)}, {num_params} parameters; prior {o.prior}, "
@@ -253,6 +254,8 @@ def _cmd_run(s: RunSettings) -> int:
         print(f"{PROG}: interrupted; run the same command again to {again}.", file=sys.stderr)
         return 130
     wall = time.perf_counter() - start
+    if budget:  # the run went through: config.json records the budget that made its results
+        write_json(os.path.join(o.out, runs.CONFIG), config_record)
     record = runs.save_posterior(
         o.out,
         fit.posterior,
