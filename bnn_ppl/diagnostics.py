@@ -166,6 +166,22 @@ def _flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], a.shape[1], -1).astype(np.float64)
 
 
+def varying_values(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(chains, draws, ...)`` values flattened to ``(chains, draws, q)``, keeping only the
+    quantities that vary (a constant one, one value in every draw of every chain, has no
+    R-hat), and the kept quantities' flat indices.
+
+    >>> v = np.zeros((2, 5, 3)); v[..., 1] = np.arange(5)
+    >>> kept, index = varying_values(v)
+    >>> kept.shape, index.tolist()
+    ((2, 5, 1), [1])
+    """
+    a = np.asarray(values)
+    flat = a.reshape(*a.shape[:2], -1)
+    index = np.flatnonzero(~np.all(flat == flat[:1, :1], axis=(0, 1)))
+    return flat[..., index], index
+
+
 def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rank-normalised split R-hat and bulk ESS of ``(chains, draws, ...)`` values, each with
     the quantities' shape: ArviZ's figures, computed for all quantities at once

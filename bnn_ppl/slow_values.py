@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl.diagnostics import rhat_bulk_ess
+from bnn_ppl.diagnostics import rhat_bulk_ess, varying_values
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["LISTED", "Laggard", "describe_laggards", "laggards"]
@@ -81,11 +81,9 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
             f"values must be (chains >= 2, draws, ...), got shape {a.shape}: R-hat and the odd "
             "chain out need at least two chains."
         )
-    flat = a.reshape(*a.shape[:2], -1)
-    varying = np.flatnonzero(~np.all(flat == flat[:1, :1], axis=(0, 1)))
+    f, varying = varying_values(a)  # constant values never fail, as in the rule
     if not varying.size:
         return []
-    f = flat[..., varying]
     rhat, ess = rhat_bulk_ess(f)
     rhat, ess = np.nan_to_num(rhat, nan=np.inf), np.nan_to_num(ess, nan=0.0)
     factor = np.maximum((rhat**2 - 1) / (max_rhat**2 - 1), min_ess / np.maximum(ess, 1e-300))

@@ -363,10 +363,11 @@ def reference_hmc(
     samples = {k: kept([p.samples[k] for p in parts]) for k in parts[0].samples}
     scales = scale_levels(samples, lp, weight=np.size(y) * model.likelihood_scale)
     funnel = describe_scale_levels(scales, levels)  # chains apart because at different noise
+    kept_values = kept(values)
     projection = None  # the draws the rule would need: for mixing chains stopped by the budget
     if checks and reason in ("max_draws", "max_seconds") and not apart and lp.shape[1] >= 8:
-        projection = project_run(kept(values), checks, c)
-    lags = laggards(kept(values), max_rhat=c.max_rhat, min_ess=c.min_ess) if checks else []
+        projection = project_run(kept_values, checks, c)
+    lags = laggards(kept_values, max_rhat=c.max_rhat, min_ess=c.min_ess) if checks else []
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {
         **_json(last),
@@ -402,7 +403,7 @@ def reference_hmc(
                                      describe_laggards(lags, last["size"], max_rhat=c.max_rhat,
                                                        min_ess=c.min_ess) if lags else None)
         warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
-    return ReferenceRun(posterior, kept(values), quantity, tuple(checks),
+    return ReferenceRun(posterior, kept_values, quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
                         chains.resumed_after)  # fmt: skip
 

@@ -41,7 +41,7 @@ def not_converged_message(c: ReferenceHMCConfig, reason: str, warm: Warmup,
             f"needed R-hat <= {c.max_rhat} and bulk ESS >= {c.min_ess} for {c.min_share:.0%} "
             f"of the {quantity!r} values. ")  # fmt: skip
     head += f"{note} " if note else ""
-    head += f"{lags[0].upper()}{lags[1:]} " if lags else ""
+    head += f"{lags} " if lags else ""
     if reason == "chains_not_moving":
         bad = "; ".join(f"chain {h.chain}: {', '.join(h.problems)}" for h in health if not h.moving)
         fix = ("another seed or a longer warmup" if c.init_steps or c.tempering else

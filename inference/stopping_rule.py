@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
-from bnn_ppl.diagnostics import rhat_bulk_ess
+from bnn_ppl.diagnostics import rhat_bulk_ess, varying_values
 
 __all__ = ["ConvergenceCheck", "check_convergence", "describe_recipe", "quantity_figures"]
 
@@ -71,12 +71,12 @@ def quantity_figures(values: Any) -> tuple[np.ndarray, np.ndarray, int]:
     (0, 3)
     """
     a = np.asarray(values)
-    flat = a.reshape(*a.shape[:2], -1)
-    constant = np.all(flat == flat[:1, :1], axis=(0, 1))
-    if constant.all():
-        return np.zeros(0), np.zeros(0), int(constant.sum())
-    rhat, ess = rhat_bulk_ess(flat[..., ~constant])
-    return rhat, ess, int(constant.sum())
+    varying, index = varying_values(a)
+    constant = int(np.prod(a.shape[2:], dtype=int)) - index.size
+    if not index.size:
+        return np.zeros(0), np.zeros(0), constant
+    rhat, ess = rhat_bulk_ess(varying)
+    return rhat, ess, constant
 
 
 def check_convergence(

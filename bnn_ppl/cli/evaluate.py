@@ -57,16 +57,6 @@ def _convergence_json(conv: Any, by: str) -> dict[str, Any]:
     }
 
 
-def _function_space(run: runs.Run) -> Any:
-    """Function-space R-hat/ESS from the saved per-draw predictions (probabilities, or the
-    predictive means for regression): what ``bp.diagnostics.function_space`` computes, without
-    re-running the network or reloading the data."""
-
-    pred = run.predictions
-    values = bp.likelihoods.location(pred)
-    return bp.diagnostics.weight_space({"predictive": np.asarray(values)})
-
-
 def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     """(JSON summary, weight-space and function-space Convergence or None, None)."""
     method = run.record.get("method", "?")
@@ -79,14 +69,17 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     if run.num_chains < 2:
         reason = "1 chain: R-hat compares chains and needs at least 2 (re-run with --num-chains 2)"
         return {"skipped": reason}, None, None
+    # function space: the saved per-draw predictions' location (probabilities, or predictive
+    # means for regression), what bp.diagnostics.function_space computes, without re-running
+    # the network or reloading the data
     try:
+        values = np.asarray(bp.likelihoods.location(run.predictions))
         ws = bp.diagnostics.weight_space(run.samples or {})
-        fs = _function_space(run)
+        fs = bp.diagnostics.weight_space({"predictive": values})
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
     from bnn_ppl.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 
-    values = np.asarray(bp.likelihoods.location(run.predictions))
     lags = laggards(values)  # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first
     return (
         {
