@@ -75,7 +75,7 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     try:
         values = np.asarray(bp.likelihoods.location(run.predictions))
         ws = bp.diagnostics.weight_space(run.samples or {})
-        fs = bp.diagnostics.weight_space({"predictive": values})
+        fs = bp.diagnostics.convergence({"predictive": values})
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
     from bnn_ppl.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
