@@ -30,6 +30,8 @@
   :class:`MeanFieldGuide`).
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
+* :func:`heldout_noise` - a regression reference's fixed noise sd from the training rows alone:
+  the cross-validated RMSE of MAP fits (:mod:`noise_choice`).
 * :func:`from_mcmc`, :func:`from_svi`, :func:`from_map`, :func:`as_posterior` - any of these
   results as a :class:`bnn_ppl.Posterior` (draws, sample statistics, ArviZ file).
 """
@@ -47,6 +49,7 @@ from bnn_ppl.inference.gradients import (
 from bnn_ppl.inference.hmc_drivers import HMC, NUTS, default_trajectory_length, hmc, nuts
 from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.inference.model_structure import DeterministicSiteWarning
+from bnn_ppl.inference.noise_choice import HeldoutNoise, heldout_noise
 from bnn_ppl.inference.numpyro_potential import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.projection import Projection, project_convergence
@@ -97,6 +100,8 @@ __all__ = [
     "HMC",
     "Laggard",
     "MAPResult",
+    "HeldoutNoise",
+    "heldout_noise",
     "MCMCPlan",
     "ModelData",
     "ModelPotential",

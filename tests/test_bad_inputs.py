@@ -43,6 +43,7 @@ from bnn_ppl.inference import (
     deep_ensemble,
     fit,
     full_batch_potential,
+    heldout_noise,
     hmc,
     map_estimate,
     nuts,
@@ -588,6 +589,23 @@ def _cases() -> list[Case]:
             lambda v, f=f: f(optimizer=v),
         )
     add("deep_ensemble", "num_members", counts(), lambda v: ensemble(num_members=v))
+
+    def noise_choice(**kw: Any) -> Any:
+        kw.setdefault("num_steps", 5)
+        return heldout_noise(kw.pop("model", REG), kw.pop("x", X), kw.pop("y", Y_REG), **kw)
+
+    add("heldout_noise", "model", st.sampled_from([CLF, STT, "mlp", None]),
+        lambda v: noise_choice(model=v))  # fmt: skip
+    add("heldout_noise", "x", bad_inputs(), lambda v: noise_choice(x=v))
+    add("heldout_noise", "y", bad_targets(), lambda v: noise_choice(y=v))
+    add("heldout_noise", "folds", st.one_of(counts(minimum=2), st.integers(min_value=N + 1)),
+        lambda v: noise_choice(folds=v))  # fmt: skip
+    add("heldout_noise", "num_steps", counts(), lambda v: noise_choice(num_steps=v))
+    add("heldout_noise", "learning_rate", positives(), lambda v: noise_choice(learning_rate=v))
+    add("heldout_noise", "init_method", choices(("network", "prior")),
+        lambda v: noise_choice(init_method=v))  # fmt: skip
+    add("heldout_noise", "rng_key", keys().filter(lambda k: k is not None),
+        lambda v: noise_choice(rng_key=v))  # fmt: skip
     add(
         "map_estimate",
         "init_params",
@@ -991,6 +1009,7 @@ def test_the_matrix_covers_every_public_entry_point() -> None:
         "svi_mean_field",
         "map_estimate",
         "deep_ensemble",
+        "heldout_noise",
         "predict",
         "bma",
         "from_string",
