@@ -85,7 +85,9 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
     if not varying.size:
         return []
     rhat, ess = rhat_bulk_ess(f)
-    rhat, ess = np.nan_to_num(rhat, nan=np.inf), np.nan_to_num(ess, nan=0.0)
+    # (np.nan_to_num would also turn an infinite R-hat, chains with no variance within, into
+    # the largest float, whose square overflows)
+    rhat, ess = np.where(np.isnan(rhat), np.inf, rhat), np.nan_to_num(ess, nan=0.0)
     factor = np.maximum((rhat**2 - 1) / (max_rhat**2 - 1), min_ess / np.maximum(ess, 1e-300))
     bad = np.flatnonzero((rhat > max_rhat) | (ess < min_ess))
     bad = bad[np.argsort(-factor[bad], kind="stable")][:limit]
@@ -108,6 +110,11 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
     return out
 
 
+def _rhat_text(rhat: float) -> str:
+    """Two decimals, as R-hat near 1 needs; three figures (``inf`` too) for chains far apart."""
+    return f"{rhat:.2f}" if rhat < 100 else f"{rhat:.3g}"
+
+
 def describe_laggards(lags: list[Laggard], size: int, *, max_rhat: float = 1.01,
                       min_ess: float = 400.0) -> str:  # fmt: skip
     """One sentence on ``lags`` (all of a run's failing quantities, from :func:`laggards`) out
@@ -117,7 +124,7 @@ def describe_laggards(lags: list[Laggard], size: int, *, max_rhat: float = 1.01,
         return (f"every one of the {size} values meets R-hat <= {max_rhat} and bulk ESS >= "
                 f"{min_ess:g}")  # fmt: skip
     named = "; ".join(
-        f"{list(lag.index)} (R-hat {lag.rhat:.2f}, bulk ESS {lag.ess_bulk:.0f}, chain "
+        f"{list(lag.index)} (R-hat {_rhat_text(lag.rhat)}, bulk ESS {lag.ess_bulk:.0f}, chain "
         f"{lag.chain} at {lag.offset:+.1f} sd from the others"
         f"{', apart in every block' if lag.apart else ''})" for lag in lags[:SHOWN]
     )

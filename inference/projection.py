@@ -104,7 +104,9 @@ def _needed(values: np.ndarray, c: ReferenceHMCConfig) -> tuple[float, float]:
         return float(n), float(n)
     # the rule lets floor((1 - min_share) * size) quantities fail (constant ones pass)
     fail = int(math.floor((1 - c.min_share) * values.shape[-1] + 1e-9))
-    r = np.sort(np.nan_to_num(rhat, nan=np.inf))[::-1][min(fail, rhat.size - 1)]
+    # (not np.nan_to_num: it would also make an infinite R-hat the largest float, whose
+    # square overflows)
+    r = np.sort(np.where(np.isnan(rhat), np.inf, rhat))[::-1][min(fail, rhat.size - 1)]
     e = np.sort(np.nan_to_num(ess, nan=0.0))[min(fail, ess.size - 1)]
     for_rhat = n * max(1.0, (r**2 - 1) / (c.max_rhat**2 - 1)) if r > c.max_rhat else n
     for_ess = n * max(1.0, c.min_ess / e) if e > 0 else math.inf

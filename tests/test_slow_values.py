@@ -42,6 +42,21 @@ def test_constant_values_never_fail_and_mixing_chains_have_none():
     assert laggards(np.zeros((4, 100, 3))) == []
 
 
+def test_chains_each_stuck_at_its_own_value_have_an_infinite_rhat_said_as_such():
+    # no variance within any chain, different values between them: R-hat is infinite (not the
+    # largest float, whose square overflows), and the sentence says "inf"
+    # (64 draws: each half-chain's mean of its equal z-scores is exact, so the variance within
+    # is exactly 0; with 100, rounding leaves ~1e-32 and R-hat ~3e16: said as such, not in
+    # 17 digits)
+    for draws, said in ((64, "R-hat inf"), (100, "R-hat 3.22e+16")):
+        f = np.repeat(np.arange(4.0)[:, None, None], draws, axis=1) * np.ones((1, 1, 2))
+        with np.errstate(all="raise"):
+            lags = laggards(f)
+        assert [g.index for g in lags] == [(0,), (1,)]
+        assert all(g.rhat > 1e16 for g in lags) and (draws != 64 or lags[0].rhat == np.inf)
+        assert said in describe_laggards(lags, 2), describe_laggards(lags, 2)
+
+
 def test_too_few_draws_fail_on_ess_and_the_factor_is_the_projection_s():
     f = _iid((4, 50, 2))  # 200 independent draws: bulk ESS ~200 < 400 on both
     lags = laggards(f)
