@@ -320,3 +320,39 @@ def test_reference_splits_refuses_mixed_models_two_records_of_a_split_and_no_mat
     (rec,) = mod.load_records(tmp_path, "uci_boston_split0.json")  # stored unconverged
     assert not rec["converged"]
     assert rec["recomputed"]["ll"] == pytest.approx(rec["metrics"]["test_ll_original"], rel=1e-6)
+
+
+def test_reference_splits_takes_a_noise_chosen_per_split_by_one_rule(tmp_path):
+    """Records whose noise sd each split chose by the same rule (reference.py --noise heldout)
+    are one model; a rule's record beside a fixed-noise one is not."""
+    from bnn_ppl.io import read_json, write_json
+
+    mod = _load_example("reference_splits.py")
+    refs = EXAMPLES / "references"
+    names = [f"uci_concrete_split{k}_noise0.2_prior0.3_init" for k in (0, 1)]
+    for name in names:
+        for ext in (".json", ".npz"):
+            shutil.copy(refs / (name + ext), tmp_path / (name + ext))
+    for name, noise in zip(names, (0.3, 0.4), strict=True):
+        rec = read_json(tmp_path / f"{name}.json")
+        rec["model"] |= {"noise": noise, "noise_choice": {"rule": "heldout_rmse", "noise": noise}}
+        write_json(tmp_path / f"{name}.json", rec)
+    records = mod.load_records(tmp_path, "uci_concrete_split*.json")
+    assert [r["model"]["noise"] for r in records] == [0.3, 0.4]
+    rows = mod.split_rows(records).splitlines()
+    assert [row.split()[1] for row in rows[1:]] == ["0.3", "0.4"]
+    rec = read_json(tmp_path / f"{names[1]}.json")
+    del rec["model"]["noise_choice"]
+    write_json(tmp_path / f"{names[1]}.json", rec)
+    with pytest.raises(ValueError, match="differ in model"):
+        mod.load_records(tmp_path, "uci_concrete_split*.json")
+
+
+@pytest.mark.parametrize("text,want", [("heldout", "heldout"), ("0.4", 0.4), ("1e-2", 0.01)])
+def test_reference_noise_is_a_positive_number_or_heldout(text, want, capsys):
+    mod = _load_example("reference.py")
+    assert mod.parse_args(["--noise", text]).noise == want
+    for bad in ("0", "-1", "nan", "inf", "held-out", ""):
+        with pytest.raises(SystemExit):
+            mod.parse_args(["--noise", bad])
+        assert "a positive number or 'heldout'" in capsys.readouterr().err
