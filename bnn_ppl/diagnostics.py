@@ -58,6 +58,7 @@ __all__ = [
     "function_space",
     "convergence",
     "rhat_bulk_ess",
+    "unknown_as_failing",
     "sampler_summary",
     "check_chains",
     "ChainHealth",
@@ -196,6 +197,19 @@ def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
     from bnn_ppl import rank_diagnostics
 
     return rank_diagnostics.rhat_bulk_ess(_chains_draws("values", values))
+
+
+def unknown_as_failing(rhat: np.ndarray, ess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``rhat`` and ``ess`` with the figures that could not be computed (NaN) at their failing
+    extremes, R-hat ``inf`` and ESS 0, for rules that rank or scale them. An infinite R-hat
+    (chains with no variance within) stays infinite: ``np.nan_to_num`` would make it the
+    largest float, whose square overflows.
+
+    Example:
+        >>> unknown_as_failing(np.array([np.nan, np.inf, 1.0]), np.array([np.nan, 5.0, 9.0]))
+        (array([inf, inf,  1.]), array([0., 5., 9.]))
+    """
+    return np.where(np.isnan(rhat), np.inf, rhat), np.where(np.isnan(ess), 0.0, ess)
 
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:

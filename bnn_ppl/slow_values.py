@@ -39,7 +39,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl.diagnostics import rhat_bulk_ess, varying_values
+from bnn_ppl.diagnostics import rhat_bulk_ess, unknown_as_failing, varying_values
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["LISTED", "Laggard", "describe_laggards", "laggards"]
@@ -84,10 +84,7 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
     f, varying = varying_values(a)  # constant values never fail, as in the rule
     if not varying.size:
         return []
-    rhat, ess = rhat_bulk_ess(f)
-    # (np.nan_to_num would also turn an infinite R-hat, chains with no variance within, into
-    # the largest float, whose square overflows)
-    rhat, ess = np.where(np.isnan(rhat), np.inf, rhat), np.nan_to_num(ess, nan=0.0)
+    rhat, ess = unknown_as_failing(*rhat_bulk_ess(f))
     factor = np.maximum((rhat**2 - 1) / (max_rhat**2 - 1), min_ess / np.maximum(ess, 1e-300))
     bad = np.flatnonzero((rhat > max_rhat) | (ess < min_ess))
     bad = bad[np.argsort(-factor[bad], kind="stable")][:limit]

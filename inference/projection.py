@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.diagnostics import unknown_as_failing
 from bnn_ppl.inference.stopping_rule import quantity_figures
 from bnn_ppl.validation import InputValueError
 
@@ -104,10 +105,9 @@ def _needed(values: np.ndarray, c: ReferenceHMCConfig) -> tuple[float, float]:
         return float(n), float(n)
     # the rule lets floor((1 - min_share) * size) quantities fail (constant ones pass)
     fail = int(math.floor((1 - c.min_share) * values.shape[-1] + 1e-9))
-    # (not np.nan_to_num: it would also make an infinite R-hat the largest float, whose
-    # square overflows)
-    r = np.sort(np.where(np.isnan(rhat), np.inf, rhat))[::-1][min(fail, rhat.size - 1)]
-    e = np.sort(np.nan_to_num(ess, nan=0.0))[min(fail, ess.size - 1)]
+    rhat, ess = unknown_as_failing(rhat, ess)
+    r = np.sort(rhat)[::-1][min(fail, rhat.size - 1)]
+    e = np.sort(ess)[min(fail, ess.size - 1)]
     for_rhat = n * max(1.0, (r**2 - 1) / (c.max_rhat**2 - 1)) if r > c.max_rhat else n
     for_ess = n * max(1.0, c.min_ess / e) if e > 0 else math.inf
     return float(for_rhat), float(for_ess)
