@@ -283,6 +283,33 @@ def test_regression_run_reports_original_units(diabetes_run: Path) -> None:
     assert not (diabetes_run / "reliability.png").exists()
 
 
+def test_noise_heldout_fixes_the_sd_the_library_rule_chooses(folder: Path) -> None:
+    """``--noise heldout`` runs with the noise sd that ``heldout_noise`` chooses on the same
+    training rows, network, prior and seed (its own tests check the rule), and records it."""
+    import jax
+    import numpyro.distributions as dist
+
+    import bnn_ppl as bp
+    from bnn_ppl.inference import heldout_noise
+    from bnn_ppl.models import MLP
+
+    out = folder / "heldout"
+    args = ["map", "--model", "mlp", "--width", "8", "--dataset", "diabetes", "--max-train",
+            "100", "--num-steps", "50", "--noise", "heldout", "--seed", "3"]  # fmt: skip
+    text = ok("run", *args, "--out", str(out))
+    data = cli.load_data("diabetes", max_train=100)
+    learned = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.from_string("normal:0.3"),
+                     bp.likelihoods.Gaussian(scale=dist.HalfNormal(1.0)))  # fmt: skip
+    want = heldout_noise(learned, data.x_train, data.y_train, rng_key=jax.random.key(3))
+    got = read_json(out / runs.METRICS)["noise_choice"]
+    assert got["noise"] == want.noise and got["rule"] == "heldout_rmse"
+    np.testing.assert_allclose(got["fold_rmse"], want.fold_rmse, rtol=1e-5)
+    assert f"noise sd {want.noise:g} (standardised)" in text
+    # the fit's likelihood has that sd: the MAP's predictive scale (standardised) is the noise
+    pred = load_npz(out / runs.PREDICTIONS)
+    np.testing.assert_allclose(pred["scale"], want.noise, rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------------- --help
 def _fields(cls: type) -> set[str]:
     return {"--" + f.name.replace("_", "-") for f in dataclasses.fields(cls)}
@@ -473,6 +500,7 @@ BAD_RUNS = {
         "--width does not apply to --model lenet5",
     ),
     "noise for classification": (["--noise", "0.3"], "--noise applies to regression"),
+    "held-out noise for classification": (["--noise", "heldout"], "--noise applies to regression"),
     "malformed noise": (["--dataset", "diabetes", "--noise", "gamma:1"], "--noise must be a "),
     "zero noise": (["--dataset", "diabetes", "--noise", "0"], "--noise must be a finite number"),
     "seed out of range": (["--seed", "-1"], "--seed must be an integer in [0, 2**32)"),

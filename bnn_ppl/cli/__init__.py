@@ -59,7 +59,7 @@ from collections.abc import Sequence
 
 import bnn_ppl as bp  # noqa: F401  (``cli.bp``: tests patch ``cli.bp.diagnostics`` through it)
 from bnn_ppl.cli.build import _inputs_for as _inputs_for
-from bnn_ppl.cli.build import build_model, load_data
+from bnn_ppl.cli.build import build_model, choose_noise, load_data
 from bnn_ppl.cli.feasible import (
     MAX_LEAPFROG_STEPS,
     MAX_LIKELIHOOD_SCALE,
@@ -71,6 +71,7 @@ from bnn_ppl.cli.settings import (
     CHAIN_METHODS,
     CLI_DEFAULTS,
     CNN_MODELS,
+    HELDOUT,
     MAX_COUNT,
     MAX_TREE_DEPTH,
     METHOD_HELP,
@@ -97,6 +98,7 @@ __all__ = [
     "check_feasible",
     "load_data",
     "build_model",
+    "choose_noise",
     "RunOptions",
     "ChainRunOptions",
     "RunSettings",
@@ -112,6 +114,7 @@ __all__ = [
     "CNN_MODELS",
     "MODEL_OPTIONS",
     "NOISE_DEFAULT",
+    "HELDOUT",
     "MAX_COUNT",
     "MAX_TREE_DEPTH",
     "MAX_LEAPFROG_STEPS",

@@ -1,6 +1,7 @@
 """The data and the model of a ``bnn-ppl run``: the data set (:func:`load_data`), its inputs
 shaped for the network (:func:`_inputs_for`), the :class:`bnn_ppl.BNN` of the settings
-(:func:`build_model`) and the data set's fingerprint recorded in ``config.json``.
+(:func:`build_model`), the noise sd ``--noise heldout`` chooses (:func:`choose_noise`) and the
+data set's fingerprint recorded in ``config.json``.
 
 Example:
     >>> from bnn_ppl.cli import load_data
@@ -11,13 +12,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.settings import CNN_MODELS, NOISE_DEFAULT, RunOptions, parse_noise
+from bnn_ppl.cli.settings import CNN_MODELS, HELDOUT, NOISE_DEFAULT, RunOptions, parse_noise
 from bnn_ppl.validation import InputValueError
 
 
@@ -78,10 +80,13 @@ def _inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
     return data
 
 
-def build_model(options: RunOptions, data: bp.data.Dataset) -> bp.BNN:
+def build_model(
+    options: RunOptions, data: bp.data.Dataset, *, noise_sd: float | None = None
+) -> bp.BNN:
     """The BNN of ``options`` (their network defaults resolved by
     :func:`~bnn_ppl.cli.run_settings`) for ``data`` (whose inputs :func:`_inputs_for` has
-    prepared)."""
+    prepared). With ``--noise heldout`` the fixed noise sd is ``noise_sd``, which the caller
+    chooses first (:func:`choose_noise`); the model's sites do not depend on it."""
     from bnn_ppl import models
 
     classification = data.task == "classification"
@@ -106,7 +111,14 @@ def build_model(options: RunOptions, data: bp.data.Dataset) -> bp.BNN:
         likelihood: Any = bp.likelihoods.Categorical()
     else:
         noise = parse_noise(NOISE_DEFAULT if options.noise is None else options.noise)
-        if isinstance(noise, tuple):
+        if noise == HELDOUT:
+            if noise_sd is None:
+                raise InputValueError(
+                    "--noise heldout: choose the noise sd first (bnn_ppl.cli.choose_noise) and "
+                    "pass it as noise_sd."
+                )
+            noise = noise_sd
+        elif isinstance(noise, tuple):
             import numpyro.distributions as dist
 
             noise = dist.HalfNormal(noise[1])
@@ -120,3 +132,20 @@ def build_model(options: RunOptions, data: bp.data.Dataset) -> bp.BNN:
     )
     model.check_data(data.x_train, data.y_train)
     return model
+
+
+def choose_noise(options: RunOptions, data: bp.data.Dataset) -> Any:
+    """``--noise heldout``: the fixed noise sd chosen from the training rows alone, with the
+    run's seed (:func:`bnn_ppl.inference.heldout_noise`, as ``examples/reference.py --noise
+    heldout``: the 5-fold cross-validated MAP RMSE of the run's network and prior with the noise
+    sd learned under a ``HalfNormal(1)`` prior, so that the choice does not depend on a guessed
+    value, to one significant figure); ``None`` for any other ``--noise``. The choice depends on
+    the data, the model and the seed only, so a resumed run chooses the same value."""
+    import jax
+
+    from bnn_ppl.inference import heldout_noise
+
+    if options.noise is None or parse_noise(options.noise) != HELDOUT:
+        return None
+    model = build_model(dataclasses.replace(options, noise="halfnormal:1"), data)
+    return heldout_noise(model, data.x_train, data.y_train, rng_key=jax.random.key(options.seed))

@@ -37,16 +37,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.build import _inputs_for, build_model, load_data
+from bnn_ppl.cli.build import _inputs_for, build_model, choose_noise, load_data
 from bnn_ppl.cli.console import printer, verdict
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
     BUDGET_FIELDS,
+    HELDOUT,
     NOISE_DEFAULT,
     PROG,
     SGMCMC_METHODS,
     RunOptions,
     RunSettings,
+    parse_noise,
 )
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.io import write_json
@@ -227,7 +229,10 @@ def _cmd_run(s: RunSettings) -> int:
         config = dataclasses.replace(config, batch_size=min(config.batch_size, len(data.x_train)))
     s = dataclasses.replace(s, options=o, config=config)
     check_temperature(o.temperature, len(data.x_train))
-    model = build_model(o, data)
+    heldout = data.task == "regression" and parse_noise(o.noise) == HELDOUT
+    # --noise heldout: the sd is chosen after the claim (a fit per fold); what is checked before
+    # it (the sites, their sizes, memory) does not depend on the sd
+    model = build_model(o, data, noise_sd=1.0 if heldout else None)
     num_params = model.num_params(data.x_train[:1])
     check_feasible(s, data, model, num_params)  # everything is checked before the claim
     config_record = runs.make_config(
@@ -244,6 +249,13 @@ def _cmd_run(s: RunSettings) -> int:
         f"T={o.temperature:g} ({o.temper})" + ("; reusing the run folder" if reused else "")
     )
     say(_plan(s))
+    choice = choose_noise(o, data) if heldout else None
+    if choice is not None:
+        say(
+            f"noise sd {choice.noise:g} (standardised): the training rows' "
+            f"{len(choice.fold_rmse)}-fold held-out MAP RMSE {choice.rmse:.4f}"
+        )
+        model = build_model(o, data, noise_sd=choice.noise)
     start = time.perf_counter()
     try:
         with _flags_for_divergence(s):
@@ -260,7 +272,8 @@ def _cmd_run(s: RunSettings) -> int:
         o.out,
         fit.posterior,
         y_std=float(data.y_std) if data.task == "regression" else 1.0,
-        extra={"dataset": o.dataset, "wall_time_s": wall, "summary": fit.summary},
+        extra={"dataset": o.dataset, "wall_time_s": wall, "summary": fit.summary}
+        | ({"noise_choice": choice.record()} if choice is not None else {}),
     )
     shape = (
         f"{record['num_chains']} chain(s) x {record['num_draws'] // record['num_chains']} draws"

@@ -82,6 +82,10 @@ MODEL_OPTIONS: dict[str, dict[str, int]] = {
 """Option -> the networks it applies to, with each network's default."""
 
 NOISE_DEFAULT = "0.5"
+HELDOUT = "heldout"
+"""``--noise heldout``: the fixed noise sd chosen from the training rows alone
+(:func:`bnn_ppl.inference.heldout_noise`: their 5-fold cross-validated MAP RMSE to one
+significant figure)."""
 CNN_MODELS = ("lenet5", "resnet20frn", "resnetpp")
 MAX_COUNT = 2**31 - 1
 """Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
@@ -116,7 +120,7 @@ class RunOptions:
     prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
     temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
     temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
-    noise: str | None = None  # regression: noise sd (0.5), or halfnormal:S to infer it
+    noise: str | None = None  # regression: noise sd (0.5), halfnormal:S to infer it, or heldout
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
 
@@ -281,8 +285,11 @@ def _check_iterations(c: configs.Config) -> None:
         )
 
 
-def parse_noise(text: str) -> float | tuple[str, float]:
-    """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", 1.0)``."""
+def parse_noise(text: str) -> float | tuple[str, float] | str:
+    """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", 1.0)``;
+    ``"heldout"`` -> ``"heldout"`` (a fixed noise sd chosen from the training rows)."""
+    if str(text).strip().lower() == HELDOUT:
+        return HELDOUT
     family, sep, arg = str(text).partition(":")
     number = arg if sep else family
     try:
@@ -291,8 +298,9 @@ def parse_noise(text: str) -> float | tuple[str, float]:
         value = None
     if value is None or (sep and family.strip().lower().replace("_", "") != "halfnormal"):
         raise InputValueError(
-            f"--noise must be a positive number (the fixed noise sd of the standardised targets) "
-            f"or 'halfnormal:S' (a HalfNormal(S) prior on it), got {text!r}."
+            f"--noise must be a positive number (the fixed noise sd of the standardised targets), "
+            f"'halfnormal:S' (a HalfNormal(S) prior on it) or 'heldout' (fixed at the training "
+            f"rows' 5-fold held-out MAP RMSE), got {text!r}."
         )
     scale = validation.check_positive("--noise", value)
     return ("halfnormal", scale) if sep else scale
