@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 INIT_METHODS = ("prior", "median", "uniform")
-QUANTITIES = ("probs", "p_true", "centred_logits", "mean")
+QUANTITIES = ("probs", "p_true", "centred_logits", "mean", "mean_log_density")
 """The function-space quantities (:data:`bnn_ppl.function_values.QUANTITIES`, without JAX)."""
 MASS_MATRICES = ("diagonal", "dense", "identity")
 CHAIN_BATCHING = ("auto", "vectorized", "sequential")
@@ -293,8 +293,10 @@ class ReferenceHMCConfig(Config):
     """The reference-run recipe (:func:`bnn_ppl.inference.reference_hmc`, whose module doc
     describes it): ``num_chains`` HMC chains from prior draws, sampled in segments of
     ``segment_draws`` until ``min_share`` of the test ``quantity`` values (``None``: softmax
-    probabilities or the predictive mean) have R-hat <= ``max_rhat`` and bulk ESS >=
-    ``min_ess``, each chain's first ``burn_in`` share left out, or until ``max_draws`` per chain
+    probabilities, or the predictive mean, each row's log density and the learned noise sd
+    with test targets, the mean without) have R-hat <= ``max_rhat`` and bulk ESS >=
+    ``min_ess`` at ``1 + confirm_segments`` checks in a row, each chain's first ``burn_in``
+    share left out, or until ``max_draws`` per chain
     are drawn, or the next segment would (at the last one's pace) end past ``max_seconds``, or
     a chain stops moving. Plain HMC's kernel: ``mass_matrix``
     (``"diagonal"``, ``"dense"`` or ``"identity"``), ``trajectory_length`` (``None``: a quarter
@@ -313,7 +315,8 @@ class ReferenceHMCConfig(Config):
     min_share: float = 0.99  # rule: the share of test values meeting max_rhat (and min_ess)
     min_ess: float = 400.0  # rule: bulk ESS of a test value at least this
     burn_in: float = 0.0  # share of each chain left out of every check and of the result
-    quantity: str | None = None  # checked: probs, p_true, centred_logits, mean (None: default)
+    confirm_segments: int = 1  # rule: further segments that must pass too before it stops
+    quantity: str | None = None  # checked: probs, ..., mean, mean_log_density (None: default)
     mass_matrix: str = "diagonal"  # diagonal, dense or identity (Izmailov et al.)
     trajectory_length: float | None = None  # None: a quarter period in the adapted metric
     step_size: float = 0.01  # initial step size (adapted in warmup)
@@ -349,6 +352,7 @@ class ReferenceHMCConfig(Config):
                                 low_inclusive=False)  # fmt: skip
         validation.check_positive("min_ess", self.min_ess)
         validation.check_number("burn_in", self.burn_in, low=0.0, high=1.0, high_inclusive=False)
+        _count("confirm_segments", self.confirm_segments, minimum=0)
         if self.quantity is not None:
             validation.check_choice("quantity", self.quantity, QUANTITIES)
         validation.check_choice("mass_matrix", self.mass_matrix, MASS_MATRICES)

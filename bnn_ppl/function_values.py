@@ -15,6 +15,11 @@ the choice changes the answer (on the same 4 digits chains the share of R-hat > 
   tiny probabilities that ``"probs"`` squeezes against 0 still count.
 * ``"mean"`` - regression (and counts): the predictive location per draw - the Gaussian mean,
   the Student-t location or the Poisson rate, ``(n,)`` or ``(n, d)``.
+* ``"mean_log_density"`` - regression (needs ``y``): per draw, the predictive location of every
+  row, then every row's log density ``log p(y_i | θ)``, then the likelihood's latent scalars
+  (a learned noise sd, degrees of freedom), flat: ``(n·d + n + L,)``. What a reference with a
+  learned noise must check: the mean can mix while the noise, and so the test density, does
+  not. :func:`quantity_parts` names its slices.
 
 :func:`function_values` evaluates one of them for every draw; :func:`p_true` and
 :func:`centred_logits` are the array-level definitions.
@@ -54,10 +59,13 @@ __all__ = [
     "default_quantity",
     "function_values",
     "p_true",
+    "quantity_parts",
 ]
 
 CLASSIFICATION_QUANTITIES = ("probs", "p_true", "centred_logits")
-REGRESSION_QUANTITIES = ("mean",)
+REGRESSION_QUANTITIES = ("mean", "mean_log_density")
+NEEDS_TARGETS = ("p_true", "mean_log_density")
+"""The quantities that need the test targets ``y``."""
 QUANTITIES = CLASSIFICATION_QUANTITIES + REGRESSION_QUANTITIES
 PAPERS_QUANTITY = "probs"
 """What Izmailov et al. (2021) computed R-hat on: the softmax outputs."""
@@ -88,9 +96,34 @@ def centred_logits(logits: Any) -> np.ndarray:
     return a - a.mean(axis=-1, keepdims=True)
 
 
-def default_quantity(model: BNN) -> str:
-    """``"probs"`` for classification (what the papers used), ``"mean"`` for regression."""
-    return PAPERS_QUANTITY if model.likelihood.task == "classification" else "mean"
+def default_quantity(model: BNN, has_targets: bool = False) -> str:
+    """``"probs"`` for classification (what the papers used); for regression
+    ``"mean_log_density"`` when the targets are given (``has_targets``), else ``"mean"``."""
+    if model.likelihood.task == "classification":
+        return PAPERS_QUANTITY
+    return "mean_log_density" if has_targets else "mean"
+
+
+def quantity_parts(model: BNN, quantity: str, n: int, outputs: int = 1) -> dict[str, slice]:
+    """The named slices of one draw's flat ``quantity`` values at ``n`` rows (``outputs``
+    per row): ``{"mean": ..., "log_density": ..., <latent site>: ...}`` for
+    ``"mean_log_density"``, ``{quantity: everything}`` otherwise.
+
+    >>> import bnn_ppl as bp
+    >>> import numpyro.distributions as dist
+    >>> from bnn_ppl.models import MLP
+    >>> m = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+    ...            bp.likelihoods.Gaussian(dist.HalfNormal(1.0)))
+    >>> quantity_parts(m, "mean_log_density", 3)
+    {'mean': slice(0, 3, None), 'log_density': slice(3, 6, None), 'noise_scale': slice(6, 7, None)}
+    """
+    if quantity != "mean_log_density":
+        return {quantity: slice(0, None)}
+    parts, start = {}, 0
+    for name, size in (("mean", n * outputs), ("log_density", n),
+                       *((site, 1) for site in model.likelihood.latent_sites())):  # fmt: skip
+        parts[name], start = slice(start, start + size), start + size
+    return parts
 
 
 def check_quantity(model: BNN, quantity: Any, y: Any) -> str:
@@ -104,8 +137,10 @@ def check_quantity(model: BNN, quantity: Any, y: Any) -> str:
             f"quantity {quantity!r} is not defined for a {model.likelihood.task} model; "
             f"use one of {list(allowed)}."
         )
-    if quantity == "p_true" and y is None:
-        raise InputValueError("quantity 'p_true' needs the labels: pass y (one per row of x).")
+    if quantity in NEEDS_TARGETS and y is None:
+        raise InputValueError(
+            f"quantity {quantity!r} needs the test targets: pass y (one per row of x)."
+        )
     return quantity
 
 
@@ -130,13 +165,15 @@ def function_values(
         samples: site -> ``(draws, ...)`` or ``(chains, draws, ...)``.
         x: ``(n, ...)`` inputs.
         quantity: ``"probs"``, ``"p_true"``, ``"centred_logits"`` (classification) or
-            ``"mean"`` (regression); ``None`` is :func:`default_quantity`.
-        y: ``(n,)`` labels, for ``"p_true"`` only.
+            ``"mean"``, ``"mean_log_density"`` (regression); ``None`` is
+            :func:`default_quantity` (without ``y``).
+        y: ``(n,)`` labels or targets, for ``"p_true"`` and ``"mean_log_density"`` only.
         chunk_size: inputs per network call (default: all at once).
 
     Returns:
         float32 NumPy array with the samples' leading axes, then ``(n, K)`` (``probs``,
-        ``centred_logits``), ``(n,)`` (``p_true``) or the predictive mean's shape.
+        ``centred_logits``), ``(n,)`` (``p_true``), the predictive mean's shape or, for
+        ``mean_log_density``, ``(n·d + n + L,)`` (:func:`quantity_parts`).
 
     Example:
         >>> import jax, numpy as np
@@ -151,6 +188,8 @@ def function_values(
         (2, 3, 5)
     """
     quantity = check_quantity(model, default_quantity(model) if quantity is None else quantity, y)
+    if quantity == "mean_log_density":
+        return _mean_log_density(model, samples, x, y, chunk_size)
     x = model.check_inputs(x)
     labels = None
     if quantity == "p_true":
@@ -174,3 +213,17 @@ def function_values(
             values = centred_logits(np.log(np.maximum(values, np.finfo(np.float32).tiny)))
     values = values.astype(np.float32)
     return values.reshape(*lead, *values.shape[1:])
+
+
+def _mean_log_density(model: BNN, samples: Params, x: Any, y: Any,
+                      chunk_size: int | None) -> np.ndarray:  # fmt: skip
+    """``"mean_log_density"``: the means, the rows' log densities and the latent scalars."""
+    from bnn_ppl.pointwise import log_likelihood
+
+    mean = function_values(model, samples, x, "mean", chunk_size=chunk_size)
+    density = log_likelihood(model, samples, x, y, chunk_size=chunk_size)
+    lead = density.shape[:-1]
+    latent = [np.asarray(samples[site], np.float32).reshape(*lead, 1)
+              for site in model.likelihood.latent_sites()]  # fmt: skip
+    flat = [mean.reshape(*lead, -1), density.reshape(*lead, -1), *latent]
+    return np.concatenate(flat, axis=-1).astype(np.float32)

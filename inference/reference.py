@@ -112,7 +112,12 @@ from bnn_ppl.chain_health import warn_if_stuck
 from bnn_ppl.chain_levels import chain_levels, describe_levels
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
-from bnn_ppl.function_values import check_quantity, default_quantity, function_values
+from bnn_ppl.function_values import (
+    check_quantity,
+    default_quantity,
+    function_values,
+    quantity_parts,
+)
 from bnn_ppl.inference.projection import project_run
 from bnn_ppl.inference.reference_chains import (
     Chains,
@@ -217,6 +222,26 @@ def _json(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in d.items()}
 
 
+def _outputs(model: BNN, quantity: str, values: np.ndarray, n: int) -> int:
+    """Locations per row in ``"mean_log_density"`` values (its mean part's size over ``n``)."""
+    if quantity != "mean_log_density":
+        return 1
+    return (int(np.prod(values.shape[2:])) - n - len(model.likelihood.latent_sites())) // n
+
+
+def _part_figures(values: np.ndarray, check: ConvergenceCheck, c: ReferenceHMCConfig,
+                  parts: dict[str, slice]) -> dict[str, Any] | None:  # fmt: skip
+    """The rule's figures on each named part of the checked values, over the draws ``check``
+    saw (its burn-in left out); ``None`` for a quantity of one part."""
+    if len(parts) < 2:
+        return None
+    seen = values[:, int(c.burn_in * check.draws): check.draws]
+    flat = seen.reshape(*seen.shape[:2], -1)
+    return {k: _json(check_convergence(flat[..., s], max_rhat=c.max_rhat, min_share=c.min_share,
+                                       min_ess=c.min_ess))
+            for k, s in parts.items()}  # fmt: skip
+
+
 def reference_hmc(
     model: BNN,
     data: Any,
@@ -284,7 +309,8 @@ def reference_hmc(
             f"x_test has rows of shape {x_test.shape[1:]} but x has {x.shape[1:]}; the test "
             "inputs must look like the training inputs."
         )
-    quantity = check_quantity(model, c.quantity or default_quantity(model), y_test)
+    quantity = check_quantity(model, c.quantity or default_quantity(model, y_test is not None),
+                              y_test)  # fmt: skip
     if y_test is not None:
         y_test = validation.as_array("y_test", y_test)
         validation.check_same_length("x_test", x_test, "y_test", y_test)
@@ -312,6 +338,7 @@ def reference_hmc(
     values: list[np.ndarray] = []
     checks: list[ConvergenceCheck] = []
     draws = gradients = 0
+    passes = 0  # consecutive checks that met the rule (the last ``passes`` ones)
     with chains:
         warm, segment = chains.start(deadline)
         reason = "max_seconds" if warm.cut_short else ""
@@ -336,10 +363,11 @@ def reference_hmc(
             if on_check is not None:
                 on_check(checks[-1])
             n = min(c.segment_draws, c.max_draws - draws)  # the next segment's draws, if any
+            passes = passes + 1 if figures["converged"] else 0
             if not all(h.moving for h in health):
                 reason = "chains_not_moving"  # the step size is fixed now: more draws won't help
                 warn_if_stuck(health)
-            elif figures["converged"]:
+            elif passes > c.confirm_segments:  # met, and met again after confirm_segments more
                 reason = "converged"
             elif draws >= c.max_draws:
                 reason = "max_draws"
@@ -368,6 +396,16 @@ def reference_hmc(
     if checks and reason in ("max_draws", "max_seconds") and not apart and lp.shape[1] >= 8:
         projection = project_run(kept_values, checks, c)
     lags = laggards(kept_values, max_rhat=c.max_rhat, min_ess=c.min_ess) if checks else []
+    n_test = len(x_test)
+    parts = quantity_parts(model, quantity, n_test, _outputs(model, quantity, kept_values, n_test))
+    all_values = np.concatenate(values, axis=1)
+    confirmation = None  # the check that first met the rule in the last run of passes, and the last
+    if passes:
+        pair = (checks[-passes], checks[-1])
+        confirmation = {"confirm_segments": c.confirm_segments, "confirmed": converged,
+                        **{k: {**_json(ch._asdict()),
+                               "parts": _part_figures(all_values, ch, c, parts)}
+                           for k, ch in zip(("passed", "last"), pair, strict=True)}}  # fmt: skip
     last = checks[-1]._asdict() if checks else dict.fromkeys(ConvergenceCheck._fields)
     record = {
         **_json(last),
@@ -383,6 +421,10 @@ def reference_hmc(
         "scale_funnel": funnel,
         "quantity": quantity,
         "burn_in_draws": first,
+        "parts": {k: [v.start, v.stop] for k, v in parts.items()}
+                 if len(parts) > 1 else None,
+        "last_parts": _part_figures(all_values, checks[-1], c, parts) if checks else None,
+        "confirmation": confirmation,
         "projection": None if projection is None else _json(projection._asdict()),
         "laggards": [_json(g._asdict()) for g in lags[:LISTED]],  # the worst failing values
         "laggards_count": len(lags),
@@ -402,6 +444,10 @@ def reference_hmc(
                                      note, projection, chains.resumed_after,
                                      describe_laggards(lags, last["size"], max_rhat=c.max_rhat,
                                                        min_ess=c.min_ess) if lags else None)
+        if passes:
+            text += (f" The rule was met at check {checks[-passes].segment} but not yet "
+                     f"confirmed by {c.confirm_segments} further segment(s): the budget ended "
+                     "first.")
         warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
     return ReferenceRun(posterior, kept_values, quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,

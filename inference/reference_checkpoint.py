@@ -96,7 +96,7 @@ INIT_FIELDS = ("init_steps", "init_learning_rate")
 folder written before they existed resumes."""
 
 NOT_FINGERPRINTED = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
-                     "burn_in")  # fmt: skip
+                     "burn_in", "confirm_segments")  # fmt: skip
 """The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields a rerun may change: the budget and
 the stopping rule, which decide how many segments are sampled but not what they hold."""
 

@@ -39,7 +39,7 @@ SGMCMC_METHODS = ("sgld", "sghmc", "sgnht", "atmc")
 METHODS = ("hmc", "nuts", "svi", "map", "ensemble", *SGMCMC_METHODS, "reference_hmc")
 """The subcommands of ``bnn-ppl run``: one per config class of :mod:`bnn_ppl.config`."""
 BUDGET_FIELDS = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
-                 "burn_in")  # fmt: skip
+                 "burn_in", "confirm_segments")  # fmt: skip
 """reference_hmc: the options a rerun in the same ``--out`` may change (the budget, the
 stopping rule and the checked values; the draws do not depend on them): it continues the
 committed chains."""
