@@ -10,7 +10,11 @@ atomically, into ``--out``:
 * ``<name>.npz`` - the reference predictive at every test row: the BMA class probabilities
   ``probs`` ``(n, K)``, or the BMA's moment-matched Gaussian ``mean`` and ``scale`` ``(n,)`` (in
   the data set's standardised target units), plus the test targets ``y_test`` (and ``y_std``,
-  the training targets' standard deviation, for metrics in the target's own units);
+  the training targets' standard deviation, for metrics in the target's own units), each
+  row's mixture log density ``log_density`` (regression), and each chain's thinned draws of
+  the checked values, float16 (``draws_mean``, ``draws_log_density``, ``draws_noise_scale``:
+  at most 200 per chain and 256 KiB per record), from which R-hat and bulk ESS can be
+  recomputed with ArviZ;
 * ``<name>.json`` - the exact command, seed, git commit, package versions, data set and model, the
   recipe's settings, whether it converged and every convergence check, and the test metrics
   computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE, also in
@@ -22,6 +26,7 @@ so; such a file is not a reference.
 
     python examples/reference.py --dataset digits                     # MLP(50), N(0, 0.3^2)
     python examples/reference.py --dataset yacht --split 0 --mass-matrix dense  # N(0, 1), UCI
+    python examples/reference.py --dataset boston --split 0 --noise heldout   # a fixed noise
     python examples/reference.py --checkpoint-dir runs/digits_ref    # resumable: run it again
     python examples/reference.py --dataset yacht --temperatures 16 --min-beta 1e-4  # tempering
 """
@@ -44,6 +49,39 @@ from bnn_ppl.io import save_npz, write_json
 from bnn_ppl.models import mlp_bnn
 from bnn_ppl.run_config import git_commit, versions
 
+STORED_DRAWS = 200
+"""At most this many thinned draws per chain of the checked values are stored."""
+STORED_BYTES = 256 * 1024
+"""And at most this many bytes of them (float16) per record: 80 UCI records stay under 21 MB."""
+
+
+def stored_draws(model, run, n_test: int) -> tuple[dict, dict]:
+    """Each chain's thinned draws of the checked values, float16, one array per part
+    (``draws_mean``, ``draws_log_density``, ``draws_noise_scale``; ``draws_<quantity>`` for a
+    quantity of one part), and their record: the thinning, the dtype, and the rule's figures
+    recomputed on exactly these stored values (what anyone can re-check with ArviZ)."""
+    from bnn_ppl.function_values import quantity_parts
+    from bnn_ppl.inference.stopping_rule import check_convergence
+
+    values = run.values.reshape(*run.values.shape[:2], -1)
+    chains, draws, size = values.shape
+    per_chain = max(4, min(STORED_DRAWS, STORED_BYTES // (2 * chains * size)))
+    thin = max(1, -(-draws // per_chain))
+    kept = values[:, thin - 1 :: thin].astype(np.float16)  # ends at each chain's last draw
+    outputs = 1 if run.quantity != "mean_log_density" else (
+        (size - n_test - len(model.likelihood.latent_sites())) // n_test)
+    parts = quantity_parts(model, run.quantity, n_test, outputs)
+    c = run.posterior.config
+    rule = {"max_rhat": c["max_rhat"], "min_share": c["min_share"], "min_ess": c["min_ess"]}
+    arrays = {f"draws_{k}": kept[..., s] for k, s in parts.items()}
+    figures = {k: check_convergence(kept[..., s].astype(np.float64), **rule)
+               for k, s in parts.items()}  # fmt: skip
+    record = {"dtype": "float16", "thin": thin, "draws_per_chain": kept.shape[1],
+              "from_draws_per_chain": draws, "arrays": sorted(arrays), "figures": figures,
+              "note": "every thin-th draw of each chain's kept (post burn-in) draws, ending at "
+                      "its last; the figures are the rule's on these stored values"}  # fmt: skip
+    return arrays, record
+
 
 def reference_predictive(model, run, data) -> tuple[dict, dict]:
     """The BMA at the test inputs as arrays, each chain's BMA too (``chain_probs``, or
@@ -65,8 +103,18 @@ def reference_predictive(model, run, data) -> tuple[dict, dict]:
                   "chain_mean": np.stack([np.asarray(p.mean).reshape(-1) for p in per_chain]),
                   "chain_scale": np.stack([np.asarray(p.scale).reshape(-1) for p in per_chain])}
         nll, rmse = float(bp.metrics.gaussian_nll(mean, scale, y)), float(bp.metrics.rmse(mean, y))
-        return arrays, {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * y_std,
-                        "test_ll_original": -nll - float(np.log(y_std))}  # fmt: skip
+        metrics = {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * y_std,
+                   "test_ll_original": -nll - float(np.log(y_std)),
+                   "mean_sq_std_residual": float(np.mean((y - mean) ** 2 / scale**2))}  # fmt: skip
+        if run.quantity == "mean_log_density":  # the mixture's density at each test row
+            n = len(y)
+            logp = run.values.reshape(*run.values.shape[:2], -1)[..., n : 2 * n]
+            logp = logp.reshape(-1, n).astype(np.float64)
+            top = logp.max(axis=0)
+            arrays["log_density"] = top + np.log(np.mean(np.exp(logp - top), axis=0))
+            metrics["test_ll_mixture_original"] = float(np.mean(arrays["log_density"])
+                                                        - np.log(y_std))  # fmt: skip
+        return arrays, metrics
     probs = np.asarray(pred)
     arrays = {"probs": probs, "y_test": y,
               "chain_probs": np.stack([np.asarray(p) for p in per_chain])}
@@ -90,7 +138,8 @@ def main(args: argparse.Namespace) -> None:
         args.noise = choice.noise
         print(f"noise: {choice.noise:g}, the training rows' {len(choice.fold_rmse)}-fold held-out "
               f"MAP RMSE {choice.rmse:.4f} (folds {np.round(choice.fold_rmse, 3).tolist()})")
-    model = mlp_bnn(data, args.width, args.prior_scale, noise=args.noise)
+    model = mlp_bnn(data, args.width, args.prior_scale, noise=args.noise,
+                    noise_prior=args.noise_prior)  # fmt: skip
     t0 = time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -99,6 +148,7 @@ def main(args: argparse.Namespace) -> None:
                             num_warmup=args.num_warmup, segment_draws=args.segment_draws,
                             max_draws=args.max_draws, max_seconds=args.max_seconds,
                             burn_in=args.burn_in, mass_matrix=args.mass_matrix,
+                            confirm_segments=args.confirm_segments, quantity=args.quantity,
                             max_num_steps=args.max_num_steps,
                             num_temperatures=args.temperatures, min_beta=args.min_beta,
                             leapfrog_steps=args.leapfrog_steps, init_steps=args.init_steps,
@@ -121,6 +171,8 @@ def main(args: argparse.Namespace) -> None:
         print("swap rates per neighbour pair:", np.round(ladder["swap_rates"], 3).tolist())
         print("stalled pairs:", ladder["stalled"] or "none")
     arrays, metrics = reference_predictive(model, run, data)
+    draws, draws_record = stored_draws(model, run, len(data.x_test))
+    arrays |= draws
     uci = args.dataset.startswith("uci/")
     name = args.name or args.dataset.replace("/", "_") + (f"_split{args.split}" if uci else "")
     os.makedirs(args.out, exist_ok=True)
@@ -135,13 +187,15 @@ def main(args: argparse.Namespace) -> None:
                  "test_rows": len(data.x_test), "targets": "standardised (training statistics)"},
         "model": {"network": f"MLP(hidden=({args.width},))", "prior": f"Normal({args.prior_scale})",
                   "likelihood": type(model.likelihood).__name__,
-                  "noise": "HalfNormal(1)" if args.noise is None else args.noise}
+                  "noise": f"HalfNormal({args.noise_prior:g})" if args.noise is None
+                           else args.noise}
                  | ({"noise_choice": choice.record()} if choice else {}),
         "predictions": {"file": os.path.basename(npz), "sha256": sha, "arrays": sorted(arrays)},
         "converged": run.converged,
         "stop_reason": run.stop_reason,
         "wall_seconds": wall,
         "metrics": metrics,
+        "stored_draws": draws_record,
         "recipe": run.posterior.config,
     }  # fmt: skip
     write_json(os.path.join(args.out, f"{name}.json"), record)
@@ -180,6 +234,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "HalfNormal(1) prior, whose chains sit at different noise scales on UCI; "
                    "'heldout': the training rows' 5-fold cross-validated MAP RMSE to one "
                    "significant figure (bnn_ppl.inference.heldout_noise)")
+    p.add_argument("--noise-prior", type=float, default=1.0,
+                   help="regression, learned noise: the scale of the noise sd's HalfNormal "
+                   "prior (standardised targets)")
+    p.add_argument("--quantity", default=None,
+                   help="the checked values (default: regression the predictive mean, each "
+                   "test row's log density and the learned noise, 'mean_log_density'; 'mean': "
+                   "the mean only; classification the probabilities)")
+    p.add_argument("--confirm-segments", type=int, default=1,
+                   help="segments that must meet the rule again after it is first met")
     p.add_argument("--num-chains", type=int, default=4)
     p.add_argument("--num-warmup", type=int, default=1000)
     p.add_argument("--segment-draws", type=int, default=500)

@@ -356,6 +356,9 @@ def reference_hmc(
             if not checks:
                 chains.kernel.after_first_segment(segment.state)
             first = int(c.burn_in * draws)  # each chain's draws before it: burn-in
+            if chains.parts is None:  # the checked values' parts, each held to the rule
+                chains.parts = quantity_parts(model, quantity, len(x_test),
+                                              _outputs(model, quantity, values[0], len(x_test)))
             figures = chains.check(values, first)  # (a checkpointed run: kept in checks.json)
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
             seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
@@ -397,7 +400,8 @@ def reference_hmc(
         projection = project_run(kept_values, checks, c)
     lags = laggards(kept_values, max_rhat=c.max_rhat, min_ess=c.min_ess) if checks else []
     n_test = len(x_test)
-    parts = quantity_parts(model, quantity, n_test, _outputs(model, quantity, kept_values, n_test))
+    parts = chains.parts or quantity_parts(model, quantity, n_test,
+                                           _outputs(model, quantity, kept_values, n_test))
     all_values = np.concatenate(values, axis=1)
     confirmation = None  # the check that first met the rule in the last run of passes, and the last
     if passes:

@@ -225,6 +225,7 @@ class Chains:
     manager, as its checkpointed subclass is (nothing to hold here)."""
 
     resumed_after: int | None = None  # (a checkpointed run: the segment it resumed after)
+    parts: dict[str, slice] | None = None  # the checked values' parts, each held to the rule
 
     def __init__(self, model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any):
         self.c, self.kernel = c, chain_kernel(c)
@@ -251,21 +252,28 @@ class Chains:
         """The stopping rule (:func:`~bnn_ppl.inference.stopping_rule.check_convergence`) on
         the checked values of every segment so far (one ``(chains, draws, ...)`` array each),
         each chain's first ``first`` draws left out."""
-        return rule_check(np.concatenate(values, axis=1), first, self.c)
+        return rule_check(np.concatenate(values, axis=1), first, self.c, self.parts)
 
 
 RULE_FIELDS = ("max_rhat", "min_share", "min_ess")
 """The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields the stopping rule reads."""
 
 
-def rule_settings(c: ReferenceHMCConfig) -> dict[str, Any]:
-    """``c``'s stopping-rule thresholds (:data:`RULE_FIELDS`), by name."""
-    return {k: getattr(c, k) for k in RULE_FIELDS}
+def rule_settings(c: ReferenceHMCConfig, parts: dict[str, slice] | None = None) -> dict[str, Any]:
+    """``c``'s stopping-rule thresholds (:data:`RULE_FIELDS`), by name, and the checked
+    values' ``parts`` (as ``[start, stop]`` lists) when there are several."""
+    settings = {k: getattr(c, k) for k in RULE_FIELDS}
+    if parts and len(parts) > 1:
+        settings["parts"] = {k: [v.start, v.stop] for k, v in parts.items()}
+    return settings
 
 
-def rule_check(values: np.ndarray, first: int, c: ReferenceHMCConfig) -> dict[str, Any]:
-    """``c``'s stopping rule on ``values[:, first:]``."""
-    return check_convergence(values[:, first:], **rule_settings(c))
+def rule_check(values: np.ndarray, first: int, c: ReferenceHMCConfig,
+               parts: dict[str, slice] | None = None) -> dict[str, Any]:  # fmt: skip
+    """``c``'s stopping rule on ``values[:, first:]`` (each of several ``parts`` held to it)."""
+    rule = {k: getattr(c, k) for k in RULE_FIELDS}
+    return check_convergence(values[:, first:], **rule,
+                             parts=parts if parts and len(parts) > 1 else None)  # fmt: skip
 
 
 def segment_health(segment: Segment) -> list[ChainHealth]:

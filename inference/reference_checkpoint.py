@@ -157,7 +157,9 @@ class CheckpointedChains(Chains):
         if self._checks is None:
             raise RuntimeError("use CheckpointedChains inside `with chains:` (it holds the lock).")
         c = self.c
-        return self._checks.check(values, first, rule_settings(c), lambda a, f: rule_check(a, f, c))
+        parts = self.parts
+        return self._checks.check(values, first, rule_settings(c, parts),
+                                  lambda a, f: rule_check(a, f, c, parts))  # fmt: skip
 
     def _lap(self) -> np.ndarray:
         now = time.monotonic()

@@ -3,7 +3,8 @@
 :func:`check_convergence` takes the checked quantity's draws, ``(chains, draws, ...)``, and
 computes for each test quantity the rank-normalised split R-hat and the bulk ESS (Vehtari et al.
 2021, through ArviZ). The rule is met when at least ``min_share`` of the quantities have R-hat
-<= ``max_rhat`` *and* at least ``min_share`` have bulk ESS >= ``min_ess``. Quantities that take
+<= ``max_rhat`` *and* at least ``min_share`` have bulk ESS >= ``min_ess`` (with ``parts``, within
+each part too: the means, the log densities and the noise sd). Quantities that take
 one value in every draw of every chain (a probability exactly 0 or 1 in float32) have no R-hat:
 they count as converged and are reported (``constant``). :class:`ConvergenceCheck` is one
 check's figures, as :func:`~bnn_ppl.inference.reference_hmc` records them after each segment.
@@ -18,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -80,11 +82,21 @@ def quantity_figures(values: Any) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def check_convergence(
-    values: Any, *, max_rhat: float = 1.01, min_share: float = 0.99, min_ess: float = 400.0
+    values: Any,
+    *,
+    max_rhat: float = 1.01,
+    min_share: float = 0.99,
+    min_ess: float = 400.0,
+    parts: Mapping[str, slice] | None = None,
 ) -> dict[str, Any]:
     """The stopping rule on ``(chains, draws, ...)`` values: the :class:`ConvergenceCheck`
     fields ``size``, ``constant``, ``rhat_max``, ``share_rhat_ok``, ``ess_bulk_min``,
     ``ess_bulk_median``, ``share_ess_ok`` and ``converged`` (see the module doc).
+
+    ``parts`` (name -> slice of the flattened values, e.g. the means, the log densities and a
+    learned noise sd of :func:`~bnn_ppl.function_values.quantity_parts`): the rule must then
+    hold within *every* part as well, so that one value of its own (the noise sd) that has
+    not mixed cannot hide among many that have.
 
     Example:
         >>> import numpy as np
@@ -103,6 +115,12 @@ def check_convergence(
     # NaN R-hat or ESS (not computable) fails both comparisons: never counted as converged
     share_rhat = (int(np.sum(rhat <= c.max_rhat)) + constant) / size
     share_ess = (int(np.sum(ess >= c.min_ess)) + constant) / size
+    converged = share_rhat >= c.min_share and share_ess >= c.min_share
+    if parts and converged:
+        flat = a.reshape(*a.shape[:2], -1)
+        rule = {"max_rhat": max_rhat, "min_share": min_share, "min_ess": min_ess}
+        converged = all(check_convergence(flat[..., s], **rule)["converged"]
+                        for s in parts.values())  # fmt: skip
     return {
         "size": size,
         "constant": constant,
@@ -111,7 +129,7 @@ def check_convergence(
         "ess_bulk_min": float(np.min(ess)) if ess.size else math.nan,
         "ess_bulk_median": float(np.median(ess)) if ess.size else math.nan,
         "share_ess_ok": share_ess,
-        "converged": share_rhat >= c.min_share and share_ess >= c.min_share,
+        "converged": converged,
     }
 
 
