@@ -76,8 +76,12 @@ def test_recipe_stops_converged_and_matches_the_closed_form():
     assert all(h["moving"] and h["problems"] == [] for h in record["chain_health"])
     assert record["chains_apart"] is None  # converged chains: none named apart or drifting
     assert record["projection"] is None  # nothing to project: the rule is met
-    # it stopped at the first check that passed, and every earlier one had failed
-    assert [c.converged for c in run.checks] == [False] * (run.segments - 1) + [True]
+    # it stopped at the first check that confirmed a pass (one segment later), and recorded both
+    assert run.checks[-1].converged and run.checks[-2].converged
+    confirmation = record["confirmation"]
+    assert confirmation["confirmed"] and confirmation["confirm_segments"] == 1
+    assert confirmation["passed"]["segment"] == run.segments - 1
+    assert confirmation["last"]["segment"] == run.segments
     assert run.posterior.num_draws == run.draws == 100 * run.segments
     assert run.posterior.config["convergence"]["converged"] is True
 
@@ -323,6 +327,71 @@ def test_warmup_cut_short_with_level_chains_projects_nothing(monkeypatch):
     assert record["warmup_cut_short"] is True and record["projection"] is None
 
 
+def test_a_noise_sd_that_has_not_mixed_fails_the_rule_among_means_that_have():
+    """One value of its own (the noise sd) cannot hide among 100 means: with ``parts`` each
+    part is held to the rule."""
+    rng = np.random.default_rng(1)
+    f = rng.normal(size=(4, 500, 101))
+    f[0, :, 100] += 3.0  # chain 0's noise sd sits elsewhere
+    assert check_convergence(f)["converged"]  # 100 of 101 values meet it: >= 99 %
+    parts = {"mean": slice(0, 100), "noise_scale": slice(100, 101)}
+    assert not check_convergence(f, parts=parts)["converged"]
+    f[0, :, 100] -= 3.0
+    assert check_convergence(f, parts=parts)["converged"]
+
+
+def _learned_noise_model():
+    import numpyro.distributions as dist
+
+    return bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+                  bp.likelihoods.Gaussian(dist.HalfNormal(1.0)))  # fmt: skip
+
+
+def test_a_learned_noise_reference_checks_means_log_densities_and_the_noise():
+    """With the test targets, a regression reference checks each row's predictive mean, each
+    row's log density and the learned noise sd, each part held to the rule; the record gives
+    each part's figures."""
+    from bnn_ppl.pointwise import log_likelihood
+
+    x, y = data()
+    xt, yt = x[:6], y[:6]
+    model = _learned_noise_model()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReferenceNotConvergedWarning)
+        run = reference_hmc(model, (x, y), x_test=xt, y_test=yt, rng_key=KEY, num_warmup=100,
+                            segment_draws=50, max_draws=100, min_ess=50, max_rhat=1.05)  # fmt: skip
+    assert run.quantity == "mean_log_density" and run.values.shape == (4, run.draws, 13)
+    samples = run.posterior.samples
+    np.testing.assert_allclose(run.values[..., :6], function_values(model, samples, xt, "mean"))
+    np.testing.assert_allclose(run.values[..., 6:12], log_likelihood(model, samples, xt, yt),
+                               rtol=1e-6)  # fmt: skip
+    np.testing.assert_array_equal(run.values[..., 12], samples["noise_scale"])
+    record = run.posterior.config["convergence"]
+    assert record["parts"] == {"mean": [0, 6], "log_density": [6, 12], "noise_scale": [12, 13]}
+    noise = record["last_parts"]["noise_scale"]
+    want = check_convergence(samples["noise_scale"][..., None], max_rhat=1.05, min_ess=50)
+    assert noise == pytest.approx(want)
+
+
+def test_a_pass_the_budget_leaves_unconfirmed_is_not_converged():
+    """The rule met at the last segment the budget allows is not confirmed: not converged,
+    the pass recorded, and the warning says so."""
+    x, y = data()
+    settings = dict(num_warmup=100, segment_draws=100, max_draws=100, min_ess=20, max_rhat=1.2)
+    with pytest.warns(ReferenceNotConvergedWarning, match="not yet confirmed"):
+        run = reference_hmc(linear_model(), (x, y), x_test=_test_inputs(), rng_key=KEY,
+                            **settings)  # fmt: skip
+    assert run.checks[-1].converged and not run.converged and run.stop_reason == "max_draws"
+    confirmation = run.posterior.config["convergence"]["confirmation"]
+    assert confirmation["confirmed"] is False and confirmation["passed"]["segment"] == 1
+    # without a confirming segment the same pass is a convergence
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReferenceNotConvergedWarning)
+        run = reference_hmc(linear_model(), (x, y), x_test=_test_inputs(), rng_key=KEY,
+                            confirm_segments=0, **settings)  # fmt: skip
+    assert run.converged and run.segments == 1
+
+
 def test_check_convergence_on_known_chains():
     rng = np.random.default_rng(0)
     f = rng.normal(size=(4, 500, 20))
@@ -432,6 +501,15 @@ def test_stored_references_load_and_their_metrics_reproduce(record):
         if "y_std" in arrays:  # UCI: also in the target's own units
             y_std = float(arrays["y_std"])
             got |= {"rmse_original": rmse * y_std, "test_ll_original": -nll - np.log(y_std)}
+        if "mean_sq_std_residual" in rec["metrics"]:  # E[(y - m)^2 / s^2]: 1 is calibrated
+            got["mean_sq_std_residual"] = float(
+                np.mean((y - arrays["mean"]) ** 2 / arrays["scale"] ** 2))
+        if "log_density" in arrays:  # the mixture's density at each row, in the target's units
+            got["test_ll_mixture_original"] = float(np.mean(arrays["log_density"])
+                                                    - np.log(float(arrays["y_std"])))  # fmt: skip
+    if converged and last.get("confirmation"):  # a confirmed pass: both checks meet the rule
+        for check in ("passed", "last"):
+            assert last["confirmation"][check]["converged"] is True
     assert set(got) == set(rec["metrics"])
     for k, v in got.items():
         assert float(v) == pytest.approx(rec["metrics"][k], rel=1e-6), k
@@ -485,3 +563,41 @@ def test_independent_yacht_references_agree_within_monte_carlo_error():
         assert np.all(np.abs(a["scale"] / b["scale"] - 1) < 0.10), (name_a, name_b)
         distance = w2(a["mean"], a["scale"], b["mean"], b["scale"])
         assert distance < min(floor(a), floor(b)), (name_a, name_b, distance)
+
+
+STORED_DRAWS = sorted(p.name for p in REFERENCES.glob("*.json")
+                      if "stored_draws" in read_json(p))  # fmt: skip
+
+
+def test_references_with_stored_draws_are_stored():
+    assert STORED_DRAWS, "no stored reference keeps its draws (examples/reference.py writes them)"
+
+
+@pytest.mark.parametrize("record", STORED_DRAWS)
+def test_a_stored_reference_re_checks_with_arviz_from_its_stored_draws(record):
+    """R-hat and bulk ESS of each part of the checked values, recomputed by ArviZ itself from
+    the per-chain thinned draws in the ``.npz``, equal the record's; the record's full-draw
+    figures say the same of the noise sd, and the stored draws stay within their size budget."""
+    import arviz as az
+
+    rec = read_json(REFERENCES / record)
+    arrays = load_npz(REFERENCES / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
+    stored = rec["stored_draws"]
+    assert stored["dtype"] == "float16" and stored["arrays"]
+    size = 0
+    for name in stored["arrays"]:
+        a = arrays[name]
+        assert a.dtype == np.float16 and a.shape[:2] == (rec["recipe"]["num_chains"],
+                                                          stored["draws_per_chain"])  # fmt: skip
+        size += a.nbytes
+        flat = a.astype(np.float64).reshape(*a.shape[:2], -1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            rhat = np.asarray(az.rhat(flat, method="rank")).reshape(-1)
+            ess = np.asarray(az.ess(flat, method="bulk")).reshape(-1)
+        want = stored["figures"][name.removeprefix("draws_")]
+        assert float(np.max(rhat)) == pytest.approx(want["rhat_max"], rel=1e-9)
+        assert float(np.min(ess)) == pytest.approx(want["ess_bulk_min"], rel=1e-9)
+        assert float(np.mean(rhat <= rec["recipe"]["max_rhat"])) == want["share_rhat_ok"]
+        assert float(np.mean(ess >= rec["recipe"]["min_ess"])) == want["share_ess_ok"]
+    assert size <= 256 * 1024
