@@ -10,6 +10,7 @@ MC-dropout's 20-split mean (:data:`bnn_ppl.metrics.splits.MC_DROPOUT_LL`). Split
 unconverged are listed, never averaged in.
 
     python examples/reference_splits.py      # yacht, noise 0.05, optimised starts
+    python examples/reference_splits.py --pattern "uci_boston_split*_learned_prior0.3_init.json"
     python examples/reference_splits.py --pattern "uci_yacht_split*_noise0.05_init.json" \\
         --references examples/references
 """
@@ -22,9 +23,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.metrics.comparison import stored_predictions
-from bnn_ppl.metrics.splits import MC_DROPOUT_LL, reference_verdicts, split_table
+from bnn_ppl.metrics.splits import MC_DROPOUT_LL, mean_se, reference_verdicts, split_table
 from bnn_ppl.metrics.suite import predictive_metrics
 from bnn_ppl.validation import InputValueError
 
@@ -70,7 +73,12 @@ def load_records(folder: str | os.PathLike, pattern: str) -> list[dict[str, Any]
             )
         metrics = predictive_metrics(stored_predictions(arrays), arrays["y_test"],
                                      task="regression", y_std=float(arrays["y_std"]))  # fmt: skip
-        rec["recomputed"] = {"ll": -metrics["nll"], "rmse": metrics["rmse"]}
+        y, mean, scale = arrays["y_test"], arrays["mean"], arrays["scale"]
+        rec["recomputed"] = {"ll": -metrics["nll"], "rmse": metrics["rmse"],
+                             "z2": float(np.mean((y - mean) ** 2 / scale**2))}  # fmt: skip
+        if "log_density" in arrays:  # the mixture's density per row (written since learned noise)
+            rec["recomputed"]["ll_mixture"] = float(np.mean(arrays["log_density"])
+                                                    - np.log(float(arrays["y_std"])))  # fmt: skip
         rec["file"] = name
         records.append(rec)
     first = records[0]
@@ -94,15 +102,18 @@ def load_records(folder: str | os.PathLike, pattern: str) -> list[dict[str, Any]
 def split_rows(records: list[dict[str, Any]]) -> str:
     """One line per record: split, verdict, draws, convergence figures and test metrics."""
     head = (f"{'split':>5} {'noise':>6} {'converged':>14} {'draws/chain':>12} {'R-hat max':>10} "
-            f"{'ESS min':>8} {'test LL':>9} {'RMSE':>8}")  # fmt: skip
+            f"{'ESS min':>8} {'E[z^2]':>7} {'mix LL':>8} {'test LL':>9} {'RMSE':>8}")  # fmt: skip
     lines = [head]
     for r in records:
         c = r["recipe"]["convergence"]
         verdict = "yes" if r["converged"] else f"no ({r['stop_reason']})"
         noise = r["model"].get("noise", "learned")
         noise = f"{noise:>6g}" if isinstance(noise, float | int) else f"{noise:>6}"
+        mix = r["recomputed"].get("ll_mixture")
+        mix = f"{mix:>8.3f}" if mix is not None else f"{'-':>8}"
         lines.append(f"{r['data']['split']:>5} {noise} {verdict:>14} {c['draws']:>12,} "
                      f"{c['rhat_max']:>10.3f} {c['ess_bulk_min']:>8.0f} "
+                     f"{r['recomputed']['z2']:>7.3f} {mix} "
                      f"{r['recomputed']['ll']:>9.3f} {r['recomputed']['rmse']:>8.3f}")  # fmt: skip
     return "\n".join(lines)
 
@@ -122,12 +133,16 @@ def main(args: argparse.Namespace) -> None:
     print(split_rows(records))
     missing = sorted(set(range(SPLITS)) - {r["data"]["split"] for r in records})
     print(f"not run or not stored: splits {missing}" if missing else "every split stored")
+    failed = [f"{r['data']['split']} ({r['stop_reason']})" for r in records if not r["converged"]]
+    print(f"stored NOT converged (left out of the table): splits {', '.join(failed)}" if failed
+          else "every stored split converged")  # fmt: skip
     if not done:
         print("no converged split: no table")
         return
     results = {name: {"reference HMC": {
         "ll": [r["recomputed"]["ll"] for r in done],
-        "rmse": [r["recomputed"]["rmse"] for r in done]}}}  # fmt: skip
+        "rmse": [r["recomputed"]["rmse"] for r in done],
+        "z2": [r["recomputed"]["z2"] for r in done]}}}  # fmt: skip
     print(
         f"\nmean ± SE over the {len(done)} converged split(s) "
         f"({', '.join(str(r['data']['split']) for r in done)}), target units; MC dropout: "
@@ -135,6 +150,17 @@ def main(args: argparse.Namespace) -> None:
     )
     print(split_table(results, columns=[("ll", "LL"), ("rmse", "RMSE")], reference=MC_DROPOUT_LL,
                       reference_label="LL MC-dropout", width=20))  # fmt: skip
+    z2, z2_se = mean_se(results[name]["reference HMC"]["z2"])
+    print(f"E[(y - m)^2 / s^2] (1: calibrated): {z2:.3f} ± {z2_se:.3f}")
+    mixture = [r["recomputed"]["ll_mixture"] for r in done if "ll_mixture" in r["recomputed"]]
+    if len(mixture) == len(done):
+        m, se = mean_se(mixture)
+        print(f"mixture LL (the BMA's own density, not moment-matched): {m:.3f} ± {se:.3f}")
+    if name in MC_DROPOUT_LL:  # Gal's per-split values are not in the repository: his mean
+        m, se = mean_se(results[name]["reference HMC"]["ll"])
+        print(f"LL minus MC dropout's published 20-split mean {MC_DROPOUT_LL[name]:.2f}: "
+              f"{m - MC_DROPOUT_LL[name]:+.3f} ± {se:.3f} (our splits' SE only: not paired, "
+              "his per-split values are not stored here)")
     for line in reference_verdicts(results, method="reference HMC", metric="ll",
                                    reference=MC_DROPOUT_LL, label="LL",
                                    reference_label="MC dropout"):  # fmt: skip
