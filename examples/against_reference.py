@@ -29,8 +29,10 @@ the optimisation, which the UCI posteriors need).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
+import time
 from pathlib import Path
 
 import jax
@@ -38,15 +40,17 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SGHMCConfig, SVIConfig
+from bnn_ppl.inference import heldout_noise
 from bnn_ppl.io import load_npz, read_json, read_jsonl, write_json
 from bnn_ppl.metrics import comparison as cmp
 from bnn_ppl.metrics.efficiency import full_batch_gradients, sgmcmc_gradients_per_draw
 from bnn_ppl.metrics.suite import flat_draws
-from bnn_ppl.models import mlp_bnn
+from bnn_ppl.models import MLP, mlp_bnn
 from bnn_ppl.validation import InputValueError
 
 REFERENCE = Path(__file__).resolve().parent / "references" / "digits.json"
 REF, FLOOR, REF_FLOOR = "reference", "HMC chains", "reference chains"
+HET = "het. ensemble"  # Lakshminarayanan et al.: members with a per-row (heteroscedastic) noise
 COLUMNS = {  # per task: metric -> header
     "classification": {"accuracy": "accuracy", "nll": "NLL", "ece": "ECE",
                        "agreement": "agree w/ ref", "tv": "TV w/ ref"},
@@ -175,16 +179,39 @@ def gradients(post: bp.Posterior, config: Config, n_train: int, folder: str) -> 
     return float(config.num_members * config.num_steps)  # an ensemble
 
 
-def compare(args, regime, model, data, ref, ref_grads, fits, key, task) -> dict[str, dict]:
+def row_scores(pred: object, data: bp.data.Dataset, ref: object, task: str) -> dict:
+    """Per test row, of a BMA drawn as one draw: the log density of the row's target (target
+    units for regression) and the distance to the reference's BMA (W2 in target units, or the
+    total variation): the paired differences' raw material."""
+    if task == "classification":
+        p, q = np.asarray(pred)[0], np.asarray(ref)[0]
+        y = np.asarray(data.y_test).astype(int)
+        return {"ll": np.log(np.maximum(p[np.arange(len(y)), y], 1e-300)),
+                "dist": 0.5 * np.abs(p - q).sum(-1)}  # fmt: skip
+    y_std = float(data.y_std)
+    m, sd = np.asarray(pred.mean)[0], np.asarray(pred.scale)[0]
+    rm, rs = np.asarray(ref.mean)[0], np.asarray(ref.scale)[0]
+    y = np.asarray(data.y_test)
+    ll = -0.5 * ((y - m) / sd) ** 2 - np.log(sd) - 0.5 * np.log(2 * np.pi) - np.log(y_std)
+    return {"ll": ll, "dist": np.hypot(m - rm, sd - rs) * y_std}
+
+
+def compare(args, regime, models, data, ref, ref_cost, fits, key, task) -> tuple[dict, dict]:
     """Fit each method of one regime and return the table's rows (reference and floors too),
-    every method summarised by its BMA as one draw (``comparison.bma_draw``)."""
-    preds, counts = {REF: cmp.stored_predictions(ref)}, {REF: ref_grads}
-    draws = {REF: float(args.ref_samples)}
+    every method summarised by its BMA as one draw (``comparison.bma_draw``), and each
+    method's per-row scores (:func:`row_scores`). ``models``: method -> its model (the
+    reference's, but for the ensembles of another likelihood); ``ref_cost``: the reference's
+    gradients and wall seconds."""
+    preds, counts, chains = {REF: cmp.stored_predictions(ref)}, {REF: ref_cost[0]}, None
+    draws, walls = {REF: float(args.ref_samples)}, {REF: ref_cost[1]}
     for (name, config), k in zip(fits.items(), jax.random.split(key, len(fits)), strict=True):
-        folder = os.path.join(args.out, regime.replace(" ", "_"), name.lower())
+        folder = os.path.join(args.out, f"seed{args.run_seed}", regime.replace(" ", "_"),
+                              name.lower().replace(" ", "_").replace(".", ""))  # fmt: skip
         is_hmc = isinstance(config, HMCConfig)  # a checkpoint folder records warmup's cost
         ckpt = {"checkpoint_dir": folder, "checkpoint_every": config.num_samples} if is_hmc else {}
-        post = bp.fit(model, data, config, k, **ckpt)
+        began = time.perf_counter()
+        post = bp.fit(models.get(name, models[None]), data, config, k, **ckpt)
+        walls[name] = time.perf_counter() - began
         pred = cmp.posterior_predictions(post, chains=is_hmc)
         if is_hmc:  # each chain's BMA, for the short run's own noise floor
             chains, pred = cmp.bma_draw(pred, chains=True), flat_draws(pred, True)
@@ -195,15 +222,70 @@ def compare(args, regime, model, data, ref, ref_grads, fits, key, task) -> dict[
     kw = {"task": task, "y_std": y_std}
     rows = cmp.compare_to_reference(preds, data.y_test, reference=REF, **kw)
     for name, r in rows.items():
-        r |= {"gradients": counts[name], "samples": draws[name]}
-    rows[FLOOR] = cmp.noise_floor(chains, data.y_test, **kw)
+        r |= {"gradients": counts[name], "samples": draws[name], "seconds": walls[name]}
+    scores = {name: row_scores(p, data, preds[REF], task) for name, p in preds.items()}
+    if "HMC" in fits:  # the short HMC run's chain 1 against its others
+        rows[FLOOR] = cmp.noise_floor(chains, data.y_test, **kw)
     if "chain_probs" in ref or "chain_mean" in ref:  # each chain's BMA: equal draws per chain
         rows[REF_FLOOR] = cmp.noise_floor(cmp.stored_predictions(ref, chains=True), data.y_test,
                                           **kw)  # fmt: skip
     for r in rows.values():
         if task == "regression":  # the UCI protocol's test log-likelihood
             r["test_ll"] = -r["nll"]
-    return rows
+    return rows, scores
+
+
+def paired(scores: list[dict], a: str, b: str, key: str) -> tuple[float, float]:
+    """Mean and standard error over test rows of ``a``'s minus ``b``'s per-row ``key``, each
+    row's value first averaged over the seeds (``scores``: one dict per seed): the two methods
+    are scored on the same rows, so the rows' SE is the paired one."""
+    d = np.mean([s[a][key] - s[b][key] for s in scores], axis=0)
+    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(d.size))
+
+
+def seed_cell(rows: list[dict], name: str, metric: str) -> str:
+    """``mean ± SE`` over the seeds (the mean alone for one seed)."""
+    v = np.array([r[name][metric] for r in rows if name in r], dtype=float)
+    return f"{v.mean():.3f}" + (f" ± {v.std(ddof=1) / np.sqrt(v.size):.3f}" if v.size > 1 else "")
+
+
+def claim_lines(rows: list[dict], scores: list[dict], task: str, regime: str) -> tuple[list, dict]:
+    """The claims, each judged on paired per-row differences (averaged over the seeds):
+    supported only beyond 2 paired SE."""
+    metric = "test log density" if task == "regression" else "log p(true class)"
+    pairs = [("hmc_beats_ensemble", REF, "ensemble", "ll",
+              f"HMC BNNs outperform deep ensembles ({metric} higher)")]
+    if HET in scores[0]:
+        pairs.append(("hmc_beats_het_ensemble", REF, HET, "ll",
+                      f"HMC BNNs outperform heteroscedastic deep ensembles ({metric} higher)"))
+    if "SVI" in scores[0]:
+        pairs.append(("ensemble_closer_than_svi", "SVI", "ensemble", "dist",
+                      "deep ensembles are closer to HMC than mean-field VI (distance lower)"))
+    lines, out = [], {}
+    for claim, a, b, key, text in pairs:
+        if a not in scores[0] or b not in scores[0]:
+            continue
+        d, se = paired(scores, a, b, key)
+        verdict = "supported" if d > 2 * se else ("contradicted" if d < -2 * se else "undecided")
+        out[claim] = {"difference": d, "paired_se": se, "verdict": verdict}
+        lines.append(f"claim ({regime}; Izmailov et al.): {text}: {a} - {b} = {d:+.4f} ± "
+                     f"{se:.4f} paired SE over {scores[0][a][key].size} rows and {len(scores)} "
+                     f"seed(s) ({abs(d) / se:.1f} SE): {verdict}")  # fmt: skip
+    return lines, out
+
+
+def fixed_ensemble_noise(args, record, data, width, prior_scale, noise) -> float | None:
+    """The fixed-noise ensemble's noise sd: the reference's if fixed; for a learned noise
+    ``--ensemble-noise`` (a number, or ``heldout``: the training rows' 5-fold MAP RMSE)."""
+    if noise is not None or data.task == "classification":
+        return noise
+    if args.ensemble_noise != "heldout":
+        return float(args.ensemble_noise)
+    choice = heldout_noise(mlp_bnn(data, width, prior_scale), data.x_train, data.y_train,
+                           rng_key=jax.random.key(args.seed))  # fmt: skip
+    print(f"fixed-noise ensemble: noise sd {choice.noise:g} (5-fold held-out MAP RMSE "
+          f"{choice.rmse:.4f})")
+    return choice.noise
 
 
 def main(args: argparse.Namespace) -> None:
@@ -220,17 +302,54 @@ def main(args: argparse.Namespace) -> None:
           f"MLP({width}), Normal({prior_scale}), {task}"
           f"{'' if noise is None else f', noise sd {noise}'}")  # fmt: skip
     model = mlp_bnn(data, width, prior_scale, noise=noise)
-    payload = {"args": {k: str(v) for k, v in vars(args).items()}, "task": task, "regimes": {}}
-    keys = jax.random.split(jax.random.key(args.seed), 2)
+    models = {None: model}
+    if task == "regression":
+        models["ensemble"] = mlp_bnn(data, width, prior_scale,
+                                     noise=fixed_ensemble_noise(args, record, data, width,
+                                                                prior_scale, noise))  # fmt: skip
+        models[HET] = bp.BNN(MLP(hidden=(width,), out=2), bp.priors.Normal(prior_scale),
+                             bp.likelihoods.HeteroscedasticGaussian())  # fmt: skip
+    ref_cost = (float(conv["gradients"]), float(record.get("wall_seconds") or math.nan))
+    payload = {"args": {k: str(v) for k, v in vars(args).items()}, "task": task, "regimes": {},
+               "reference_cost": {"sampling_gradients": ref_cost[0],
+                                  "wall_seconds": ref_cost[1]}}  # fmt: skip
     regimes = configs(args, len(data.x_train), per_draw, recipe.get("max_num_steps", 1024))
+    if task == "regression":  # Lakshminarayanan et al.'s members learn a per-row variance
+        for fits in regimes.values():
+            fits[HET] = fits["ensemble"]
+    keep = set(args.methods.split(",")) if args.methods else None
+    regimes = {r: {m: c for m, c in fits.items() if keep is None or m in keep}
+               for r, fits in regimes.items() if r in args.regimes.split(",")}  # fmt: skip
     d = DISTANCE[task]
-    for (regime, fits), key in zip(regimes.items(), keys, strict=True):
-        rows = compare(args, regime, model, data, arrays, float(conv["gradients"]), fits, key,
-                       task)  # fmt: skip
-        v = verdicts(rows, task)
-        payload["regimes"][regime] = {"results": rows, "verdicts": v}
-        print(f"\n{regime}:\n" + table(rows, task))
+    seeds = range(args.seed, args.seed + args.seeds)
+    for regime, fits in regimes.items():
+        per_seed, scores = [], []
+        for seed in seeds:
+            args.run_seed = seed
+            key = jax.random.split(jax.random.key(seed), 2)[list(regimes).index(regime) % 2]
+            rows, score = compare(args, regime, models, data, arrays, ref_cost, fits, key, task)
+            per_seed.append(rows)
+            scores.append(score)
+            print(f"\n{regime}, seed {seed}:\n" + table(rows, task))
+        rows = per_seed[0]
+        v = verdicts(rows, task) if {"ensemble", "SVI"} <= set(rows) else {}
+        lines, judged = claim_lines(per_seed, scores, task, regime)
+        payload["regimes"][regime] = {
+            "results_per_seed": per_seed, "verdicts_seed0": v, "claims": judged,
+            "mean_se_over_seeds": {
+                name: {m: seed_cell(per_seed, name, m)
+                       for m in (*COLUMNS[task], "gradients", "seconds")
+                       if m in per_seed[0][name]}
+                for name in per_seed[0]}}  # fmt: skip
+        print(f"\n{regime}: mean ± SE over {len(per_seed)} seed(s)")
+        for name, cells in payload["regimes"][regime]["mean_se_over_seeds"].items():
+            print(f"  {name:<22}" + "; ".join(f"{k} {c}" for k, c in cells.items()))
+        print("\n".join(lines))
+        if not {"ensemble", "SVI"} <= set(rows):
+            continue
         which = REF_FLOOR if REF_FLOOR in rows else FLOOR
+        if which not in rows:
+            continue
         gap, floor = rows["SVI"][d] - rows["ensemble"][d], rows[which][d]
         print(f"reference: gradients of its sampling phase only; {FLOOR}: the short HMC run's "
               f"chain 1 vs the rest; {REF_FLOOR}: the reference's chain 1 vs the rest"
@@ -244,8 +363,8 @@ def main(args: argparse.Namespace) -> None:
                 f"deep ensembles are closer to HMC than mean-field VI{CLOSER[task]}",
             ),
         ):
-            print(f"claim ({regime}; Izmailov et al.): {text}: "
-                  f"{'supported' if v[claim] else 'NOT supported'} here")  # fmt: skip
+            print(f"point estimate, seed {args.seed} ({regime}): {text}: "
+                  f"{'yes' if v[claim] else 'no'} (a claim needs the paired SE above)")  # fmt: skip
     write_json(path := os.path.join(args.out, "summary.json"), payload)
     print(f"\nwrote {path}")
 
@@ -280,7 +399,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--cycle-length", int, 1000, "SGHMC steps per cycle"),
         ("--burnin-cycles", int, 2, "SGHMC burn-in cycles"),
         ("--reference", str, str(REFERENCE), "the stored reference's .json (examples/references)"),
-        ("--seed", int, 0, "random seed"),
+        ("--seed", int, 0, "first random seed"),
+        ("--seeds", int, 3, "seeds (each fits every method again; paired SEs use their mean)"),
+        ("--methods", str, "", "comma-separated subset of ensemble, het. ensemble, SVI, SGHMC, "
+         "HMC (default: all)"),
+        ("--regimes", str, "equal samples,equal gradients", "comma-separated regimes"),
+        ("--ensemble-noise", str, "heldout", "learned-noise reference: the fixed-noise "
+         "ensemble's noise sd, a number or 'heldout' (5-fold held-out MAP RMSE)"),
         ("--out", str, "runs/against_reference", "HMC checkpoints and summary.json"),
     ):
         dest = flag[2:].replace("-", "_")

@@ -46,7 +46,7 @@ TINY_FLAGS: dict[str, list[str]] = {
     "against_reference.py": [
         "--samples", "2", "--gradients", "60", "--hmc-warmup", "2", "--map-steps", "20",
         "--svi-steps", "20", "--svi-samples", "4", "--sg-map-steps", "5", "--cycle-length", "10",
-        "--burnin-cycles", "1", "--out", "{out}",
+        "--burnin-cycles", "1", "--seeds", "2", "--out", "{out}",
     ],
 }  # fmt: skip
 
@@ -152,13 +152,24 @@ def _check_against_reference(stdout: str, out_dir: Path, variant: str) -> None:
     regression = payload["task"] == "regression"
     assert regression == ("mean" in arrays)
     claims = [line for line in stdout.splitlines() if line.startswith("claim")]
-    assert len(claims) == 4 and all(c.endswith("supported here") for c in claims), claims
+    # per regime: HMC vs the ensemble (and, for regression, the heteroscedastic one), ensemble
+    # vs SVI; each judged on paired per-row differences over 2 seeds
+    assert len(claims) == (6 if regression else 4), claims
+    assert all(c.endswith(("supported", "contradicted", "undecided")) for c in claims), claims
     assert set(payload["regimes"]) == {"equal samples", "equal gradients"}
     for regime, body in payload["regimes"].items():
-        rows, verdicts = body["results"], body["verdicts"]
+        assert len(body["results_per_seed"]) == 2
+        rows, verdicts = body["results_per_seed"][0], body["verdicts_seed0"]
+        for claim in body["claims"].values():  # supported only beyond 2 paired SE
+            d, se = claim["difference"], claim["paired_se"]
+            want = "supported" if d > 2 * se else "contradicted" if d < -2 * se else "undecided"
+            assert se > 0 and claim["verdict"] == want
         # the reference's own chains give the noise floor when its .npz stores them
         per_chain = "chain_probs" in arrays or "chain_mean" in arrays
-        assert set(rows) == ROWS | ({"reference chains"} if per_chain else set())
+        het = {"het. ensemble"} if regression else set()
+        assert set(rows) == ROWS | het | ({"reference chains"} if per_chain else set())
+        assert all(r["seconds"] >= 0 for name, r in rows.items() if name in ROWS - {"HMC chains"}
+                   and name != "reference")  # fmt: skip
         ref, ens, svi = rows["reference"], rows["ensemble"], rows["SVI"]
         assert ref["samples"] == kept and ref["gradients"] == conv["gradients"]
         if regression:  # the record's figures in the target's units, recomputed from the .npz
