@@ -253,14 +253,35 @@ def claim_lines(rows: list[dict], scores: list[dict], task: str, regime: str) ->
     """The claims, each judged on paired per-row differences (averaged over the seeds):
     supported only beyond 2 paired SE."""
     metric = "test log density" if task == "regression" else "log p(true class)"
-    pairs = [("hmc_beats_ensemble", REF, "ensemble", "ll",
-              f"HMC BNNs outperform deep ensembles ({metric} higher)")]
+    pairs = [
+        (
+            "hmc_beats_ensemble",
+            REF,
+            "ensemble",
+            "ll",
+            f"HMC BNNs outperform deep ensembles ({metric} higher)",
+        )
+    ]
     if HET in scores[0]:
-        pairs.append(("hmc_beats_het_ensemble", REF, HET, "ll",
-                      f"HMC BNNs outperform heteroscedastic deep ensembles ({metric} higher)"))
+        pairs.append(
+            (
+                "hmc_beats_het_ensemble",
+                REF,
+                HET,
+                "ll",
+                f"HMC BNNs outperform heteroscedastic deep ensembles ({metric} higher)",
+            )
+        )
     if "SVI" in scores[0]:
-        pairs.append(("ensemble_closer_than_svi", "SVI", "ensemble", "dist",
-                      "deep ensembles are closer to HMC than mean-field VI (distance lower)"))
+        pairs.append(
+            (
+                "ensemble_closer_than_svi",
+                "SVI",
+                "ensemble",
+                "dist",
+                "deep ensembles are closer to HMC than mean-field VI (distance lower)",
+            )
+        )
     lines, out = [], {}
     for claim, a, b, key, text in pairs:
         if a not in scores[0] or b not in scores[0]:
@@ -283,8 +304,10 @@ def fixed_ensemble_noise(args, record, data, width, prior_scale, noise) -> float
         return float(args.ensemble_noise)
     choice = heldout_noise(mlp_bnn(data, width, prior_scale), data.x_train, data.y_train,
                            rng_key=jax.random.key(args.seed))  # fmt: skip
-    print(f"fixed-noise ensemble: noise sd {choice.noise:g} (5-fold held-out MAP RMSE "
-          f"{choice.rmse:.4f})")
+    print(
+        f"fixed-noise ensemble: noise sd {choice.noise:g} (5-fold held-out MAP RMSE "
+        f"{choice.rmse:.4f})"
+    )
     return choice.noise
 
 
@@ -401,11 +424,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--reference", str, str(REFERENCE), "the stored reference's .json (examples/references)"),
         ("--seed", int, 0, "first random seed"),
         ("--seeds", int, 3, "seeds (each fits every method again; paired SEs use their mean)"),
-        ("--methods", str, "", "comma-separated subset of ensemble, het. ensemble, SVI, SGHMC, "
-         "HMC (default: all)"),
+        (
+            "--methods",
+            str,
+            "",
+            "comma-separated subset of ensemble, het. ensemble, SVI, SGHMC, HMC (default: all)",
+        ),
         ("--regimes", str, "equal samples,equal gradients", "comma-separated regimes"),
-        ("--ensemble-noise", str, "heldout", "learned-noise reference: the fixed-noise "
-         "ensemble's noise sd, a number or 'heldout' (5-fold held-out MAP RMSE)"),
+        (
+            "--ensemble-noise",
+            str,
+            "heldout",
+            "learned-noise reference: the fixed-noise "
+            "ensemble's noise sd, a number or 'heldout' (5-fold held-out MAP RMSE)",
+        ),
         ("--out", str, "runs/against_reference", "HMC checkpoints and summary.json"),
     ):
         dest = flag[2:].replace("-", "_")

@@ -158,9 +158,11 @@ def main(args: argparse.Namespace) -> None:
         print(f"mixture LL (the BMA's own density, not moment-matched): {m:.3f} ± {se:.3f}")
     if name in MC_DROPOUT_LL:  # Gal's per-split values are not in the repository: his mean
         m, se = mean_se(results[name]["reference HMC"]["ll"])
-        print(f"LL minus MC dropout's published 20-split mean {MC_DROPOUT_LL[name]:.2f}: "
-              f"{m - MC_DROPOUT_LL[name]:+.3f} ± {se:.3f} (our splits' SE only: not paired, "
-              "his per-split values are not stored here)")
+        print(
+            f"LL minus MC dropout's published 20-split mean {MC_DROPOUT_LL[name]:.2f}: "
+            f"{m - MC_DROPOUT_LL[name]:+.3f} ± {se:.3f} (our splits' SE only: not paired, "
+            "his per-split values are not stored here)"
+        )
     for line in reference_verdicts(results, method="reference HMC", metric="ll",
                                    reference=MC_DROPOUT_LL, label="LL",
                                    reference_label="MC dropout"):  # fmt: skip
