@@ -445,6 +445,8 @@ def test_quantities_agree_with_function_values():
         ({"x_test": np.zeros(5, np.float32)}, "x_test"),
         ({"config": {"max_draws": 10}}, "config"),
         ({"on_check": "print"}, "on_check must be a callable"),
+        ({"quantity": "mean_log_density"}, "needs the test targets"),
+        ({"confirm_segments": -1}, "confirm_segments"),
     ],
 )
 def test_bad_settings_are_refused_before_compiling(kwargs, match):
