@@ -360,7 +360,12 @@ def main(args: argparse.Namespace) -> None:
         v = verdicts(rows, task) if {"ensemble", "SVI"} <= set(rows) else {}
         lines, judged = claim_lines(per_seed, scores, task, regime)
         payload["regimes"][regime] = {
-            "results_per_seed": per_seed, "verdicts_seed0": v, "claims": judged,
+            "results_per_seed": per_seed,
+            "verdicts_seed0": v,
+            "claims": judged,
+            # per seed, method: each row's log density and distance (to pool splits)
+            "row_scores": [{name: {k: a.tolist() for k, a in sc.items()}
+                            for name, sc in s.items()} for s in scores],
             "mean_se_over_seeds": {
                 name: {m: seed_cell(per_seed, name, m)
                        for m in (*COLUMNS[task], "gradients", "seconds")
