@@ -108,6 +108,7 @@ def split_rows(records: list[dict[str, Any]]) -> str:
         c = r["recipe"]["convergence"]
         verdict = "yes" if r["converged"] else f"no ({r['stop_reason']})"
         noise = r["model"].get("noise", "learned")
+        noise = "learned" if str(noise).startswith("HalfNormal") else noise  # a prior on it
         noise = f"{noise:>6g}" if isinstance(noise, float | int) else f"{noise:>6}"
         mix = r["recomputed"].get("ll_mixture")
         mix = f"{mix:>8.3f}" if mix is not None else f"{'-':>8}"
