@@ -603,3 +603,10 @@ def test_a_stored_reference_re_checks_with_arviz_from_its_stored_draws(record):
         assert float(np.mean(rhat <= rec["recipe"]["max_rhat"])) == want["share_rhat_ok"]
         assert float(np.mean(ess >= rec["recipe"]["min_ess"])) == want["share_ess_ok"]
     assert size <= 256 * 1024
+
+
+def test_the_stored_records_stay_within_their_size_budget():
+    """Every record in examples/references together: at most 25 MB (each new one keeps its
+    thinned draws within 256 KiB, so 80 UCI records stay under it)."""
+    total = sum(p.stat().st_size for p in REFERENCES.iterdir() if p.is_file())
+    assert total <= 25 * 10**6, f"examples/references holds {total / 1e6:.1f} MB"
