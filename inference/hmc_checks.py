@@ -42,6 +42,7 @@ from numpyro.infer.hmc import HMCState
 from bnn_ppl import diagnostics, validation
 from bnn_ppl.chain_health import check_chains, final_step_size, warn_if_stuck
 from bnn_ppl.inference.loop_reuse import ReusingMCMC
+from bnn_ppl.inference.progress_bar import check_progress_bar
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
@@ -269,7 +270,7 @@ def check_run_args(
     )
     out["chain_method"] = validation.check_choice("chain_method", chain_method, CHAIN_METHODS)
     out["init_method"] = validation.check_choice("init_method", init_method, INIT_METHODS)
-    out["progress_bar"] = validation.check_bool("progress_bar", progress_bar)
+    out["progress_bar"] = check_progress_bar(progress_bar)  # None: on at a terminal
     out["extra_fields"] = check_extra_fields(extra_fields)
     return out
 

@@ -217,6 +217,7 @@ def _run(
         progress_bar=run["progress_bar"],
         jit_model_args=True,
     )
+    mcmc.progress_bar = run["progress_bar"]  # (NumPyro turns it off whenever CI is set)
     init_key, run_key = jax.random.split(key)
     chains = run["num_chains"]
     init = pot.init_params(init_key, chains if chains > 1 else None, method=run["init_method"])
@@ -255,7 +256,7 @@ def hmc(
     chunk_size: int | None = None,
     dtype: Any = None,
     chain_batching: str = "auto",
-    progress_bar: bool = False,
+    progress_bar: bool | None = None,
     extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
     """Full-batch HMC with a fixed trajectory length; returns the finished ``MCMC``.
@@ -304,7 +305,9 @@ def hmc(
         devices, chunk_size, dtype, chain_batching: as in
             :func:`~bnn_ppl.inference.full_batch_potential` (``chain_batching``: what
             vectorized chains do; ``"auto"`` runs a ConvNet's chains one after another).
-        progress_bar: show NumPyro's progress bar (slower: one dispatch per iteration).
+        progress_bar: show NumPyro's progress bar on stderr (warmup and sampling, with the step
+            size, acceptance rate and divergences; one dispatch per iteration, the same
+            draws). Default: when stderr is a terminal and ``CI`` is not set.
         extra_fields: HMC state fields to collect, for ``mcmc.get_extra_fields()``; the default
             (:data:`DEFAULT_EXTRA_FIELDS`) is what :func:`~bnn_ppl.inference.from_mcmc`
             turns into ArviZ's sample statistics (``energy`` gives BFMI and
@@ -356,7 +359,7 @@ def nuts(
     chunk_size: int | None = None,
     dtype: Any = None,
     chain_batching: str = "auto",
-    progress_bar: bool = False,
+    progress_bar: bool | None = None,
     extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
     """Full-batch NUTS; arguments as in :func:`hmc` plus ``max_tree_depth`` (1 to 15).
