@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.console import printer, table, verdict
+from bnn_ppl.cli.console import count, printer, table, verdict
 from bnn_ppl.cli.settings import CLIError
 from bnn_ppl.io import write_json
 from bnn_ppl.validation import InputError, InputValueError
@@ -130,8 +130,8 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
     out = ns.out or run.path
     dataset, method = runs.dataset_name(run), runs.method_name(run)
     print(
-        f"{run.path}: {method} on {dataset} ({run.task}), {run.num_draws} draws"
-        + (f" in {run.num_chains} chains" if run.chains else "")
+        f"{run.path}: {method} on {dataset} ({run.task}), {count(run.num_draws, 'draw')}"
+        + (f" in {count(run.num_chains, 'chain')}" if run.chains else "")
     )
 
     summary = run.record.get("summary", {})
