@@ -215,6 +215,12 @@ def fit_checkpointed(
         from bnn_ppl.chain_health import check_chains
 
         check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if stuck
+        if isinstance(config, NUTSConfig):  # as nuts() does: most trees cut at the depth
+            from bnn_ppl.inference.hmc_checks import warn_if_saturated
+
+            sizes = draws.extra.get("adapt_state.step_size")  # (chain, draw)
+            last = None if sizes is None else [row[-1] for row in sizes]
+            warn_if_saturated(draws.extra.get("num_steps"), config.max_tree_depth, last)
         meta = {
             "num_warmup": plan.num_warmup,
             "num_samples": plan.num_samples,

@@ -223,7 +223,8 @@ def _run(
     init = pot.init_params(init_key, chains if chains > 1 else None, method=run["init_method"])
     mcmc.run(run_key, *pot.args, init_params=init, extra_fields=run["extra_fields"])
     adapted_hmc = kernel_cls is HMC and kernel_kwargs["adapt_step_size"]
-    check_finished(mcmc, kernel_kwargs["max_num_steps"] if adapted_hmc else None)
+    depth = kernel_kwargs.get("max_tree_depth") if kernel_cls is NUTS else None
+    check_finished(mcmc, kernel_kwargs["max_num_steps"] if adapted_hmc else None, depth)
     return mcmc
 
 
@@ -366,7 +367,8 @@ def nuts(
 
     Each NUTS iteration costs up to ``2**max_tree_depth`` gradients: lower it for big networks.
     As with :func:`hmc`, every argument is checked before anything compiles and every finished
-    chain is checked for not moving.
+    chain is checked for not moving; a chain whose trees reached ``max_tree_depth`` on most
+    draws gets a :class:`~bnn_ppl.inference.hmc_checks.TreeDepthWarning`.
     """
     _check_model(model)
     kernel_kwargs = check_nuts_kwargs(
