@@ -54,6 +54,7 @@ from bnn_ppl.inference.hmc_checks import (
     CHAIN_METHODS,
     CheckedMCMC,
     LeapfrogLimitWarning,
+    TreeDepthWarning,
     as_key,
     check_finished,
     check_hmc_kwargs,
@@ -76,6 +77,7 @@ __all__ = [
     "QUARTER_PERIOD",
     "CheckedMCMC",
     "LeapfrogLimitWarning",
+    "TreeDepthWarning",
     "CHAIN_METHODS",
     "DEFAULT_EXTRA_FIELDS",
 ]

@@ -233,7 +233,7 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
     rc, out, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy))
     assert rc == 0, err
     assert "reusing the run folder" in out and "resumed after checkpoint segment 2" in out
-    assert "hmc: 2 chain(s) x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
+    assert "hmc: 2 chains x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
     assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
 
 
