@@ -109,8 +109,10 @@ def test_nuts_whose_trees_hit_the_depth_warns():
 
     x, y = data(n=24)
     with pytest.warns(TreeDepthWarning, match="max_tree_depth=1"):
-        nuts(linear_model(), x, y, num_warmup=10, num_samples=10, max_tree_depth=1,
-             rng_key=jax.random.key(0), progress_bar=False)  # fmt: skip
+        mcmc = nuts(linear_model(), x, y, num_warmup=10, num_samples=10, max_tree_depth=1,
+                    rng_key=jax.random.key(0), progress_bar=False)  # fmt: skip
+    # the progress bar's figures say it too, for a NUTS kernel in the user's own MCMC
+    assert "(max_tree_depth=1 reached)" in mcmc.sampler.get_diagnostics_str(mcmc.last_state)
 
 
 # --------------------------------------------------------------- a NumPyro model's signature
