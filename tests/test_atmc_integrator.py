@@ -1,4 +1,4 @@
-"""ATMC's integrator (bnn_ppl.inference.atmc_integrator) and its thermostat, piece by piece.
+"""ATMC's integrator (bnn_ppl.inference.sgmcmc.atmc_integrator) and its thermostat, piece by piece.
 
 The exact Ornstein-Uhlenbeck momentum step against its closed form (and an Euler-Maruyama
 simulation of the SDE) by Monte Carlo, its beta -> 0 limits, the fusion of half steps, the A/B
@@ -18,8 +18,8 @@ import pytest
 from numpyro.diagnostics import effective_sample_size
 from test_hmc import _assert_matches_gaussian
 
-from bnn_ppl.inference import atmc as atmc_mod
-from bnn_ppl.inference.gradients import GradientEstimate, full_batch_estimator
+from bnn_ppl.inference.sgmcmc import atmc as atmc_mod
+from bnn_ppl.inference.sgmcmc.gradients import GradientEstimate, full_batch_estimator
 
 pytestmark = pytest.mark.run_bound  # long chains: XLA optimises them (conftest.py)
 

@@ -33,7 +33,6 @@ import bnn_ppl as bp
 from bnn_ppl.inference import (
     HMC,
     SGLD,
-    chunking,
     deep_ensemble,
     full_batch_potential,
     hmc,
@@ -41,7 +40,8 @@ from bnn_ppl.inference import (
     model_potential,
     nuts,
 )
-from bnn_ppl.inference.step_size import gradient_scales
+from bnn_ppl.inference.potential import chunking
+from bnn_ppl.inference.sgmcmc.step_size import gradient_scales
 from bnn_ppl.models import MLP
 from bnn_ppl.models.conv import conv_general_dilated
 from bnn_ppl.validation import InputValueError
@@ -446,7 +446,7 @@ def test_fit_builds_its_potential_with_the_configs_chain_batching(
     compiles."""
     import dataclasses
 
-    from bnn_ppl.inference import potential
+    from bnn_ppl.inference.potential.bnn import bnn as potential
 
     seen = []
 
@@ -476,8 +476,8 @@ def test_the_fingerprint_records_chain_batching_only_when_forced():
     """At ``"auto"`` a run's fingerprint is the one written before ``chain_batching`` existed
     (the same fields and digest: old checkpoint folders resume); forced either way it is a
     field, so a resume with the other value is refused, naming it."""
-    from bnn_ppl.inference.checkpoint_store import CheckpointError
-    from bnn_ppl.inference.fingerprint import check_same, run_fingerprint
+    from bnn_ppl.inference.checkpoint.fingerprint import check_same, run_fingerprint
+    from bnn_ppl.inference.checkpoint.store import CheckpointError
 
     model, x, y = _mlp_problem()
     pot = full_batch_potential(model, x, y)

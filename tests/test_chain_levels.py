@@ -1,4 +1,4 @@
-"""bnn_ppl.chain_levels: chains at different log-posterior levels, or still drifting, are
+"""bnn_ppl.diagnostics.chain_levels: chains at different log-posterior levels, or still drifting, are
 named with their gap in nats and in within-chain standard deviations; chains of one
 distribution are not."""
 
@@ -12,8 +12,8 @@ import pytest
 from conjugate import closed_form, data, linear_model
 from numpyro.diagnostics import effective_sample_size
 
-from bnn_ppl.chain_health import StuckChainWarning
-from bnn_ppl.chain_levels import chain_levels, describe_levels
+from bnn_ppl.diagnostics.chain_health import StuckChainWarning
+from bnn_ppl.diagnostics.chain_levels import chain_levels, describe_levels
 from bnn_ppl.inference import full_batch_potential, hmc
 from bnn_ppl.validation import InputValueError
 

@@ -10,8 +10,9 @@ import pytest
 from tolerances import assert_sums_close, potential_magnitudes
 
 import bnn_ppl as bp
-from bnn_ppl.inference import chunking, full_batch_potential
-from bnn_ppl.inference.sharded_sum import device_rows
+from bnn_ppl.inference import full_batch_potential
+from bnn_ppl.inference.potential import chunking
+from bnn_ppl.inference.potential.sharded_sum import device_rows
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -161,7 +162,7 @@ def test_the_memory_rule_counts_every_vectorized_chain(monkeypatch):
         chunks[chains] = want
     assert chunks[1] == 600 and chunks[3] < chunks[1] / 2.5
     # hmc() with 3 vectorized chains builds its potential for 3, sequential chains for 1
-    from bnn_ppl.inference import hmc_drivers
+    from bnn_ppl.inference.mcmc import run as hmc_drivers
 
     seen = []
 

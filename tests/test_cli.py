@@ -133,7 +133,7 @@ def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
     assert evaluation["plots"] == ["reliability.png", "rhat.png"]
     # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first, with the odd chain: the
     # library's laggards of the saved per-draw probabilities
-    from bnn_ppl.slow_values import describe_laggards, laggards
+    from bnn_ppl.diagnostics.slow_values import describe_laggards, laggards
 
     probs = load_npz(hmc_run / runs.PREDICTIONS)["probs"]
     want = laggards(probs)
@@ -378,7 +378,7 @@ def test_a_reference_run_whose_budget_ends_in_warmup_says_so(folder: Path) -> No
 def test_the_budget_a_reference_rerun_may_change_is_what_its_checkpoint_does_not_fingerprint(
 ) -> None:
     from bnn_ppl.cli.settings import BUDGET_FIELDS
-    from bnn_ppl.inference.reference_checkpoint import NOT_FINGERPRINTED
+    from bnn_ppl.inference.reference.checkpoint import NOT_FINGERPRINTED
 
     assert set(BUDGET_FIELDS) == set(NOT_FINGERPRINTED)
 

@@ -22,13 +22,13 @@ import numpy as np
 import pytest
 from tolerances import assert_sums_close
 
-from bnn_ppl.inference import distributed
-from bnn_ppl.inference.distributed import (
+from bnn_ppl.inference.potential import distributed
+from bnn_ppl.inference.potential.bnn import _device_rows
+from bnn_ppl.inference.potential.distributed import (
     DistributedSettings,
     process_rows,
     settings_from_env,
 )
-from bnn_ppl.inference.potential import _device_rows
 from bnn_ppl.io import load_npz
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ WORKER = textwrap.dedent(
     """
     import json, sys, time
     t0 = time.perf_counter()
-    from bnn_ppl.inference import distributed
+    from bnn_ppl.inference.potential import distributed
     settings = distributed.initialize_from_env(initialization_timeout=60,
                                                heartbeat_timeout_seconds=30)
     import jax
@@ -271,7 +271,7 @@ def test_two_processes_sample_like_one_process_with_four_devices(tmp_path):
 MODEL_WORKER = textwrap.dedent(
     """
     import json, sys
-    from bnn_ppl.inference import distributed
+    from bnn_ppl.inference.potential import distributed
     settings = distributed.initialize_from_env(initialization_timeout=60,
                                                heartbeat_timeout_seconds=30)
     import jax, numpy as np

@@ -1,4 +1,4 @@
-"""The function-space quantities of bnn_ppl.function_values, checked against hand computations.
+"""The function-space quantities of bnn_ppl.diagnostics.function_values, checked against hand computations.
 
 A network with no hidden layer has logits ``x @ W + b``, computed here in float64 by NumPy; the
 library's float32 values must match within the float32 rounding of those few-term sums
@@ -13,7 +13,7 @@ from tolerances import sum_tolerance
 
 import bnn_ppl as bp
 from bnn_ppl.diagnostics import function_space
-from bnn_ppl.function_values import (
+from bnn_ppl.diagnostics.function_values import (
     PAPERS_QUANTITY,
     centred_logits,
     default_quantity,

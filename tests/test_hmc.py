@@ -147,7 +147,7 @@ def test_users_can_build_numpyro_kernels_on_the_potential():
 
 # 30 warmup iterations are too short for dual averaging (chains get stuck, and hmc() says so);
 # this test is about reproducibility
-@pytest.mark.filterwarnings("ignore::bnn_ppl.chain_health.StuckChainWarning")
+@pytest.mark.filterwarnings("ignore::bnn_ppl.diagnostics.chain_health.StuckChainWarning")
 def test_same_seed_same_samples_and_noise_prior_is_constrained():
     import numpyro.distributions as dist
 
@@ -220,7 +220,7 @@ def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
     """hmc()'s kernel: Izmailov et al.'s length while the metric is the identity, π/2 once it
     is adapted; the step size at most L, and a step size below L / (max_num_steps - 1/2) kept
     with the trajectory shortened to max_num_steps steps, per chain."""
-    from bnn_ppl.inference.hmc_drivers import hmc_kernel
+    from bnn_ppl.inference.mcmc.run import hmc_kernel
 
     x, y = data()
     model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(0.3), bp.likelihoods.Gaussian(0.5))
@@ -259,7 +259,7 @@ def test_hmc_kernel_follows_the_metric_and_bounds_the_step_size():
 @pytest.mark.timeout(300)
 def test_hmc_kernel_runs_the_chain_hmc_runs():
     """hmc_kernel builds the kernel hmc() runs (for your own MCMC): the same chain, bit for bit."""
-    from bnn_ppl.inference.hmc_drivers import hmc_kernel
+    from bnn_ppl.inference.mcmc.run import hmc_kernel
 
     x, y = data()
     model = linear_model()

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bnn_ppl.inference import HMC, NUTS, full_batch_potential, hmc, nuts
-from bnn_ppl.inference.hmc_checks import (
+from bnn_ppl.inference.mcmc.checks import (
     MAX_TREE_DEPTH,
     check_hmc_kwargs,
     check_run_args,

@@ -106,7 +106,7 @@ def test_padding_is_masked_even_when_padded_rows_would_be_nan(x64):
 
 
 def test_padding_rows_repeat_real_rows():
-    from bnn_ppl.inference.potential import pad_rows
+    from bnn_ppl.inference.potential.bnn import pad_rows
 
     a = np.arange(10).reshape(5, 2)
     np.testing.assert_array_equal(pad_rows(a, 8)[5:], a[:3])

@@ -1,4 +1,4 @@
-"""Running metrics (``bnn_ppl.progress``): the cumulative BMA's test metrics over draws and the
+"""Running metrics (``bnn_ppl.runs.progress``): the cumulative BMA's test metrics over draws and the
 optimisers' loss curves, computed from a finished Posterior."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.metrics.suite import predictive_metrics
 from bnn_ppl.posterior import Posterior
-from bnn_ppl.progress import chain_point, running_metrics
+from bnn_ppl.runs.progress import chain_point, running_metrics
 
 RNG = np.random.default_rng(0)
 C, S, N, K = 2, 7, 11, 3

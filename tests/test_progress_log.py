@@ -17,12 +17,12 @@ import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl import pointwise
 from bnn_ppl.inference import fit
-from bnn_ppl.inference.checkpoint_store import CheckpointStore
-from bnn_ppl.inference.progress_log import ProgressLog
-from bnn_ppl.inference.resume import MCMCPlan, run_segments
+from bnn_ppl.inference.checkpoint.progress_log import ProgressLog
+from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
+from bnn_ppl.inference.checkpoint.store import CheckpointStore
 from bnn_ppl.models import MLP
 from bnn_ppl.posterior import Posterior
-from bnn_ppl.progress import running_metrics
+from bnn_ppl.runs.progress import running_metrics
 
 X = np.linspace(-1, 1, 16, dtype=np.float32)[:, None]
 Y = np.sin(3 * X[:, 0])

@@ -1,4 +1,4 @@
-"""``bnn_ppl.rank_diagnostics.rhat_bulk_ess``, the vectorised rank-normalised split R-hat and
+"""``bnn_ppl.diagnostics.rank.rhat_bulk_ess``, the vectorised rank-normalised split R-hat and
 bulk ESS, equals ArviZ's per-quantity figures (to float64 rounding) on every branch of ArviZ's
 code: chains of 4 to 1,001 draws (odd lengths drop the middle draw of the split; 4 draws leave
 no Geyer pair), independent, strongly autocorrelated (the monotone sequence truncates late),
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bnn_ppl.diagnostics import convergence, rhat_bulk_ess
-from bnn_ppl.rank_diagnostics import rhat_bulk_ess as fast
+from bnn_ppl.diagnostics.rank import rhat_bulk_ess as fast
 
 
 def _ar1(rng, phi, shape):

@@ -15,7 +15,7 @@ import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.models import MLP, mlp_bnn
 from bnn_ppl.plots import metric_curves
-from bnn_ppl.run_config import git_commit
+from bnn_ppl.runs.config import git_commit
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +169,7 @@ def test_recommended_step_sizes_are_each_samplers_at_the_measured_scales():
         recommended_step_size,
         recommended_step_sizes,
     )
-    from bnn_ppl.inference.step_size import SAMPLERS
+    from bnn_ppl.inference.sgmcmc.step_size import SAMPLERS
 
     x = np.linspace(-1, 1, 40, dtype=np.float32)[:, None]
     model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))

@@ -25,15 +25,15 @@ from numpyro.diagnostics import effective_sample_size
 from scipy import stats
 
 import bnn_ppl as bp
-from bnn_ppl.chain_health import StuckChainWarning
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics import convergence
-from bnn_ppl.function_values import QUANTITIES, function_values
+from bnn_ppl.diagnostics.chain_health import StuckChainWarning
+from bnn_ppl.diagnostics.function_values import QUANTITIES, function_values
+from bnn_ppl.diagnostics.slow_values import describe_laggards, laggards
 from bnn_ppl.inference import HMC, ReferenceNotConvergedWarning, fit, reference_hmc
-from bnn_ppl.inference.reference import check_convergence
+from bnn_ppl.inference.reference.recipe import check_convergence
 from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.models import MLP
-from bnn_ppl.slow_values import describe_laggards, laggards
 
 KEY = jax.random.key(3)
 REFERENCES = Path(__file__).resolve().parents[1] / "examples" / "references"
@@ -272,8 +272,8 @@ def test_a_time_budget_cuts_warmup_short_and_the_run_is_never_converged():
 def fake_clock(monkeypatch):
     """A clock on which every warmup iteration and every draw takes 10 s (and nothing else
     takes any time): the run's start, warmup's segments and the sampling segments all read it."""
-    import bnn_ppl.inference.reference as reference
-    import bnn_ppl.inference.reference_chains as chains
+    import bnn_ppl.inference.reference.chains as chains
+    import bnn_ppl.inference.reference.recipe as reference
 
     return fake_sampling_clock(monkeypatch, 10.0, (reference, chains), chains)
 
@@ -312,7 +312,7 @@ def test_warmup_stops_before_a_segment_that_would_pass_the_budget(fake_clock, ma
 def test_warmup_cut_short_with_level_chains_projects_nothing(monkeypatch):
     # warmup's last segment is no posterior sample: even when its chains sit level (forced
     # here; these 10 draws are usually still drifting) there is no check to project from
-    import bnn_ppl.inference.reference as reference
+    import bnn_ppl.inference.reference.recipe as reference
 
     monkeypatch.setattr(reference, "describe_levels", lambda levels: None)
     x, y = data()

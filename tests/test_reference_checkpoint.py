@@ -25,8 +25,8 @@ from conjugate import data, linear_model
 
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.inference import ReferenceNotConvergedWarning, fit, reference_hmc
-from bnn_ppl.inference import reference_checkpoint as rc
-from bnn_ppl.inference.checkpoint_store import CheckpointError
+from bnn_ppl.inference.checkpoint.store import CheckpointError
+from bnn_ppl.inference.reference import checkpoint as rc
 
 KEY = jax.random.key(3)
 SETTINGS = dict(num_warmup=50, segment_draws=10, max_draws=20)  # as test_reference.py runs
@@ -183,7 +183,7 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose(tmp_path, uninterrupted,
     folder = tmp_path / "ckpt"
     first = _run(folder, chunk_size="auto", max_draws=10)
     assert first.draws == 10
-    monkeypatch.setattr("bnn_ppl.inference.chunking.free_device_bytes", lambda devices: 1)
+    monkeypatch.setattr("bnn_ppl.inference.potential.chunking.free_device_bytes", lambda devices: 1)
     resumed = _run(folder, chunk_size="auto")
     assert resumed.resumed_after == 1
     _assert_same_draws(resumed, uninterrupted)

@@ -20,10 +20,10 @@ from conftest import count_compiles
 from conjugate import closed_form, data, linear_model, theta
 from test_reference import _moment_failures, _test_inputs, _within_mcse
 
-from bnn_ppl.chain_health import StuckChainWarning
 from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.diagnostics.chain_health import StuckChainWarning
 from bnn_ppl.inference import ReferenceNotConvergedWarning, fit, reference_hmc
-from bnn_ppl.inference.reference_kernels import STALLED_SWAP_RATE, chain_kernel
+from bnn_ppl.inference.reference.kernels import STALLED_SWAP_RATE, chain_kernel
 
 KEY = jax.random.key(3)
 

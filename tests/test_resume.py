@@ -24,9 +24,9 @@ from flax import nnx
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.inference import fit
-from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore, record_checksum
-from bnn_ppl.inference.fingerprint import run_fingerprint
-from bnn_ppl.inference.potential import full_batch_potential
+from bnn_ppl.inference.checkpoint.fingerprint import run_fingerprint
+from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore, record_checksum
+from bnn_ppl.inference.potential.bnn import full_batch_potential
 from bnn_ppl.models import MLP, NnxMLP
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,7 +121,7 @@ def test_an_sgmcmc_state_without_step_statistics_is_refused_naming_the_cause():
     import jax.numpy as jnp
 
     from bnn_ppl.inference import SGLD
-    from bnn_ppl.inference.resume import state_arrays, state_from_arrays
+    from bnn_ppl.inference.checkpoint.segments import state_arrays, state_from_arrays
 
     kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z**2), step_size=0.05)
     state = kernel.init(jax.random.key(0), 5, jnp.zeros(2), (), {})
@@ -371,7 +371,7 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
     monkeypatch.setattr(CheckpointStore, "commit", commit)
     saved = json.loads((tmp_path / "run.json").read_text())
     assert saved["fingerprint"]["fields"]["potential.memory_chunk"] == 16
-    monkeypatch.setattr("bnn_ppl.inference.chunking.free_device_bytes", lambda devices: 1)
+    monkeypatch.setattr("bnn_ppl.inference.potential.chunking.free_device_bytes", lambda devices: 1)
     assert full_batch_potential(_model(), X, Y, chunk_size="auto").chunk_size == 1
     resumed = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path,
                   checkpoint_every=2)  # fmt: skip
@@ -527,7 +527,7 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path, monk
     Each segment's draws are predicted at x_test once, and the Posterior reuses those
     predictions: bit for bit those of one prediction call over all draws (what it held before)."""
     from bnn_ppl import pointwise
-    from bnn_ppl.progress import running_metrics
+    from bnn_ppl.runs.progress import running_metrics
 
     c = cfg.HMCConfig(num_warmup=5, num_samples=4, trajectory_length=0.3)
     data, every = (X, Y, X[:5], Y[:5]), {"checkpoint_every": 2, "progress_every": 1}

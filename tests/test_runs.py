@@ -15,7 +15,7 @@ from bnn_ppl.inference import fit
 from bnn_ppl.io import read_json, read_jsonl
 from bnn_ppl.likelihoods import prediction_from_fields
 from bnn_ppl.metrics.suite import flat_draws
-from bnn_ppl.progress import running_metrics
+from bnn_ppl.runs.progress import running_metrics
 
 
 def _dataset() -> Dataset:

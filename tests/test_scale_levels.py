@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from bnn_ppl.chain_levels import chain_levels
-from bnn_ppl.scale_levels import EXPLAINED, describe_scale_levels, scale_levels
+from bnn_ppl.diagnostics.chain_levels import chain_levels
+from bnn_ppl.diagnostics.scale_levels import EXPLAINED, describe_scale_levels, scale_levels
 from bnn_ppl.validation import InputValueError
 
 N = 277

@@ -1,4 +1,4 @@
-"""Step-size schedules (bnn_ppl.inference.schedules) and cycle-end selection (.cycles)."""
+"""Step-size schedules (bnn_ppl.inference.sgmcmc.schedules) and cycle-end selection (.cycles)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ import pytest
 from numpyro.infer import MCMC
 
 from bnn_ppl.inference import ATMC, SGLD
-from bnn_ppl.inference.cycles import cycle_end_indices, cycle_end_samples, keep_cycle_ends
-from bnn_ppl.inference.schedules import as_schedule, constant, cyclical_cosine, polynomial_decay
+from bnn_ppl.inference.sgmcmc.cycles import cycle_end_indices, cycle_end_samples, keep_cycle_ends
+from bnn_ppl.inference.sgmcmc.schedules import (
+    as_schedule,
+    constant,
+    cyclical_cosine,
+    polynomial_decay,
+)
 
 
 def test_constant_and_polynomial_decay():
@@ -64,7 +69,7 @@ def test_as_schedule_checks_numbers_and_callables_without_compiling():
 
 
 def test_schedules_and_cycle_end_selection_are_separate_modules():
-    from bnn_ppl.inference import cycles, schedules
+    from bnn_ppl.inference.sgmcmc import cycles, schedules
 
     for name in ("cycle_end_indices", "keep_cycle_ends", "cycle_end_samples"):
         assert not hasattr(schedules, name)  # one job per module: selection lives in cycles

@@ -47,7 +47,7 @@ from bnn_ppl.inference import (
     gradient_scales,
     recommended_step_size,
 )
-from bnn_ppl.inference.schedules import cyclical_cosine
+from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -127,7 +127,7 @@ def test_independent_batches_and_their_noise_estimate_are_unbiased(batch_size):
 
 
 def test_rows_are_drawn_uniformly_with_replacement():
-    from bnn_ppl.inference.minibatch import independent_batch, independent_init
+    from bnn_ppl.inference.sgmcmc.minibatch import independent_batch, independent_init
 
     state, counts = independent_init(jax.random.key(0)), np.zeros(7)
     for _ in range(2000):
@@ -509,7 +509,7 @@ def test_normal_like_is_each_leafs_own_normal_draw():
     """The SG-MCMC noise draws every leaf flat, one vmapped call per (size, dtype), quicker to
     compile: the values must be those of ``jax.random.normal(keys[i], shape, dtype)`` per leaf
     (to float32 rounding; bit for bit at XLA's default optimisation, see ``test_model.py``)."""
-    from bnn_ppl.inference.sgmcmc_base import normal_like
+    from bnn_ppl.inference.sgmcmc.kernel import normal_like
 
     tree = {
         "conv": jnp.zeros((3, 3, 4, 4)),

@@ -41,7 +41,7 @@ from bnn_ppl.inference import (
     gradient_scales,
     recommended_step_size,
 )
-from bnn_ppl.inference.schedules import cyclical_cosine
+from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 
 pytestmark = [pytest.mark.statistical, pytest.mark.run_bound]
 

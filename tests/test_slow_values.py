@@ -1,4 +1,4 @@
-"""The failing values of a reference run (``bnn_ppl.slow_values``): which quantities
+"""The failing values of a reference run (``bnn_ppl.diagnostics.slow_values``): which quantities
 fail the rule, in which order, and which chain disagrees on them, on values whose answer is
 known by construction."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bnn_ppl.inference.stopping_rule import check_convergence
-from bnn_ppl.slow_values import describe_laggards, laggards
+from bnn_ppl.diagnostics.slow_values import describe_laggards, laggards
+from bnn_ppl.inference.reference.stopping import check_convergence
 
 
 def _iid(shape, seed=0):
@@ -61,7 +61,7 @@ def test_too_few_draws_fail_on_ess_and_the_factor_is_the_projection_s():
     f = _iid((4, 50, 2))  # 200 independent draws: bulk ESS ~200 < 400 on both
     lags = laggards(f)
     assert {g.index for g in lags} == {(0,), (1,)}
-    for g in lags:  # the larger of what R-hat and ESS each need (bnn_ppl.inference.projection)
+    for g in lags:  # the larger of what R-hat and ESS each need (bnn_ppl.inference.reference.projection)
         assert g.ess_bulk < 400
         want = max((g.rhat**2 - 1) / (1.01**2 - 1), 400 / g.ess_bulk)
         assert g.factor == pytest.approx(want) and g.factor >= 400 / g.ess_bulk

@@ -21,7 +21,8 @@ from conjugate import data, linear_model
 from numpyro.infer import MCMC
 
 import bnn_ppl as bp
-from bnn_ppl.chain_health import (
+from bnn_ppl.diagnostics import StuckChainWarning, sampler_summary
+from bnn_ppl.diagnostics.chain_health import (
     ABSURD_STEP_SIZE,
     CRAWL_RATIO,
     MIN_DRAWS,
@@ -29,9 +30,8 @@ from bnn_ppl.chain_health import (
     STUCK_FRACTION,
     check_chains,
 )
-from bnn_ppl.diagnostics import StuckChainWarning, sampler_summary
 from bnn_ppl.inference import SGLD, full_batch_potential, hmc
-from bnn_ppl.inference.hmc_drivers import LeapfrogLimitWarning, hmc_kernel
+from bnn_ppl.inference.mcmc.run import LeapfrogLimitWarning, hmc_kernel
 from bnn_ppl.models import MLP
 
 

@@ -21,7 +21,11 @@ from test_hmc import _assert_matches_gaussian
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential, hmc
-from bnn_ppl.inference.tempering import ParallelTempering, geometric_ladder, respaced_ladder
+from bnn_ppl.inference.reference.tempering import (
+    ParallelTempering,
+    geometric_ladder,
+    respaced_ladder,
+)
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
