@@ -29,8 +29,10 @@ from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore,
 from bnn_ppl.inference.potential.bnn import full_batch_potential
 from bnn_ppl.models import MLP, NnxMLP
 
-ROOT = Path(__file__).resolve().parents[1]
-NEW_MODULES = ["resume.py", "checkpoint_store.py", "fingerprint.py", "fit_checkpoint.py"]
+ROOT = Path(__file__).resolve().parents[3]
+NEW_MODULES = [
+    "checkpoint/segments.py", "checkpoint/store.py", "checkpoint/fingerprint.py", "checkpoint/fit.py",
+]  # fmt: skip
 X = np.linspace(-1, 1, 16, dtype=np.float32)[:, None]
 Y = np.sin(3 * X[:, 0])
 
@@ -43,10 +45,10 @@ def _model(network=None):
 
 # ------------------------------------------------------------------------ public API only
 # the checkpoint modules, and the HMC/NUTS and SG-MCMC kernels they run (issue 16 item 3)
-SGMCMC_MODULES = ["sgmcmc_base.py", "sgld.py", "sghmc.py", "sgnht.py", "atmc.py"]
+SGMCMC_MODULES = [f"sgmcmc/{m}.py" for m in ("kernel", "sgld", "sghmc", "sgnht", "atmc")]
 PUBLIC_API_MODULES = [
-    *NEW_MODULES, "progress_log.py", "hmc_kernels.py", "hmc_drivers.py", *SGMCMC_MODULES,
-    "reference_chains.py", "reference_checkpoint.py",  # (the reference run's checkpoints)
+    *NEW_MODULES, "checkpoint/progress_log.py", "mcmc/kernels.py", "mcmc/run.py", *SGMCMC_MODULES,
+    "reference/chains.py", "reference/checkpoint.py",  # (the reference run's checkpoints)
     "loop_reuse.py",  # (the MCMC every segment runs on)
 ]  # fmt: skip
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make", "_field_defaults"}

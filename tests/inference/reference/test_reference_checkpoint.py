@@ -298,7 +298,7 @@ CHILD = textwrap.dedent(
 def test_a_reference_run_killed_by_sigkill_resumes_bit_exact(tmp_path, uninterrupted):
     script, folder = tmp_path / "child.py", tmp_path / "ckpt"
     script.write_text(CHILD)
-    tests = str(Path(__file__).parent)
+    tests = str(Path(__file__).resolve().parents[2])
 
     def child(out):
         args = [sys.executable, str(script), str(folder), str(out), tests]

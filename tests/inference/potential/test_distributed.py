@@ -31,7 +31,7 @@ from bnn_ppl.inference.potential.distributed import (
 )
 from bnn_ppl.io import load_npz
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT_S = 240  # the whole two-process test; it takes ~20-40 s on 2 busy cores
 
 

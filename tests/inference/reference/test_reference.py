@@ -36,7 +36,7 @@ from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.models import MLP
 
 KEY = jax.random.key(3)
-REFERENCES = Path(__file__).resolve().parents[1] / "examples" / "references"
+REFERENCES = Path(__file__).resolve().parents[3] / "examples" / "references"
 
 
 def _within_mcse(name, f, want, z=4.5):

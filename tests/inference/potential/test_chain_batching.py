@@ -47,7 +47,7 @@ from bnn_ppl.models.conv import conv_general_dilated
 from bnn_ppl.validation import InputValueError
 
 CHAINS = 3
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class _TinyCNN(nn.Module):
