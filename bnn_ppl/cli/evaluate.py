@@ -3,7 +3,7 @@
 ``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
 weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
 1.01 or bulk ESS >= 400 with the chain furthest from the others on them
-(:mod:`bnn_ppl.slow_values`), and writes ``reliability.png``,
+(:mod:`bnn_ppl.diagnostics.slow_values`), and writes ``reliability.png``,
 ``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
 first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
 regression).
@@ -117,10 +117,10 @@ def _round_up(x: float) -> int:
 def judge(values: Any, rule: Rule) -> dict[str, Any]:
     """The verdict on ``(chains, draws, ...)`` test values by ``rule``: ``met``, the shares
     meeting each threshold, the median bulk ESS, the draws per chain that would meet the rule
-    at this run's rate (:func:`~bnn_ppl.inference.projection.project_convergence`) and
+    at this run's rate (:func:`~bnn_ppl.inference.reference.projection.project_convergence`) and
     ``text``, one sentence that names the rule and what would meet it."""
-    from bnn_ppl.inference.projection import FAR, project_convergence
-    from bnn_ppl.inference.stopping_rule import quantity_figures
+    from bnn_ppl.inference.reference.projection import FAR, project_convergence
+    from bnn_ppl.inference.reference.stopping import quantity_figures
 
     a = np.asarray(values, dtype=np.float64)
     chains, n = a.shape[:2]
@@ -193,7 +193,7 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
         fs = bp.diagnostics.convergence({"predictive": values})
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
-    from bnn_ppl.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
+    from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 
     rule = rule_for(run)
     # the values failing the rule's R-hat or bulk ESS, worst first
