@@ -17,7 +17,7 @@ from bnn_ppl.cli.parser import parse_run, plain_text
 from bnn_ppl.inference.mcmc.checks import TreeDepthWarning, warn_if_saturated
 from bnn_ppl.validation import InputTypeError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--model", "mlp", "--width", "4", "--dataset", "digits", "--max-train", "100"]
 
 
