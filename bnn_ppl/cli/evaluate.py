@@ -1,12 +1,13 @@
 """``bnn-ppl evaluate`` and ``bnn-ppl compare``: read run folders back and tabulate them.
 
 ``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
-weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
-1.01 or bulk ESS >= 400 with the chain furthest from the others on them
-(:mod:`bnn_ppl.diagnostics.slow_values`), and writes ``reliability.png``,
-``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
-first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
-regression).
+weight- and function-space R-hat/ESS (with >= 2 chains), the test values that fail the run's
+rule with the chain furthest from the others on them (:mod:`bnn_ppl.diagnostics.slow_values`)
+and a verdict by that rule (:func:`rule_for`, :func:`judge`: R-hat <= 1.01 and bulk ESS >= 100
+per chain for an ordinary run, a reference run's own thresholds), with the draws per chain
+that would meet it; it writes ``reliability.png``, ``rhat.png`` and ``evaluation.json``.
+``compare`` scores runs on the same test set against the first: accuracy, NLL, top-1
+agreement and total variation (RMSE between BMA means for regression).
 
 ::
 
