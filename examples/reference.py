@@ -47,7 +47,7 @@ import bnn_ppl as bp
 from bnn_ppl.inference import ReferenceNotConvergedWarning, heldout_noise, reference_hmc
 from bnn_ppl.io import save_npz, write_json
 from bnn_ppl.models import mlp_bnn
-from bnn_ppl.run_config import git_commit, versions
+from bnn_ppl.runs.config import git_commit, versions
 
 STORED_DRAWS = 200
 """At most this many thinned draws per chain of the checked values are stored."""
@@ -60,8 +60,8 @@ def stored_draws(model, run, n_test: int) -> tuple[dict, dict]:
     (``draws_mean``, ``draws_log_density``, ``draws_noise_scale``; ``draws_<quantity>`` for a
     quantity of one part), and their record: the thinning, the dtype, and the rule's figures
     recomputed on exactly these stored values (what anyone can re-check with ArviZ)."""
-    from bnn_ppl.function_values import quantity_parts
-    from bnn_ppl.inference.stopping_rule import check_convergence
+    from bnn_ppl.diagnostics.function_values import quantity_parts
+    from bnn_ppl.inference.reference.stopping import check_convergence
 
     values = run.values.reshape(*run.values.shape[:2], -1)
     chains, draws, size = values.shape
