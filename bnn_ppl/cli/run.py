@@ -45,6 +45,7 @@ from bnn_ppl.cli.settings import (
     HELDOUT,
     NOISE_DEFAULT,
     PROG,
+    REFERENCE_NOISE_DEFAULT,
     SGMCMC_METHODS,
     RunOptions,
     RunSettings,
@@ -231,7 +232,8 @@ def _cmd_run(s: RunSettings) -> int:
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
     data = _inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:
-        o = dataclasses.replace(o, noise=NOISE_DEFAULT)  # recorded: a resume must use the same
+        default = REFERENCE_NOISE_DEFAULT if s.method == "reference_hmc" else NOISE_DEFAULT
+        o = dataclasses.replace(o, noise=default)  # recorded: a resume must use the same
     config: Any = s.config
     if s.method in SGMCMC_METHODS and not s.batch_size_given and config.batch_size is not None:
         # the default minibatch, at most the training rows: recorded

@@ -82,6 +82,8 @@ MODEL_OPTIONS: dict[str, dict[str, int]] = {
 """Option -> the networks it applies to, with each network's default."""
 
 NOISE_DEFAULT = "0.5"
+REFERENCE_NOISE_DEFAULT = "halfnormal:1"
+"""``reference_hmc`` on regression: the noise sd learned, with a HalfNormal(1) prior."""
 HELDOUT = "heldout"
 """``--noise heldout``: the fixed noise sd chosen from the training rows alone
 (:func:`bnn_ppl.inference.heldout_noise`: their 5-fold cross-validated MAP RMSE to one
@@ -132,7 +134,7 @@ class RunOptions:
     prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
     temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
     temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
-    noise: str | None = None  # regression: noise sd (0.5), halfnormal:S to infer it, or heldout
+    noise: str | None = None  # regression sd: 0.5 (reference: halfnormal:1), halfnormal:S, heldout
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
     progress: bool | None = None  # live progress bars on stderr

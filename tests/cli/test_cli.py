@@ -866,3 +866,14 @@ def test_evaluate_refuses_more_bins_than_test_rows(ensemble_run: Path) -> None:
     rc, out, err = bnn_ppl("evaluate", str(ensemble_run), "--num-bins", str(10**12))
     assert rc == 2 and "--num-bins 1000000000000 exceeds the 360 test rows" in err
     assert out == "" and not (ensemble_run / runs.EVALUATION).exists()
+
+
+def test_a_regression_reference_learns_its_noise_by_default(folder: Path) -> None:
+    """bnn-ppl run reference_hmc on regression without --noise: a HalfNormal(1) prior on the
+    noise sd, recorded, and the noise sd sampled with the weights."""
+    out = folder / "reference_gap1d"
+    ok("run", "reference_hmc", "--model", "mlp", "--width", "4", "--dataset", "gap1d",
+       "--max-train", "40", "--num-chains", "2", "--num-warmup", "20", "--segment-draws", "10",
+       "--max-draws", "10", "--out", str(out), "--quiet")  # fmt: skip
+    assert read_json(out / "config.json")["arguments"]["noise"] == "halfnormal:1"
+    assert "noise_scale" in load_npz(out / "samples.npz")
