@@ -186,10 +186,11 @@ class _OnPotential:
         model_args: tuple,
         model_kwargs: dict,
     ) -> HMCState:
-        """:meth:`_states` (jitted), with NumPyro functions of its own: their closures, which
-        hold the traced data, end with the trace."""
+        """:meth:`_states` then :meth:`adjust` (jitted: one program), with NumPyro functions of
+        its own: their closures, which hold the traced data, end with the trace."""
         init_kernel = self._hmc_functions().init
-        return self._states(init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        states = self._states(init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        return self.adjust(states)
 
     def adjust(self, state: HMCState) -> HMCState:
         """What this kernel changes in NumPyro's state after ``init`` and every ``sample``."""
@@ -264,7 +265,7 @@ class _OnPotential:
             )
         self._set_up_for = num_warmup
         self._initialized = True
-        return self.adjust(state)
+        return state
 
     def sample(self, state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
         """One iteration of NumPyro's ``sample_kernel`` (vmapped when ``state`` holds one state
