@@ -73,3 +73,42 @@ def test_hmc_state_and_draws_stay_float32():
 def test_a_bad_compute_dtype_is_an_input_error(bad):
     with pytest.raises(InputValueError, match="compute_dtype"):
         bp.BNN(MLP(), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5), compute_dtype=bad)
+
+
+def _numpyro_bnn(x, y=None):
+    """NumPyro's own BNN example's shape: one tanh layer, Normal noise with a learnt scale."""
+    import numpyro
+    import numpyro.distributions as dist
+
+    w1 = numpyro.sample("w1", dist.Normal(jnp.zeros((x.shape[1], 8)), 1.0).to_event(2))
+    w2 = numpyro.sample("w2", dist.Normal(jnp.zeros((8,)), 1.0).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+    mean = jnp.tanh(x @ w1) @ w2
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(mean, sigma), obs=y)
+
+
+def test_model_potential_in_bfloat16_keeps_targets_and_density_float32():
+    from bnn_ppl.inference import model_potential
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 5)).astype(np.float32)
+    y = (np.tanh(x[:, :2]).sum(1) + 0.1 * rng.normal(size=300)).astype(np.float32)
+    pot32 = model_potential(_numpyro_bnn, data={"x": x, "y": y})
+    pot16 = model_potential(_numpyro_bnn, data={"x": x, "y": y}, compute_dtype="bfloat16")
+    u = pot32.init_params(jax.random.key(0))
+    v32, g32 = jax.jit(jax.value_and_grad(pot32.potential_fn))(u)
+    v16, g16 = jax.jit(jax.value_and_grad(pot16.potential_fn))(u)
+    assert "bf16[" in str(jax.make_jaxpr(pot16.potential_fn)(u))
+    assert v16.dtype == jnp.float32
+    assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(g16))
+    # each row's residual (y - mean)/sigma carries bfloat16's error in the mean only: with
+    # float32 targets, the error per row is about |y - mean| |mean| eps / sigma^2
+    params = pot32.postprocess_fn(u)
+    mean = np.tanh(x @ np.asarray(params["w1"], np.float64)) @ np.asarray(params["w2"], np.float64)
+    s2 = float(params["sigma"]) ** 2
+    scale = float(np.sum((np.abs(y - mean) + 1.0) * (np.abs(mean) + 1.0))) / s2
+    assert abs(float(v16) - float(v32)) <= 8 * BF16_EPS * scale
+    assert float(v16) != float(v32)
+    with pytest.raises(InputValueError, match="compute_dtype"):
+        model_potential(_numpyro_bnn, data={"x": x, "y": y}, compute_dtype="int4")
