@@ -1,19 +1,22 @@
 """A fit compiles the potential's gradient once per program that needs it, and no more.
 
 NumPyro's HMC/NUTS need the gradient in two programs: the initial state (``init_kernel``) and
-the sampling loop (warmup and sampling in one loop). Counted here: every XLA lowering of a
-program that contains the gradient of the network (a persistent-cache hit is lowered too, so
-the count does not depend on the cache), recognised by a marker whose backward pass is traced
-only when the network is differentiated.
+the sampling loop (warmup and sampling in one loop). Counted here: every program handed to XLA
+(compiled, or read from the persistent cache, so the count does not depend on the cache) that
+contains the gradient of the network, recognised by a mark that only the network's backward
+pass puts in the program.
 """
 
 from __future__ import annotations
 
 import contextlib
+import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -23,13 +26,8 @@ from bnn_ppl.inference import fit
 from bnn_ppl.models import MLP
 
 GRADIENT_PROGRAMS = 2  # the initial state and the sampling loop
-_LOWERED = "/jax/core/compile/jaxpr_to_mlir_module_duration"
-
-
-class _Marks:
-    """Set when the marker's backward pass is traced: a gradient of the network is built."""
-
-    differentiated = False
+MARK = 7654321.0  # exact in float32
+MARK_TEXT = "0x%08X" % struct.unpack("<I", struct.pack("<f", MARK))[0]  # as the module prints it
 
 
 @jax.custom_vjp
@@ -42,15 +40,14 @@ def _marker_fwd(y: jax.Array) -> tuple[jax.Array, None]:
 
 
 def _marker_bwd(_: None, g: jax.Array) -> tuple[jax.Array]:
-    _Marks.differentiated = True
-    return (g,)
+    return (jnp.where(g == MARK, g, g),)  # (the identity, with the mark in the program)
 
 
 _marker.defvjp(_marker_fwd, _marker_bwd)
 
 
 class Marked(nn.Module):
-    """``inner`` with the marker on its output."""
+    """``inner`` with the marker on its output: its backward pass (only) holds the mark."""
 
     inner: nn.Module
 
@@ -59,25 +56,20 @@ class Marked(nn.Module):
 
 
 @contextlib.contextmanager
-def gradient_lowerings() -> Iterator[list[str]]:
-    """Names of the programs lowered inside the block that contain the network's gradient.
-
-    A marked trace is attributed to the next lowering: a trace that is never lowered (as
-    ``jax.eval_shape`` makes) can only add to the count, never hide a program.
-    """
+def gradient_compilations(folder: Path) -> Iterator[list[str]]:
+    """Names of the programs handed to XLA inside the block (compiled, or read from the
+    persistent cache) that contain the network's gradient: JAX writes each such module to
+    ``folder`` (``jax_dump_ir_to``) and those holding the mark are listed on exit."""
     found: list[str] = []
-
-    def on_duration(event: str, duration: float, **kwargs: object) -> None:
-        if event == _LOWERED and _Marks.differentiated:
-            found.append(str(kwargs.get("fun_name", "?")))
-            _Marks.differentiated = False
-
-    _Marks.differentiated = False
-    jax.monitoring.register_event_duration_secs_listener(on_duration)
+    before = jax.config.read("jax_dump_ir_to")
+    jax.config.update("jax_dump_ir_to", str(folder))
     try:
         yield found
     finally:
-        jax.monitoring.unregister_event_duration_listener(on_duration)
+        jax.config.update("jax_dump_ir_to", before)
+        for f in sorted(folder.glob("*.mlir")):
+            if MARK_TEXT in f.read_text():
+                found.append(f.name)
 
 
 def _tiny() -> tuple[bp.BNN, tuple[np.ndarray, np.ndarray]]:
@@ -89,13 +81,13 @@ def _tiny() -> tuple[bp.BNN, tuple[np.ndarray, np.ndarray]]:
     return model, (x, y)
 
 
-def test_the_marker_sees_a_gradient_and_not_a_forward_pass():
+def test_the_marker_sees_a_gradient_and_not_a_forward_pass(tmp_path):
     model, (x, y) = _tiny()
     params = model.init(jax.random.key(0), x)
-    with gradient_lowerings() as found:
+    with gradient_compilations(tmp_path / "a") as found:
         jax.jit(lambda p: model.log_likelihood(p, x, y).sum())(params)
     assert found == []
-    with gradient_lowerings() as found:
+    with gradient_compilations(tmp_path / "b") as found:
         jax.jit(jax.grad(lambda p: model.log_likelihood(p, x, y).sum()))(params)
     assert len(found) == 1
 
@@ -108,9 +100,9 @@ def test_the_marker_sees_a_gradient_and_not_a_forward_pass():
     ],
     ids=["hmc", "nuts"],
 )
-def test_a_fit_compiles_the_gradient_once_per_program(config):
+def test_a_fit_compiles_the_gradient_once_per_program(config, tmp_path):
     model, data = _tiny()
-    with gradient_lowerings() as found:
+    with gradient_compilations(tmp_path) as found:
         post = fit(model, data, config, jax.random.key(1))
     assert post.num_draws == 3
     assert len(found) <= GRADIENT_PROGRAMS, found
