@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=50, help="warmup iterations and draws")
     p.add_argument("--depth", type=int, default=5, help="NUTS's max_tree_depth")
     p.add_argument("--big", type=int, default=100_000,
-                   help="from this many rows: 20 + 20 draws, depth 4, 1 device")  # fmt: skip
+                   help="from this many rows: --big-draws, depth 4, 1 device")  # fmt: skip
+    p.add_argument("--big-draws", type=int, default=20)
     p.add_argument("--quick", action="store_true", help="500 rows, 10 + 10 draws, depth 3")
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'grad/np':>7} {'cpu/np':>6}")  # fmt: skip
     for n in rows:
         big = n >= a.big
-        w, d, t = (20, 20, 4) if big else (draws, draws, depth)
+        w, d, t = (a.big_draws, a.big_draws, 4) if big else (draws, draws, depth)
         for dev in [1] if big else a.devices:
             env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION")}
             env |= {"JAX_PLATFORMS": "cpu", "BNN_PPL_CACHE_DIR": "off",
