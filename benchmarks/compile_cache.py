@@ -1,4 +1,4 @@
-"""Compilation of a rerun with bnn_ppl's default persistent compilation cache, against the first run.
+"""A rerun's compilation with bnn_ppl's default persistent compilation cache, against the first.
 
 Two fresh processes fit the same model with the same settings, sharing an empty cache folder
 (``BNN_PPL_CACHE_DIR``); each reports its wall time and the seconds it spent compiling (XLA

@@ -68,7 +68,7 @@ def _child(variant: str, n: int, warmup: int, draws: int, depth: int) -> dict:
     import jax
     import numpy as np
     import numpyro
-    from numpyro.infer import MCMC, NUTS
+    from numpyro.infer import NUTS
 
     import bnn_ppl as bp
     from bnn_ppl.inference import NUTS as OurNUTS

@@ -42,10 +42,12 @@ def _digits(config: NUTSConfig, width: int) -> None:
     runs = _runs(make, data, config)
     ref = make(None)
     probs = {k: np.asarray(bp.bma(bp.predict(ref, p.flat_samples(), data.x_test)))
-             for k, (p, _) in runs.items()}  # fmt: skip
-    print(f"digits, MLP({width}), NUTS {config.num_warmup}+{config.num_samples}, "
-          f"depth {config.max_tree_depth}; test rows {len(data.x_test)}")
-    for k, (p, t) in runs.items():
+             for k, (p, _t) in runs.items()}  # fmt: skip
+    print(
+        f"digits, MLP({width}), NUTS {config.num_warmup}+{config.num_samples}, "
+        f"depth {config.max_tree_depth}; test rows {len(data.x_test)}"
+    )
+    for k, (_post, t) in runs.items():
         acc = float(np.mean(probs[k].argmax(1) == data.y_test))
         print(f"  {k:8} test accuracy {acc:.4f}   {t:6.1f} s")
     for a, b in (("f32 s0", "f32 s1"), ("bf16 s0", "f32 s1"), ("bf16 s0", "f32 s0")):
@@ -60,11 +62,14 @@ def _uci(config: NUTSConfig, width: int, name: str) -> None:
                              bp.likelihoods.Gaussian(scale=0.3), compute_dtype=dt)  # fmt: skip
     runs = _runs(make, data, config)
     ref = make(None)
-    pred = {k: bp.bma(bp.predict(ref, p.flat_samples(), data.x_test)) for k, (p, _) in runs.items()}
+    pred = {k: bp.bma(bp.predict(ref, p.flat_samples(), data.x_test))
+            for k, (p, _t) in runs.items()}  # fmt: skip
     y = np.asarray(data.y_test, np.float64).reshape(-1)
-    print(f"uci/{name} split 0, MLP({width}), NUTS {config.num_warmup}+{config.num_samples}, "
-          f"depth {config.max_tree_depth}; test rows {len(y)}")
-    for k, (p, t) in runs.items():
+    print(
+        f"uci/{name} split 0, MLP({width}), NUTS {config.num_warmup}+{config.num_samples}, "
+        f"depth {config.max_tree_depth}; test rows {len(y)}"
+    )
+    for k, (_post, t) in runs.items():
         m, s = np.asarray(pred[k].mean).reshape(-1), np.asarray(pred[k].scale).reshape(-1)
         rmse = float(np.sqrt(np.mean((m - y) ** 2)))
         ll = float(np.mean(-0.5 * ((y - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi)))

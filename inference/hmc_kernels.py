@@ -190,7 +190,9 @@ class _OnPotential:
         sampler up for ``num_warmup`` as it goes; the one closure of NumPyro's that keeps traced
         data (the integrator's potential) is rebuilt from the data by every ``sample``."""
         init_kernel = self._functions.init
-        states = self._states(init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        states = self._states(
+            init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs
+        )
         self._set_up_for = num_warmup
         return self.adjust(states)
 

@@ -36,8 +36,12 @@ def test_cache_dir_follows_the_setting_the_variable_and_xdg(monkeypatch, tmp_pat
 @pytest.fixture
 def jax_cache_unset(monkeypatch):
     """JAX's cache options as a user's fresh process has them; restored afterwards."""
-    names = ("jax_compilation_cache_dir", "jax_compilation_cache_max_size",
-             "jax_persistent_cache_min_compile_time_secs", "jax_enable_compilation_cache")  # fmt: skip
+    names = (
+        "jax_compilation_cache_dir",
+        "jax_compilation_cache_max_size",
+        "jax_persistent_cache_min_compile_time_secs",
+        "jax_enable_compilation_cache",
+    )
     saved = {n: getattr(jax.config, n) for n in names}
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     jax.config.update("jax_compilation_cache_dir", None)

@@ -27,7 +27,8 @@ from bnn_ppl.models import MLP
 
 GRADIENT_PROGRAMS = 2  # the initial state and the sampling loop
 MARK = 7654321.0  # exact in float32
-MARK_TEXT = "0x%08X" % struct.unpack("<I", struct.pack("<f", MARK))[0]  # as the module prints it
+# as the module prints it
+MARK_TEXT = "0x{:08X}".format(*struct.unpack("<I", struct.pack("<f", MARK)))
 
 
 @jax.custom_vjp

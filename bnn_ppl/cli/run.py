@@ -216,7 +216,6 @@ def _metric_line(m: Mapping[str, float]) -> str:
 
 def _cmd_run(s: RunSettings) -> int:
     from bnn_ppl import runs
-
     from bnn_ppl.compile_cache import use_persistent_cache
 
     o = s.options
