@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl.io import save_npz, write_json, write_jsonl
+from bnn_ppl.io import save_npz, sha256_file, write_json, write_jsonl
 from bnn_ppl.likelihoods import (
     Prediction,
     prediction_fields,
@@ -75,6 +75,7 @@ from bnn_ppl.metrics.suite import flat_draws, per_chain, predictive_metrics
 from bnn_ppl.run_config import (
     CHECKPOINTS,
     CONFIG,
+    LOCK,
     EVALUATION,
     FORMAT,
     METRICS,
@@ -84,13 +85,22 @@ from bnn_ppl.run_config import (
     SAMPLES,
     SCHEMA_VERSION,
     array_sha256,
+    FolderLock,
     claim,
     config_differences,
     data_identity,
     make_config,
+    record_checksum,
     versions,
 )
-from bnn_ppl.run_loading import Run, check_comparable, dataset_name, load_run, method_name
+from bnn_ppl.run_loading import (
+    Run,
+    check_comparable,
+    dataset_name,
+    load_posterior,
+    load_run,
+    method_name,
+)
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -104,6 +114,8 @@ __all__ = [
     "EVALUATION",
     "PROGRESS",
     "CHECKPOINTS",
+    "LOCK",
+    "FolderLock",
     "Run",
     "versions",
     "array_sha256",
@@ -115,6 +127,8 @@ __all__ = [
     "save_posterior",
     "save_diverged",
     "load_run",
+    "load_posterior",
+    "record_checksum",
     "dataset_name",
     "method_name",
     "flat_draws",
@@ -139,8 +153,14 @@ def save_results(
     task: str,
     y_std: float = 1.0,
     extra: Mapping[str, Any] | None = None,
+    written: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write ``samples.npz``, ``predictions.npz`` and then ``metrics.json``; return the record.
+
+    ``metrics.json`` is the commit record and the folder's manifest: its ``"files"`` hold the
+    SHA-256 of ``config.json``, of both ``.npz`` files and of ``written`` (file name -> SHA-256
+    of other files this run wrote, e.g. ``posterior.nc``), and its ``"checksum"`` that of the
+    record itself (:func:`record_checksum`); :func:`load_run` verifies them all.
 
     Args:
         folder: the run folder (claimed with :func:`claim`).
@@ -151,6 +171,7 @@ def save_results(
         task: ``"classification"`` or ``"regression"``.
         y_std: the training targets' standard deviation (regression metrics in original units).
         extra: more JSON-able entries for ``metrics.json`` (sampler summary, wall time, ...).
+        written: more files of the folder to checksum, name -> SHA-256 of what was written.
 
     Raises:
         ValueError: inconsistent leading axes, or non-finite predictions (the samples and
@@ -165,7 +186,10 @@ def save_results(
         raise InputValueError(f"samples and predictions disagree on their leading axes: {shapes}.")
     (shape,) = shapes
     targets = np.asarray(targets)
-    files = {
+    config_path = os.path.join(folder, CONFIG)
+    files = {CONFIG: sha256_file(config_path)} if os.path.exists(config_path) else {}
+    files |= dict(written or {})
+    files |= {
         SAMPLES: save_npz(os.path.join(folder, SAMPLES), arrays),
         PREDICTIONS: save_npz(os.path.join(folder, PREDICTIONS), pred | {"targets": targets}),
     }
@@ -182,6 +206,7 @@ def save_results(
         **dict(extra or {}),
         "files": files,
     }
+    record["checksum"] = record_checksum(record)
     write_json(os.path.join(folder, METRICS), record)
     return record
 
@@ -221,6 +246,7 @@ def save_posterior(
     folder = os.fspath(folder)
     posterior.save(os.path.join(folder, POSTERIOR))  # before metrics.json, the commit record
     write_jsonl(os.path.join(folder, PROGRESS), running_metrics(posterior, y_std=y_std))
+    written = {name: sha256_file(os.path.join(folder, name)) for name in (POSTERIOR, PROGRESS)}
     pred = prediction_from_fields(dict(posterior.predictions))
     chains = posterior.is_markov
     return save_results(
@@ -232,6 +258,7 @@ def save_posterior(
         task="classification" if "probs" in posterior.predictions else "regression",
         y_std=y_std,
         extra={"method": posterior.method, **dict(extra or {})},
+        written=written,
     )
 
 
@@ -244,5 +271,6 @@ def save_diverged(
     reason. A rerun with the same options overwrites the record. Returns the record."""
     record = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "status": "diverged",
               "method": method, "reason": reason, **dict(extra or {})}  # fmt: skip
+    record["checksum"] = record_checksum(record)
     write_json(os.path.join(os.fspath(folder), METRICS), record)
     return record
