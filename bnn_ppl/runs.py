@@ -19,12 +19,16 @@ pickle, checked against its SHA-256 when read):
 * ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.progress`): the
   test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
   an ensemble.
-* ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
-  average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
-  without it holds an unfinished run; one whose record says ``"status": "diverged"``
+* ``metrics.json`` - written last, the commit record and the folder's manifest: the test
+  metrics of the Bayesian model average, the layout, a sampler summary, the SHA-256 of every
+  other file (``"files"``) and of itself (``"checksum"``), all verified by :func:`load_run`
+  (they detect damage, not deliberate edits: whoever edits a file can recompute them). A
+  folder without it holds an unfinished run; one whose record says ``"status": "diverged"``
   (:func:`save_diverged`) a run whose draws or loss became NaN/inf, with the reason.
 * ``checkpoints/`` (hmc/nuts/SG-MCMC with ``--checkpoint-every``, reference_hmc always) - a
   killed run resumes from it.
+* ``.lock`` - one writer per folder: :class:`FolderLock`, held from :func:`claim` to the last
+  file written.
 
 Reading a folder back (:func:`load_run`, :class:`Run`, :func:`check_comparable`) lives in
 :mod:`bnn_ppl.run_loading` and the configuration record in :mod:`bnn_ppl.run_config`; this

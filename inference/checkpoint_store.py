@@ -20,6 +20,8 @@ Guarantees (each one is tested in ``tests/test_resume.py``):
   intact record is used, with a :class:`CheckpointDamageWarning`: a resume keeps the intact
   prefix (every segment's state is kept, so damage to any draws file falls back to the
   segment before it) and redoes the lost segments, which are bit-exact.
+* **Damage, not tampering.** The checksums detect damage (flipped bits, truncation, files of
+  another run); an edit whose checksums are recomputed is accepted.
 * **No short run.** A record counts the draws of every segment; a finished run is one whose
   record holds every requested draw, and it is read from all its draws files, each verified.
 * **One writer.** An exclusive ``flock`` on ``lock`` (released by the kernel when the process
