@@ -60,6 +60,7 @@ __all__ = [
     "read_config",
     "read_record",
     "claim",
+    "check_claim",
     "record_checksum",
     "FolderLock",
     "LOCK",
@@ -275,10 +276,16 @@ class FolderLock:
                 f"--out {self.folder} is in use by another bnn-ppl run (process {holder} holds "
                 f"{path}); nothing was changed. Wait for it to finish, or choose another --out."
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
         return self
+
+    def mark(self) -> None:
+        """Write this process's id into the lock file (for the message a second process
+        gets); :func:`claim` calls it once the folder is claimed, so that a refused command
+        leaves even the lock file as it was."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 
     def __exit__(self, *exc: Any) -> None:
         if self._fd is not None:
@@ -287,6 +294,46 @@ class FolderLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def check_claim(folder: str | os.PathLike, config: Mapping[str, Any],
+                may_change: Collection[str] = ()) -> bool:  # fmt: skip
+    """Whether :func:`claim` would reuse ``folder`` (``False``: new or empty), reading only:
+    call it before taking the folder's lock where the folder has no lock file yet, so that a
+    refused run does not even create one (where it has one, take the lock first: a busy
+    folder is then refused as busy).
+
+    Raises:
+        ValueError: as :func:`claim` (not a folder, not a run folder, another configuration).
+    """
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InputValueError(f"--out {folder} exists and is not a folder.")
+    entries = [e for e in os.listdir(folder) if e != LOCK and not _temporary(e)] if (
+        os.path.isdir(folder)) else []  # fmt: skip
+    if not entries:
+        return False
+    if not os.path.exists(os.path.join(folder, CONFIG)):
+        raise InputValueError(
+            f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
+            "choose a new or empty folder."
+        )
+    saved = read_config(folder)
+    kept = {k: v for k, v in (config.get("arguments") or {}).items() if k not in may_change}
+    then = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in may_change}
+    diff = config_differences({**saved, "arguments": then}, {**config, "arguments": kept})
+    if diff:
+        raise InputValueError(
+            f"--out {folder} holds a run with a different configuration; refusing to reuse "
+            "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
+            "original options."
+        )
+    return True
+
+
+def _temporary(entry: str) -> bool:
+    """Whether a folder entry is a temporary of an atomic write of a run file."""
+    return entry.endswith(".tmp") and any(entry.startswith(f".{n}.") for n in FILES)
 
 
 def claim(folder: str | os.PathLike, config: Mapping[str, Any],
@@ -316,28 +363,16 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any],
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise InputValueError(f"--out {folder} exists and is not a folder.")
     if lock is None or not lock.held:
+        if not os.path.exists(os.path.join(folder, LOCK)):  # no lock file yet: nobody holds it
+            check_claim(folder, config, may_change)  # read only: a refusal creates nothing
         with FolderLock(folder) as held:
             return claim(folder, config, may_change, lock=held)
     if os.path.abspath(lock.folder) != os.path.abspath(folder):
         raise InputValueError(f"lock is the lock of {lock.folder}, not of {folder}.")
     remove_temporaries(folder, FILES)  # (under the lock: no other writer is in flight)
-    entries = [e for e in os.listdir(folder) if e != LOCK] if os.path.isdir(folder) else []
-    if entries:
-        if not os.path.exists(os.path.join(folder, CONFIG)):
-            raise InputValueError(
-                f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
-                "choose a new or empty folder."
-            )
-        saved = read_config(folder)
-        kept = {k: v for k, v in (config.get("arguments") or {}).items() if k not in may_change}
-        then = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in may_change}
-        diff = config_differences({**saved, "arguments": then}, {**config, "arguments": kept})
-        if diff:
-            raise InputValueError(
-                f"--out {folder} holds a run with a different configuration; refusing to reuse "
-                "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
-                "original options."
-            )
+    if check_claim(folder, config, may_change):
+        lock.mark()
         return True
     write_json(os.path.join(folder, CONFIG), dict(config))
+    lock.mark()
     return False

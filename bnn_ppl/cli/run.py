@@ -244,6 +244,8 @@ def _cmd_run(s: RunSettings) -> int:
     budget = BUDGET_FIELDS if s.method == "reference_hmc" else ()  # a rerun may raise it
     # one writer per folder: the lock is held from the claim to the last file written; a
     # second command on a busy --out is refused here, before it removes or writes anything
+    if not os.path.exists(os.path.join(o.out, runs.LOCK)):  # nobody holds it: a refusal
+        runs.check_claim(o.out, config_record, may_change=budget)  # here creates nothing
     with runs.FolderLock(o.out) as lock:
         return _claimed_run(s, data, model, config_record, budget, heldout, lock, say)
 
