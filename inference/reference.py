@@ -51,7 +51,8 @@ predictions Izmailov et al. (2021) published:
   ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
 * **Chains that do not move.** After every segment each chain is checked
   (:func:`bnn_ppl.chain_health.check_chains`, on the latest segment joined with earlier ones
-  up to at least 20 draws per chain, so short segments are judged too): frozen, stuck on repeated draws, or *crawling*
+  up to at least 20 draws per chain, so short segments are judged too): frozen, stuck on
+  repeated draws, or *crawling*
   (a step size orders of magnitude below the other chains', or moves per draw a negligible
   fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
   so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
