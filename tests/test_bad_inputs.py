@@ -51,7 +51,7 @@ from bnn_ppl.inference import (
     reference_hmc,
     svi_mean_field,
 )
-from bnn_ppl.inference.tempering import ParallelTempering
+from bnn_ppl.inference.reference.tempering import ParallelTempering
 from bnn_ppl.models import MLP
 
 # 12 generated values per argument in the default suite; the draws depend on the test's source

@@ -31,15 +31,15 @@ from numpyro.infer.util import potential_energy
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
-from bnn_ppl.chain_health import MIN_DRAWS
+from bnn_ppl.diagnostics.chain_health import MIN_DRAWS
 from bnn_ppl.inference import fit, full_batch_potential, model_potential
-from bnn_ppl.inference.checkpoint_store import (
+from bnn_ppl.inference.checkpoint.store import (
     CheckpointDamageWarning,
     CheckpointError,
     CheckpointStore,
 )
-from bnn_ppl.inference.reference_chains import Segment, segment_health
-from bnn_ppl.inference.tempering import ParallelTempering
+from bnn_ppl.inference.reference.chains import Segment, segment_health
+from bnn_ppl.inference.reference.tempering import ParallelTempering
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputValueError
 
@@ -123,8 +123,8 @@ def test_chunk_size_auto_works_as_in_full_batch_potential() -> None:
 
 
 def test_the_memory_rule_compiles_the_models_own_probe_chunk() -> None:
-    from bnn_ppl.inference.chunking import memory_chunk
-    from bnn_ppl.inference.numpyro_potential import _model_probe
+    from bnn_ppl.inference.potential.chunking import memory_chunk
+    from bnn_ppl.inference.potential.numpyro_model import _model_probe
 
     pot = model_potential(_offset_model, data={"x": X, "y": Y, "offset": OFFSET}, chunk_size=4)
     fields = {k: getattr(pot, k) for k in (
@@ -316,7 +316,7 @@ def test_a_finished_checkpoint_on_read_only_storage_is_read_back(
     import jax.numpy as jnp
     from numpyro.infer import HMC
 
-    from bnn_ppl.inference.resume import MCMCPlan, run_segments
+    from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
 
     plan = MCMCPlan(lambda: HMC(potential_fn=lambda z: 0.5 * jnp.sum(z**2)),
                     num_warmup=5, num_samples=6)  # fmt: skip
