@@ -364,7 +364,7 @@ SHARDED_SCRIPT = textwrap.dedent(
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
-    sys.path.insert(0, "tests")
+    sys.path[:0] = ["tests", "tests/inference/potential"]  # conftest, this module
     from test_model_potential import two_obs_model, _data
     from bnn_ppl.inference import model_potential
     assert len(jax.devices()) == 4, jax.devices()
