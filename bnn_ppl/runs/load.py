@@ -180,9 +180,9 @@ def verify_files(folder: str, files: Mapping[str, Any]) -> None:
             raise InputValueError(f"{folder}: {name} is missing.")
         if not isinstance(digest, str) or sha256_file(target) != digest:
             raise InputValueError(
-                f"{target} is damaged (its SHA-256 differs from the one in {METRICS}), or a "
-                "run in progress is rewriting the folder. Re-run `bnn-ppl run` with the same "
-                "options to write it again."
+                f"{target}: checksum mismatch (its SHA-256 differs from the one in {METRICS}): "
+                "the file is damaged, or a run in progress is rewriting the folder. Re-run "
+                "`bnn-ppl run` with the same options to write it again."
             )
 
 
