@@ -132,6 +132,7 @@ def test_bit_flips_in_every_file_of_a_run_folder_load_identical_or_are_refused(
 @pytest.mark.slow
 def test_many_bit_flips_in_every_file_of_a_run_folder(finished: Path, tmp_path: Path) -> None:
     outcomes = _flip_outcomes(finished, tmp_path, per_file=FLIPS // 10, seed=1)
+    print(outcomes)  # (the figures of the integrity guide; -s shows them)
     assert sum(c["refused"] for c in outcomes.values()) > 0
 
 
@@ -184,6 +185,7 @@ def test_a_damaged_posterior_nc_is_refused_never_read_changed(tmp_path: Path) ->
 @pytest.mark.slow
 def test_many_bit_flips_in_posterior_nc(tmp_path: Path) -> None:
     counts = _posterior_flips(tmp_path, FLIPS)
+    print(counts)
     assert counts["refused"] > 0
 
 
@@ -272,3 +274,45 @@ def test_two_processes_on_one_out_folder_keep_both_runs_data(tmp_path: Path) -> 
     for k in a.samples:  # same command and seed: the same draws, each run whole
         np.testing.assert_array_equal(a.samples[k], b.samples[k])
     assert runs.load_posterior(first) == runs.load_posterior(second)
+
+
+HMC_CHECKPOINTED = ["hmc", *TINY, "--num-warmup", "20", "--num-samples", "10",
+                    "--num-chains", "2", "--checkpoint-every", "5"]  # fmt: skip
+
+
+@UNRAISABLE
+@pytest.mark.slow
+def test_bit_flips_in_a_checkpointed_run_folder_rerun_identical_or_are_refused(
+    tmp_path: Path,
+) -> None:
+    """Every file of a finished, checkpointed hmc run folder, ``checkpoints/`` included: a
+    flip in a file the run folder's record lists is refused when read; a flip anywhere in
+    ``checkpoints/`` is then healed by running the same command again (the damaged file is
+    moved aside and its segments redone), whose results equal the original bit for bit, or
+    refused with a clear error."""
+    out = tmp_path / "hmc"
+    rc, stdout, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(out), "--quiet")
+    assert rc == 0, stdout + err
+    ref = runs.load_run(out, samples=True)
+    rng = np.random.default_rng(3)
+    per_file = max(1, FLIPS // 100)
+    for name, data in files_of(out).items():
+        if not name.startswith(runs.CHECKPOINTS) or name.endswith("lock"):
+            continue
+        for pos in rng.integers(0, len(data) * 8, size=per_file).tolist():
+            copy = tmp_path / "copy"
+            shutil.copytree(out, copy)
+            damaged = bytearray(data)
+            damaged[pos // 8] ^= 1 << (pos % 8)
+            (copy / name).write_bytes(bytes(damaged))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                rc, _, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy), "--quiet")
+            if rc == 0:
+                again = runs.load_run(copy, samples=True)
+                for k in ref.samples:
+                    np.testing.assert_array_equal(again.samples[k], ref.samples[k],
+                                                  err_msg=f"bit {pos} of {name}")  # fmt: skip
+            else:
+                assert rc == 2 and "Traceback" not in err and "checkpoint" in err, (name, err)
+            shutil.rmtree(copy)
