@@ -38,6 +38,8 @@ pytestmark = pytest.mark.xdist_group("test_integrity")
 TINY = ["--model", "mlp", "--width", "8", "--dataset", "digits", "--max-train", "200"]
 ENSEMBLE = ["ensemble", *TINY, "--num-members", "2", "--num-steps", "20"]
 FLIPS = int(os.environ.get("BNN_PPL_FLIPS", "400"))
+# (h5netcdf's File.__del__ complains about a file it failed to open: not ours to silence)
+UNRAISABLE = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
 def bnn_ppl(*args: str) -> tuple[int, str, str]:
@@ -169,10 +171,6 @@ def _posterior_flips(tmp_path: Path, count: int) -> dict[str, int]:
             assert got == post, f"bit {pos} changed the loaded posterior silently"
             counts["identical"] += 1
     return counts
-
-
-# (h5netcdf's File.__del__ complains about a file it failed to open: not ours to silence)
-UNRAISABLE = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
 @UNRAISABLE
