@@ -254,7 +254,7 @@ class FolderLock:
             raise InputValueError(f"--out {self.folder} exists and is not a folder.")
         path = os.path.join(self.folder, LOCK)
         if os.path.isdir(self.folder) and not os.path.exists(path):
-            entries = os.listdir(self.folder)
+            entries = [e for e in os.listdir(self.folder) if not _temporary(e)]
             if entries and CONFIG not in entries:  # not a run folder: leave it as it is
                 raise InputValueError(
                     f"--out {self.folder} is not empty and is not a bnn-ppl run folder (no "
