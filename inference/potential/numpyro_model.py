@@ -298,6 +298,50 @@ class ModelPotential(FullBatchPotential, Tempered):
         return potential_fn
 
 
+def check_model_call(
+    model: Callable, model_args: tuple, model_kwargs: Mapping[str, Any], data: Mapping[str, Any]
+) -> None:
+    """Refuse, naming the clash, a ``model`` that cannot be called as ``model(*model_args,
+    **model_kwargs, **data)`` (e.g. NumPyro's ``model(X, Y, D_H)`` given ``model_args=(5,)``
+    and ``data={"X": ..., "Y": ...}``: the 5 would fill ``X``); a model whose signature Python
+    cannot read is left to its call.
+
+    >>> def model(X, Y, D_H, D_Y=1): ...
+    >>> check_model_call(model, (5,), {}, {"X": 0, "Y": 0})
+    Traceback (most recent call last):
+    ...
+    bnn_ppl.validation.InputTypeError: model(X, Y, D_H, D_Y=1) cannot take model_args (5,) ...
+    """
+    import inspect
+
+    try:
+        sig = inspect.signature(model)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*model_args, **model_kwargs, **data)
+    except TypeError as e:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        positional = [p.name for p in sig.parameters.values() if p.kind in kinds]
+        filled = positional[: len(model_args)]
+        named = set(data) | set(model_kwargs)
+        taken = [name for name in filled if name in named]
+        text = (
+            f"model{sig} cannot take model_args {tuple(model_args)!r} with the keywords "
+            f"{sorted(data)} of data" + (f" and {sorted(model_kwargs)} of model_kwargs"
+                                         if model_kwargs else "") + f" ({e})."
+        )  # fmt: skip
+        if taken:
+            free = [name for name in positional if name not in named]
+            pairs = dict(zip(free, model_args, strict=False))
+            text += (
+                f" model_args fill the model's parameters from the left, so they would fill "
+                f"{taken}, which data gives by keyword. Pass the other arguments by keyword: "
+                f"model_kwargs={pairs!r} and no model_args."
+            )
+        raise InputTypeError(text) from None
+
+
 def model_potential(
     model: Callable,
     *model_args: Any,
@@ -350,6 +394,7 @@ def model_potential(
     model_kwargs = dict(model_kwargs or {})
     if clash := sorted(set(model_kwargs) & set(data)):
         raise InputValueError(f"{clash} are in both data and model_kwargs; pass each once.")
+    check_model_call(model, model_args, model_kwargs, data)
     for k, a in data.items():
         check_process_local(f"data[{k!r}]", a)
     arrays = {k: validation.as_array(f"data[{k!r}]", a) for k, a in data.items()}

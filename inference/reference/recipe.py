@@ -116,6 +116,7 @@ from bnn_ppl.diagnostics.chain_levels import chain_levels, describe_levels
 from bnn_ppl.diagnostics.function_values import check_quantity, default_quantity, function_values
 from bnn_ppl.diagnostics.scale_levels import describe_scale_levels, scale_levels
 from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards
+from bnn_ppl.inference.progress_bar import check_progress_bar, segment_bar
 from bnn_ppl.inference.reference.chains import (
     Chains,
     health_record,
@@ -228,6 +229,7 @@ def reference_hmc(
     config: ReferenceHMCConfig | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
     on_check: Callable[[ConvergenceCheck], Any] | None = None,
+    progress_bar: bool | None = None,
     **settings: Any,
 ) -> ReferenceRun:
     """Run HMC in segments until the test predictions converge or the budget ends.
@@ -250,6 +252,9 @@ def reference_hmc(
             ``lambda check: print(check.describe(), flush=True)`` to follow a run of hours;
             its return value is ignored, and an exception it raises ends the run (the
             committed segments of a checkpointed run stay committed).
+        progress_bar: a bar on stderr of the draws per chain up to ``max_draws``, advanced
+            after each segment, with the shares of test values that meet the R-hat and ESS
+            thresholds; default: when stderr is a terminal and ``CI`` is not set.
         **settings: any of its fields, overriding ``config``: ``num_chains`` (4),
             ``num_warmup`` (500), ``segment_draws`` (200), ``max_draws`` (10000 per chain),
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
@@ -291,6 +296,7 @@ def reference_hmc(
         validation.check_same_length("x_test", x_test, "y_test", y_test)
         model.likelihood.check_targets(y_test, model.output_shape(x_test))
     key = validation.check_key("rng_key", rng_key) if rng_key is not None else None
+    bar_on = check_progress_bar(progress_bar)
     if on_check is not None and not callable(on_check):
         raise InputTypeError(
             "on_check must be a callable taking a ConvergenceCheck (e.g. lambda check: "
@@ -314,8 +320,9 @@ def reference_hmc(
     checks: list[ConvergenceCheck] = []
     earlier: list[Any] = []  # the segments before the latest (chain health joins them)
     draws = gradients = 0
-    with chains:
+    with chains, segment_bar(c.max_draws, "reference_hmc: warmup", bar_on) as bar:
         warm, segment = chains.start(deadline)
+        bar.set_description_str("reference_hmc", refresh=False)
         reason = "max_seconds" if warm.cut_short else ""
         while True:
             part = from_draws(segment.samples, segment.extra, chains.mcmc.sampler,
@@ -336,6 +343,10 @@ def reference_hmc(
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
             seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
             checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
+            bar.update(part.num_draws)
+            bar.set_postfix_str(
+                f"R-hat ok {figures['share_rhat_ok']:.0%}, ESS ok {figures['share_ess_ok']:.0%}"
+            )
             if on_check is not None:
                 on_check(checks[-1])
             n = min(c.segment_draws, c.max_draws - draws)  # the next segment's draws, if any
@@ -401,12 +412,23 @@ def reference_hmc(
     )  # fmt: skip
     if not converged:
         note = chains.kernel.problem(segment.state)
-        text = not_converged_message(c, reason, warm, checks, health, quantity, apart, funnel,
-                                     note, projection, chains.resumed_after,
-                                     describe_laggards(lags, last["size"], max_rhat=c.max_rhat,
-                                                       min_ess=c.min_ess) if lags else None)
+        text = not_converged_message(
+            c,
+            reason,
+            warm,
+            checks,
+            health,
+            quantity,
+            apart,
+            funnel,
+            note,
+            projection,
+            chains.resumed_after,
+            describe_laggards(lags, last["size"], max_rhat=c.max_rhat, min_ess=c.min_ess)
+            if lags
+            else None,
+        )
         warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
     return ReferenceRun(posterior, kept_values, quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
                         chains.resumed_after)  # fmt: skip
-
