@@ -1,0 +1,148 @@
+"""Pages generated from the code and the stored records, written before every docs build.
+
+* ``api/*.rst`` - one page per public module, every name of its ``__all__`` (grouped by concept
+  for ``bnn_ppl.inference``); a name missing from the groups lands under "Other".
+* ``references/catalogue.md`` and ``examples/references/README.md`` - the stored reference runs,
+  from their JSON records (``python docs/_generate.py`` rewrites both).
+* ``benchmarks/results.md`` - the benchmark tables, from ``benchmarks/records/*.jsonl``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import shutil
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+
+# (page, module, title, groups): groups is a list of (heading, names); None: one group, __all__
+API_PAGES: list[tuple[str, str, str, list[tuple[str, list[str]]] | None]] = [
+    ("bnn_ppl", "bnn_ppl", "bnn_ppl", None),
+    ("inference", "bnn_ppl.inference", "bnn_ppl.inference", [
+        ("One driver", ["fit", "fit_run", "FitData"]),
+        ("Results as a Posterior", ["as_posterior", "from_mcmc", "from_svi", "from_map"]),
+        ("The potential", ["full_batch_potential", "FullBatchPotential", "ShardedData",
+                           "model_potential", "ModelPotential", "ModelData",
+                           "DeterministicSiteWarning"]),
+        ("HMC and NUTS", ["hmc", "nuts", "HMC", "NUTS", "default_trajectory_length",
+                          "ReusingMCMC"]),
+        ("Checkpoints and resuming", ["run_segments", "MCMCPlan"]),
+        ("SG-MCMC kernels", ["SGLD", "SGHMC", "SGNHT", "ATMC", "SGMCMCKernel", "SGMCMCState",
+                             "schedules", "cycles"]),
+        ("SG-MCMC gradients, step sizes and accuracy", [
+            "gradient_estimator", "full_batch_estimator", "GradientEstimate", "GradientEstimator",
+            "gradient_scales", "GradientScales", "recommended_step_size",
+            "recommended_step_sizes", "check_accuracy", "accuracy_summary",
+            "SGMCMCAccuracyWarning"]),
+        ("Reference posteriors", ["reference_hmc", "ReferenceRun", "ConvergenceCheck",
+                                  "ReferenceNotConvergedWarning", "ParallelTempering",
+                                  "TemperingState", "heldout_noise", "HeldoutNoise",
+                                  "Projection", "project_convergence", "laggards",
+                                  "describe_laggards", "Laggard"]),
+        ("Baselines: SVI, MAP, ensembles", ["svi_mean_field", "MeanFieldGuide", "SVIResult",
+                                            "map_estimate", "deep_ensemble", "MAPResult"]),
+        ("Run folders", ["chain_summary", "convergence_summary", "convergence_cells",
+                         "CONVERGENCE_HEADER"]),
+        ("Several processes", ["distributed"]),
+    ]),
+    ("models", "bnn_ppl.models", "bnn_ppl.models", None),
+    ("config", "bnn_ppl.config", "bnn_ppl.config", None),
+    ("priors", "bnn_ppl.priors", "bnn_ppl.priors", None),
+    ("likelihoods", "bnn_ppl.likelihoods", "bnn_ppl.likelihoods", None),
+    ("data", "bnn_ppl.data", "bnn_ppl.data", None),
+    ("metrics", "bnn_ppl.metrics", "bnn_ppl.metrics", None),
+    ("diagnostics", "bnn_ppl.diagnostics", "bnn_ppl.diagnostics", None),
+    ("plots", "bnn_ppl.plots", "bnn_ppl.plots", None),
+    ("validation", "bnn_ppl.validation", "bnn_ppl.validation", None),
+]
+
+
+def public_names(module_name: str) -> list[str]:
+    """The module's ``__all__`` (every public name the API reference must show)."""
+    module = importlib.import_module(module_name)
+    return list(module.__all__)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` only when it changed (an unchanged page keeps Sphinx's cache valid)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _kind(module, name: str) -> str:
+    value = getattr(module, name)
+    if inspect.ismodule(value):
+        return "module"
+    if inspect.isclass(value) or inspect.isfunction(value):
+        return "object"
+    return "data"
+
+
+def api_pages() -> list[str]:
+    """Write ``docs/api/<page>.rst``; return the page names in order."""
+    written = []
+    seen: dict[int, str] = {}  # an object on two pages is documented on the first
+    for page, module_name, title, groups in API_PAGES:
+        module = importlib.import_module(module_name)
+        names = public_names(module_name)
+        also = []
+        for n in names:
+            value = getattr(module, n)
+            if inspect.ismodule(value) and value.__name__.startswith("bnn_ppl.") and any(
+                value.__name__ == m for _, m, _, _ in API_PAGES
+            ):
+                also.append(f"* :mod:`{module_name}.{n}` - :doc:`{value.__name__.split('.')[-1]}`")
+            elif _kind(module, n) == "object" and id(value) in seen:
+                also.append(f"* ``{module_name}.{n}`` is :obj:`{seen[id(value)]}`")
+            elif _kind(module, n) == "object":
+                seen[id(value)] = f"{module_name}.{n}"
+        skip = {line.split("``")[1].rsplit(".", 1)[1] for line in also if "``" in line} | {
+            line.split("`")[1].rsplit(".", 1)[1] for line in also if ":mod:" in line}
+        all_names, names = names, [n for n in names if n not in skip]
+        if groups is None:
+            groups = [("Names", names)]
+        else:
+            grouped = {n for _, group in groups for n in group}
+            unknown = sorted(grouped - set(all_names))
+            if unknown:
+                raise RuntimeError(f"docs/_generate.py names {unknown} not in {module_name}.__all__")
+            rest = [n for n in names if n not in grouped]
+            if rest:
+                groups = [*groups, ("Other", rest)]
+        lines = [title, "=" * len(title), "", f".. automodule:: {module_name}", "   :no-members:", "",
+                 f".. currentmodule:: {module_name}", ""]
+        if also:
+            lines += ["Also here", "---------", "", *also, ""]
+        for heading, group in groups:
+            group = [n for n in group if n not in skip]
+            if not group:
+                continue
+            lines += [heading, "-" * len(heading), ""]
+            objects = [n for n in group if _kind(module, n) != "data"]
+            data = [n for n in group if _kind(module, n) == "data"]
+            if objects:
+                lines += [".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
+                lines += [f"   {n}" for n in objects] + [""]
+            for n in data:
+                lines += [f".. autodata:: {n}", "   :no-value:", ""]
+        _write(DOCS / "api" / f"{page}.rst", "\n".join(lines))
+        written.append(page)
+    index = ["API reference", "=============", "",
+             "Every public name, documented from its docstring, under the import path to use.", "",
+             ".. toctree::", "   :maxdepth: 1", ""] + [f"   {p}" for p in written] + [""]
+    _write(DOCS / "api" / "index.rst", "\n".join(index))
+    return written
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    shutil.rmtree(DOCS / "api" / "generated", ignore_errors=True)  # autosummary rewrites it
+    api_pages()
+
+
+if __name__ == "__main__":
+    main()
