@@ -108,5 +108,13 @@ html_show_sourcelink = False
 
 # a name imported for type checking only (``if TYPE_CHECKING:``) renders as written
 suppress_warnings = ["sphinx_autodoc_typehints.forward_reference"]
-# docs/architecture.md is linked when present (an optional page of the Explanation section)
-suppress_warnings.append("toc.empty_glob")
+
+
+def _optional_pages(app, docname, source):
+    """docs/architecture.md is linked from the index when it exists (an optional page)."""
+    if docname == "index" and not (ROOT / "docs" / "architecture.md").exists():
+        source[0] = source[0].replace("architecture*\n", "")
+
+
+def setup(app):
+    app.connect("source-read", _optional_pages)
