@@ -10,6 +10,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "docs"))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# the notebooks' kernels inherit this: tqdm's notebook bars need ipywidgets, which the docs do not
+# install, and tqdm says so on import; the text bars it falls back to are what the pages show
+os.environ["PYTHONWARNINGS"] = "ignore:IProgress not found:Warning"
 
 import _generate  # noqa: E402  (docs/_generate.py: pages generated from the JSON records)
 
