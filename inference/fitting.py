@@ -94,8 +94,8 @@ def _numpy(tree: Any) -> dict[str, np.ndarray]:
 
 
 def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.hmc_drivers import hmc, nuts
-    from bnn_ppl.inference.to_posterior import from_mcmc
+    from bnn_ppl.inference.mcmc.run import hmc, nuts
+    from bnn_ppl.inference.results import from_mcmc
 
     common = {
         "rng_key": key,
@@ -140,7 +140,7 @@ def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[
 
 def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
     from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
-    from bnn_ppl.inference.to_posterior import from_map
+    from bnn_ppl.inference.results import from_map
 
     kwargs = _map_kwargs(c, c.num_steps, key)
     if isinstance(c, EnsembleConfig):
@@ -154,8 +154,8 @@ def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
 
 def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
     from bnn_ppl.inference.ensemble import map_estimate
+    from bnn_ppl.inference.results import from_svi
     from bnn_ppl.inference.svi import svi_mean_field
-    from bnn_ppl.inference.to_posterior import from_svi
 
     map_key, svi_key, draw_key = jax.random.split(key, 3)
     init_loc, extra = None, {}
@@ -183,7 +183,7 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
     """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
     the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
     from bnn_ppl import inference
-    from bnn_ppl.inference.schedules import cyclical_cosine
+    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 
     kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
                   "atmc": inference.ATMC}[c.method]  # fmt: skip
@@ -226,8 +226,8 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
 
 
 def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.cycles import cycle_end_samples
-    from bnn_ppl.inference.sgmcmc_accuracy import accuracy_summary
+    from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
+    from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
 
     kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
     n = c.cycle_length
@@ -251,7 +251,7 @@ def _reference(
     model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any,
     on_check: Callable[[Any], Any] | None = None,
 ) -> Posterior:
-    from bnn_ppl.inference.reference import reference_hmc
+    from bnn_ppl.inference.reference.recipe import reference_hmc
 
     run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
                         rng_key=key, checkpoint_dir=checkpoint_dir,
@@ -282,10 +282,10 @@ def fit(
             every ``checkpoint_every`` draws per chain, and resume from it if it holds this
             run (bit-exact: the same draws as an uninterrupted run); a folder of a run with
             other settings, data, seed or network is refused naming what differs
-            (:mod:`bnn_ppl.inference.fit_checkpoint`). Warmup's cost, then after each
+            (:mod:`bnn_ppl.inference.checkpoint.fit`). Warmup's cost, then after each
             segment the running metrics (with test targets: the BMA's test metrics over the
             draws so far) get lines in ``progress.jsonl`` there
-            (:mod:`bnn_ppl.inference.progress_log`). A ``ReferenceHMCConfig`` run commits
+            (:mod:`bnn_ppl.inference.checkpoint.progress_log`). A ``ReferenceHMCConfig`` run commits
             every segment of ``segment_draws`` draws instead (no ``checkpoint_every``,
             ``progress_every`` or ``progress.jsonl``; :func:`~bnn_ppl.inference.reference_hmc`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
@@ -320,7 +320,7 @@ def fit(
             f"{type(config).__name__}; leave it out."
         )
     if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
-        from bnn_ppl.inference.fit_checkpoint import check_checkpoint_args
+        from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args
 
         checkpoint_every = check_checkpoint_args(
             config, checkpoint_dir, checkpoint_every, progress_every
@@ -337,7 +337,7 @@ def fit(
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
-        from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
+        from bnn_ppl.inference.checkpoint.fit import fit_checkpointed
 
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(

@@ -3,7 +3,7 @@
 ``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
 weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
 1.01 or bulk ESS >= 400 with the chain furthest from the others on them
-(:mod:`bnn_ppl.slow_values`), and writes ``reliability.png``,
+(:mod:`bnn_ppl.diagnostics.slow_values`), and writes ``reliability.png``,
 ``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
 first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
 regression).
@@ -78,7 +78,7 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
         fs = bp.diagnostics.convergence({"predictive": values})
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
-    from bnn_ppl.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
+    from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 
     lags = laggards(values)  # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first
     return (
