@@ -21,33 +21,95 @@ ROOT = DOCS.parent
 # (page, module, title, groups): groups is a list of (heading, names); None: one group, __all__
 API_PAGES: list[tuple[str, str, str, list[tuple[str, list[str]]] | None]] = [
     ("bnn_ppl", "bnn_ppl", "bnn_ppl", None),
-    ("inference", "bnn_ppl.inference", "bnn_ppl.inference", [
-        ("One driver", ["fit", "fit_run", "FitData"]),
-        ("Results as a Posterior", ["as_posterior", "from_mcmc", "from_svi", "from_map"]),
-        ("The potential", ["full_batch_potential", "FullBatchPotential", "ShardedData",
-                           "model_potential", "ModelPotential", "ModelData",
-                           "DeterministicSiteWarning"]),
-        ("HMC and NUTS", ["hmc", "nuts", "HMC", "NUTS", "default_trajectory_length",
-                          "ReusingMCMC"]),
-        ("Checkpoints and resuming", ["run_segments", "MCMCPlan"]),
-        ("SG-MCMC kernels", ["SGLD", "SGHMC", "SGNHT", "ATMC", "SGMCMCKernel", "SGMCMCState",
-                             "schedules", "cycles"]),
-        ("SG-MCMC gradients, step sizes and accuracy", [
-            "gradient_estimator", "full_batch_estimator", "GradientEstimate", "GradientEstimator",
-            "gradient_scales", "GradientScales", "recommended_step_size",
-            "recommended_step_sizes", "check_accuracy", "accuracy_summary",
-            "SGMCMCAccuracyWarning"]),
-        ("Reference posteriors", ["reference_hmc", "ReferenceRun", "ConvergenceCheck",
-                                  "ReferenceNotConvergedWarning", "ParallelTempering",
-                                  "TemperingState", "heldout_noise", "HeldoutNoise",
-                                  "Projection", "project_convergence", "laggards",
-                                  "describe_laggards", "Laggard"]),
-        ("Baselines: SVI, MAP, ensembles", ["svi_mean_field", "MeanFieldGuide", "SVIResult",
-                                            "map_estimate", "deep_ensemble", "MAPResult"]),
-        ("Run folders", ["chain_summary", "convergence_summary", "convergence_cells",
-                         "CONVERGENCE_HEADER"]),
-        ("Several processes", ["distributed"]),
-    ]),
+    (
+        "inference",
+        "bnn_ppl.inference",
+        "bnn_ppl.inference",
+        [
+            ("One driver", ["fit", "fit_run", "FitData"]),
+            ("Results as a Posterior", ["as_posterior", "from_mcmc", "from_svi", "from_map"]),
+            (
+                "The potential",
+                [
+                    "full_batch_potential",
+                    "FullBatchPotential",
+                    "ShardedData",
+                    "model_potential",
+                    "ModelPotential",
+                    "ModelData",
+                    "DeterministicSiteWarning",
+                ],
+            ),
+            (
+                "HMC and NUTS",
+                ["hmc", "nuts", "HMC", "NUTS", "default_trajectory_length", "ReusingMCMC"],
+            ),
+            ("Checkpoints and resuming", ["run_segments", "MCMCPlan"]),
+            (
+                "SG-MCMC kernels",
+                [
+                    "SGLD",
+                    "SGHMC",
+                    "SGNHT",
+                    "ATMC",
+                    "SGMCMCKernel",
+                    "SGMCMCState",
+                    "schedules",
+                    "cycles",
+                ],
+            ),
+            (
+                "SG-MCMC gradients, step sizes and accuracy",
+                [
+                    "gradient_estimator",
+                    "full_batch_estimator",
+                    "GradientEstimate",
+                    "GradientEstimator",
+                    "gradient_scales",
+                    "GradientScales",
+                    "recommended_step_size",
+                    "recommended_step_sizes",
+                    "check_accuracy",
+                    "accuracy_summary",
+                    "SGMCMCAccuracyWarning",
+                ],
+            ),
+            (
+                "Reference posteriors",
+                [
+                    "reference_hmc",
+                    "ReferenceRun",
+                    "ConvergenceCheck",
+                    "ReferenceNotConvergedWarning",
+                    "ParallelTempering",
+                    "TemperingState",
+                    "heldout_noise",
+                    "HeldoutNoise",
+                    "Projection",
+                    "project_convergence",
+                    "laggards",
+                    "describe_laggards",
+                    "Laggard",
+                ],
+            ),
+            (
+                "Baselines: SVI, MAP, ensembles",
+                [
+                    "svi_mean_field",
+                    "MeanFieldGuide",
+                    "SVIResult",
+                    "map_estimate",
+                    "deep_ensemble",
+                    "MAPResult",
+                ],
+            ),
+            (
+                "Run folders",
+                ["chain_summary", "convergence_summary", "convergence_cells", "CONVERGENCE_HEADER"],
+            ),
+            ("Several processes", ["distributed"]),
+        ],
+    ),
     ("models", "bnn_ppl.models", "bnn_ppl.models", None),
     ("config", "bnn_ppl.config", "bnn_ppl.config", None),
     ("priors", "bnn_ppl.priors", "bnn_ppl.priors", None),
@@ -92,8 +154,10 @@ def api_pages() -> list[str]:
         also = []
         for n in names:
             value = getattr(module, n)
-            if inspect.ismodule(value) and value.__name__.startswith("bnn_ppl.") and any(
-                value.__name__ == m for _, m, _, _ in API_PAGES
+            if (
+                inspect.ismodule(value)
+                and value.__name__.startswith("bnn_ppl.")
+                and any(value.__name__ == m for _, m, _, _ in API_PAGES)
             ):
                 also.append(f"* :mod:`{module_name}.{n}` - :doc:`{value.__name__.split('.')[-1]}`")
             elif _kind(module, n) == "object" and id(value) in seen:
@@ -101,7 +165,8 @@ def api_pages() -> list[str]:
             elif _kind(module, n) == "object":
                 seen[id(value)] = f"{module_name}.{n}"
         skip = {line.split("``")[1].rsplit(".", 1)[1] for line in also if "``" in line} | {
-            line.split("`")[1].rsplit(".", 1)[1] for line in also if ":mod:" in line}
+            line.split("`")[1].rsplit(".", 1)[1] for line in also if ":mod:" in line
+        }
         all_names, names = names, [n for n in names if n not in skip]
         if groups is None:
             groups = [("Names", names)]
@@ -109,12 +174,22 @@ def api_pages() -> list[str]:
             grouped = {n for _, group in groups for n in group}
             unknown = sorted(grouped - set(all_names))
             if unknown:
-                raise RuntimeError(f"docs/_generate.py names {unknown} not in {module_name}.__all__")
+                raise RuntimeError(
+                    f"docs/_generate.py names {unknown} not in {module_name}.__all__"
+                )
             rest = [n for n in names if n not in grouped]
             if rest:
                 groups = [*groups, ("Other", rest)]
-        lines = [title, "=" * len(title), "", f".. automodule:: {module_name}", "   :no-members:", "",
-                 f".. currentmodule:: {module_name}", ""]
+        lines = [
+            title,
+            "=" * len(title),
+            "",
+            f".. automodule:: {module_name}",
+            "   :no-members:",
+            "",
+            f".. currentmodule:: {module_name}",
+            "",
+        ]
         if also:
             lines += ["Also here", "---------", "", *also, ""]
         for heading, group in groups:
@@ -131,9 +206,20 @@ def api_pages() -> list[str]:
                 lines += [f".. autodata:: {n}", "   :no-value:", ""]
         _write(DOCS / "api" / f"{page}.rst", "\n".join(lines))
         written.append(page)
-    index = ["API reference", "=============", "",
-             "Every public name, documented from its docstring, under the import path to use.", "",
-             ".. toctree::", "   :maxdepth: 1", ""] + [f"   {p}" for p in written] + [""]
+    index = (
+        [
+            "API reference",
+            "=============",
+            "",
+            "Every public name, documented from its docstring, under the import path to use.",
+            "",
+            ".. toctree::",
+            "   :maxdepth: 1",
+            "",
+        ]
+        + [f"   {p}" for p in written]
+        + [""]
+    )
     _write(DOCS / "api" / "index.rst", "\n".join(index))
     return written
 
@@ -152,7 +238,8 @@ also each chain's average, `chain_probs` or `chain_mean`/`chain_scale`) and a `.
 command, seed, commit, versions, data, model, the recipe's settings, every convergence check and
 the test metrics computed from the stored predictions (`tests/test_reference.py` recomputes them
 from the `.npz`, checked by its SHA-256). `examples/against_reference.py --reference NAME`
-measures other methods against any of them; `python -c "import json; print(json.load(open('examples/references/NAME.json'))['command'])"` prints the command that made one. What the runs taught is in the documentation's
+measures other methods against any of them; the `command` field of a record's JSON file is
+the command that made it. What the runs taught is in the documentation's
 findings (reference runs, against the converged reference).
 
 Columns: *converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min_share` of the
@@ -163,8 +250,14 @@ predictions and bulk ESS >= `min_ess`) at the last check, else the reason the ru
 
 
 def _fmt_metrics(metrics: dict) -> str:
-    names = {"nll": "NLL", "accuracy": "accuracy", "gaussian_nll": "NLL", "rmse": "RMSE",
-             "rmse_original": "RMSE orig.", "test_ll_original": "test LL orig."}
+    names = {
+        "nll": "NLL",
+        "accuracy": "accuracy",
+        "gaussian_nll": "NLL",
+        "rmse": "RMSE",
+        "rmse_original": "RMSE orig.",
+        "test_ll_original": "test LL orig.",
+    }
     return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items() if k in metrics)
 
 
@@ -189,8 +282,11 @@ def catalogue() -> str:
             f"{draws} x {recipe.get('num_chains', '')} | {record.get('wall_seconds', 0):,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
         )
-    table = ["| record | data | model | converged | draws/chain x chains | wall | metrics | commit |",
-             "|---|---|---|---|---|---|---|---|", *rows]
+    table = [
+        "| record | data | model | converged | draws/chain x chains | wall | metrics | commit |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
     return CATALOGUE_HEAD + "\n" + "\n".join(table) + "\n"
 
 
@@ -204,10 +300,15 @@ def cli_reference() -> str:
     from bnn_ppl.cli.settings import METHODS
 
     os.environ["COLUMNS"] = "100"
-    out = ["# Command-line options", "",
-           "<!-- generated by docs/_generate.py from the bnn-ppl parser: do not edit -->", "",
-           "Every option of every `bnn-ppl` subcommand, as `--help` prints it. "
-           "{doc}`cli` explains the commands.", ""]
+    out = [
+        "# Command-line options",
+        "",
+        "<!-- generated by docs/_generate.py from the bnn-ppl parser: do not edit -->",
+        "",
+        "Every option of every `bnn-ppl` subcommand, as `--help` prints it. "
+        "{doc}`cli` explains the commands.",
+        "",
+    ]
     commands = [(f"bnn-ppl run {m}", parse_run, [m]) for m in METHODS]
     commands += [("bnn-ppl evaluate", parse_evaluate, []), ("bnn-ppl compare", parse_compare, [])]
     for title, parse, args in commands:
@@ -226,13 +327,22 @@ def config_reference() -> str:
 
     from bnn_ppl import config as configs
 
-    out = ["# Every config", "",
-           "<!-- generated by docs/_generate.py from bnn_ppl.config: do not edit -->", "",
-           "The fields of each method's config dataclass, with their defaults; "
-           "{doc}`fit` says how they are used and each class's API page what each field means.", ""]
+    out = [
+        "# Every config",
+        "",
+        "<!-- generated by docs/_generate.py from bnn_ppl.config: do not edit -->",
+        "",
+        "The fields of each method's config dataclass, with their defaults; "
+        "{doc}`fit` says how they are used and each class's API page what each field means.",
+        "",
+    ]
     for method, cls in configs.CONFIGS.items():
-        out += [f"## `{method}`: {{class}}`~bnn_ppl.config.{cls.__name__}`", "",
-                "| field | type | default |", "|---|---|---|"]
+        out += [
+            f"## `{method}`: {{class}}`~bnn_ppl.config.{cls.__name__}`",
+            "",
+            "| field | type | default |",
+            "|---|---|---|",
+        ]
         for field in dataclasses.fields(cls):
             if not field.init:
                 continue
@@ -253,11 +363,16 @@ def benchmark_records() -> str:
     import json
     import math
 
-    out = ["# GPU benchmark records", "",
-           "<!-- generated by docs/_generate.py from benchmarks/gpu_runs/*.jsonl: do not edit -->",
-           "", "The raw records of `benchmarks/gpu.py` (`bash benchmarks/gpu_device.sh` runs it on a "
-           "GPU machine and writes one JSON line per measurement); one table per record file and "
-           "section. {doc}`overview` says what each script measures.", ""]
+    out = [
+        "# GPU benchmark records",
+        "",
+        "<!-- generated by docs/_generate.py from benchmarks/gpu_runs/*.jsonl: do not edit -->",
+        "",
+        "The raw records of `benchmarks/gpu.py` (`bash benchmarks/gpu_device.sh` runs it on a "
+        "GPU machine and writes one JSON line per measurement); one table per record file and "
+        "section. {doc}`overview` says what each script measures.",
+        "",
+    ]
     for path in sorted((ROOT / "benchmarks" / "gpu_runs").glob("*.jsonl")):
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         out += [f"## `{path.name}`", ""]
@@ -276,8 +391,7 @@ def benchmark_records() -> str:
                     return "`" + json.dumps(value).replace("|", "\\|") + "`"
                 return str(value).replace("|", "\\|")
 
-            out += [f"**{section}**", "", "| " + " | ".join(keys) + " |",
-                    "|" + "---|" * len(keys)]
+            out += [f"**{section}**", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
             out += ["| " + " | ".join(cell(row.get(k, "")) for k in keys) + " |" for row in group]
             out.append("")
     return "\n".join(out)
@@ -291,9 +405,11 @@ def main() -> None:
     _write(DOCS / "guide" / "cli_options.md", cli_reference())
     _write(DOCS / "guide" / "configs.md", config_reference())
     _write(DOCS / "benchmarks" / "gpu_records.md", benchmark_records())
-    _write(DOCS / "references" / "catalogue.md",
-           "# Stored reference posteriors\n\n```{include} ../../examples/references/README.md\n"
-           ":start-after: do not edit -->\n```\n")
+    _write(
+        DOCS / "references" / "catalogue.md",
+        "# Stored reference posteriors\n\n```{include} ../../examples/references/README.md\n"
+        ":start-after: do not edit -->\n```\n",
+    )
 
 
 if __name__ == "__main__":

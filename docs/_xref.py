@@ -15,7 +15,6 @@ import importlib
 import sys
 from pathlib import Path
 
-from docutils import nodes
 from sphinx.util.nodes import make_refnode
 
 _PUBLIC: dict[int, str] = {}
@@ -92,7 +91,9 @@ def missing_reference(app, env, node, contnode):
     py_objects = env.get_domain("py").objects
     owners = [f"{prefix}.{target}" for prefix in _docstring_owner(node)]
     for candidate in owners + _candidates(target, node.get("py:module"), node.get("py:class")):
-        if not (candidate.startswith("bnn_ppl") or candidate.split(".")[0] in {"models", "inference"}):
+        if not (
+            candidate.startswith("bnn_ppl") or candidate.split(".")[0] in {"models", "inference"}
+        ):
             continue
         try:
             obj = _import(candidate)
@@ -111,8 +112,9 @@ def missing_reference(app, env, node, contnode):
             full = ".".join([name, *parts[i:]])
             if full in py_objects:
                 entry = py_objects[full]
-                return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id,
-                                    contnode, full)
+                return make_refnode(
+                    app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, full
+                )
         del obj
         _PRIVATE.add(candidate)
         return contnode  # exists, but has no public page: code, unlinked
@@ -121,8 +123,9 @@ def missing_reference(app, env, node, contnode):
     matches = [name for name in py_objects if name.endswith("." + short)]
     if len(matches) == 1 and "." not in short:
         entry = py_objects[matches[0]]
-        return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode,
-                            matches[0])
+        return make_refnode(
+            app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, matches[0]
+        )
     head, _, rest = short.partition(".")
     for name, module in sorted(sys.modules.items()):
         if not name.startswith("bnn_ppl") or module is None:

@@ -1,4 +1,4 @@
-"""Sphinx configuration of the bnn_ppl documentation (build: ``sphinx-build -W -b html docs docs/_build/html``)."""
+"""Sphinx configuration of bnn_ppl's documentation: ``sphinx-build -W docs docs/_build/html``."""
 
 from __future__ import annotations
 
@@ -90,7 +90,11 @@ intersphinx_mapping = {
     if (_INV_DIR / f"{name}.inv").exists()
 }
 intersphinx_timeout = 5
-_EXTERNAL = r"(jax|jaxlib|numpyro|flax|arviz|optax|numpy|np|jnp|xarray|matplotlib|scipy|sklearn|tyro|h5py|tensorflow_datasets|tfds|tqdm|typing|collections|pathlib|os|json|enum|dataclasses|concurrent|threading|warnings|io|functools|contextlib|builtins|abc|types)"
+_EXTERNAL = (
+    r"(jax|jaxlib|numpyro|flax|arviz|optax|numpy|np|jnp|xarray|matplotlib|scipy|sklearn|tyro|h5py"
+    r"|tensorflow_datasets|tfds|tqdm|typing|collections|pathlib|os|json|enum|dataclasses"
+    r"|concurrent|threading|warnings|io|functools|contextlib|builtins|abc|types)"
+)
 nitpick_ignore_regex = [
     (r"py:.*", _EXTERNAL + r"(\..*)?"),
 ]

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, UCI_DIR
 
 MARKER = re.compile(r"<!--\s*docs-test:\s*(skip|uci)\b[^>]*-->")
@@ -26,7 +25,11 @@ FENCE = re.compile(r"^```python\s*$")
 
 
 def _pages() -> list[Path]:
-    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "examples" / "references" / "README.md"]
+    pages = [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        ROOT / "examples" / "references" / "README.md",
+    ]
     for path in sorted((ROOT / "docs").rglob("*.md")):
         if "_build" in path.parts or "jupyter_execute" in path.parts:
             continue
@@ -78,10 +81,17 @@ def test_page_blocks_run(page: Path, tmp_path: Path):
             pytest.skip(f"needs the UCI files ({UCI_DIR} absent; set $BNN_PPL_DATA)")
         env["BNN_PPL_DATA"] = str(UCI_DIR)
     script = "\n\n".join(code for _, code in run)
-    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0, (
-        f"{page.relative_to(ROOT)}: a block failed\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+        f"{page.relative_to(ROOT)}: a block failed\n"
+        f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     )
 
 
@@ -89,8 +99,11 @@ def test_no_markdown_file_over_40kb():
     tracked = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True)
     if tracked.returncode != 0:
         pytest.skip("not a git checkout")
-    big = [(name, (ROOT / name).stat().st_size) for name in tracked.stdout.split()
-           if (ROOT / name).exists() and (ROOT / name).stat().st_size > 40_000]
+    big = [
+        (name, (ROOT / name).stat().st_size)
+        for name in tracked.stdout.split()
+        if (ROOT / name).exists() and (ROOT / name).stat().st_size > 40_000
+    ]
     assert not big, f"Markdown files over 40 KB (split them into pages): {big}"
 
 
