@@ -57,6 +57,7 @@ from bnn_ppl.config import (
 )
 from bnn_ppl.data import Dataset
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.progress_bar import check_progress_bar
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -93,7 +94,7 @@ def _numpy(tree: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in tree.items()}
 
 
-def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
+def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey, bar: bool) -> Posterior:
     from bnn_ppl.inference.mcmc.run import hmc, nuts
     from bnn_ppl.inference.results import from_mcmc
 
@@ -109,6 +110,7 @@ def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
         "init_method": c.init_method,
         "chunk_size": c.chunk_size,
         "chain_batching": c.chain_batching,
+        "progress_bar": bar,
     }
     if isinstance(c, HMCConfig):
         mcmc = hmc(
@@ -126,7 +128,9 @@ def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
     return from_mcmc(mcmc, method=c.method, config=c.to_dict())
 
 
-def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[str, Any]:
+def _map_kwargs(
+    c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey, bar: bool
+) -> dict[str, Any]:
     """The optimiser settings of ``c`` as keywords of :func:`map_estimate`."""
     return {
         "num_steps": num_steps,
@@ -135,14 +139,15 @@ def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[
         "init_method": c.init_method,
         "rng_key": key,
         "chunk_size": c.chunk_size,
+        "progress_bar": bar,
     }
 
 
-def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
+def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey, bar: bool) -> Posterior:
     from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
     from bnn_ppl.inference.results import from_map
 
-    kwargs = _map_kwargs(c, c.num_steps, key)
+    kwargs = _map_kwargs(c, c.num_steps, key, bar)
     if isinstance(c, EnsembleConfig):
         result = deep_ensemble(
             model, d.x, d.y, c.num_members, chain_batching=c.chain_batching, **kwargs
@@ -152,7 +157,7 @@ def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
     return from_map(result, method=c.method, config=c.to_dict())
 
 
-def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
+def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey, bar: bool) -> Posterior:
     from bnn_ppl.inference.ensemble import map_estimate
     from bnn_ppl.inference.results import from_svi
     from bnn_ppl.inference.svi import svi_mean_field
@@ -160,7 +165,7 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
     map_key, svi_key, draw_key = jax.random.split(key, 3)
     init_loc, extra = None, {}
     if c.map_steps > 0:
-        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key))
+        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key, bar))
         init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
     result = svi_mean_field(
         model,
@@ -173,15 +178,19 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
         batch_size=c.batch_size,
         num_particles=c.num_particles,
         rng_key=svi_key,
+        progress_bar=bar,
     )
     post = from_svi(result, draw_key, c.num_samples, config=c.to_dict() | extra)
     sites = model.sites(d.x)  # the guide may hold auxiliary sites: keep the model's
     return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
 
 
-def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
+def _sgmcmc_setup(
+    model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool = False
+) -> tuple:
     """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
-    the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
+    the step size (given, or recommended at a MAP estimate: ``bar`` shows that MAP's progress)
+    and the cyclical schedule."""
     from bnn_ppl import inference
     from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 
@@ -198,6 +207,7 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
         found = inference.map_estimate(
             model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
             init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
+            progress_bar=bar,
         )  # fmt: skip
         scales = inference.gradient_scales(
             pot, pot.unconstrain(found.params), batch, rng_key=scale_key
@@ -225,11 +235,11 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
     return Posterior(c.method, samples, config=c.to_dict() | extra)
 
 
-def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
+def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool) -> Posterior:
     from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
     from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
 
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key, bar)
     n = c.cycle_length
     mcmc = MCMC(
         kernel(),
@@ -240,7 +250,9 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
         chain_method="vectorized",
         progress_bar=False,
         jit_model_args=True,
+        progress_rate=n,  # (with the bar: one update per cycle)
     )
+    mcmc.progress_bar = bar  # (NumPyro turns it off whenever CI is set)
     mcmc.run(run_key, *pot.args, init_params=init)
     samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
     # what the statistics of every sampling step show went wrong: warned and kept
@@ -248,14 +260,19 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
 
 
 def _reference(
-    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any,
+    model: BNN,
+    d: FitData,
+    c: ReferenceHMCConfig,
+    key: PRNGKey,
+    checkpoint_dir: Any,
     on_check: Callable[[Any], Any] | None = None,
+    bar: bool = False,
 ) -> Posterior:
     from bnn_ppl.inference.reference.recipe import reference_hmc
 
     run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
                         rng_key=key, checkpoint_dir=checkpoint_dir,
-                        on_check=on_check)  # fmt: skip
+                        on_check=on_check, progress_bar=bar)  # fmt: skip
     return run.posterior
 
 
@@ -269,6 +286,7 @@ def fit(
     checkpoint_every: int | None = None,
     progress_every: int | None = None,
     on_check: Callable[[Any], Any] | None = None,
+    progress_bar: bool | None = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -296,6 +314,12 @@ def fit(
         on_check: ``ReferenceHMCConfig`` only: called with each
             :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
             print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
+        progress_bar: live bars on stderr: NumPyro's for MCMC warmup and sampling (step
+            size, acceptance, divergences) and for SVI (loss); bars with the loss for MAP and
+            ensembles (and the MAP that sets an SG-MCMC step size), with the kinetic
+            temperature for SG-MCMC steps, with the share of converged test values for a
+            reference run's draws. ``None`` (default): on when stderr is a terminal and the
+            environment variable ``CI`` is not set. The bar changes no result.
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -314,6 +338,7 @@ def fit(
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
+    bar = check_progress_bar(progress_bar)
     if on_check is not None and not isinstance(config, ReferenceHMCConfig):
         raise InputValueError(
             f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
@@ -341,7 +366,7 @@ def fit(
 
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(
-            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every, bar
         )
     if isinstance(config, ReferenceHMCConfig):
         if d.x_test is None:
@@ -349,15 +374,15 @@ def fit(
                 "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
                 "or (x, y, x_test[, y_test])."
             )
-        post = _reference(model, d, config, key, checkpoint_dir, on_check)
+        post = _reference(model, d, config, key, checkpoint_dir, on_check, bar)
     elif isinstance(config, _MCMCConfig):
-        post = _mcmc(model, d, config, key)
+        post = _mcmc(model, d, config, key, bar)
     elif isinstance(config, SVIConfig):
-        post = _svi(model, d, config, key)
+        post = _svi(model, d, config, key, bar)
     elif isinstance(config, MAPConfig):
-        post = _map(model, d, config, key)
+        post = _map(model, d, config, key, bar)
     elif isinstance(config, _SGMCMCConfig):
-        post = _sgmcmc(model, d, config, key)
+        post = _sgmcmc(model, d, config, key, bar)
     else:  # a Config subclass defined elsewhere
         raise InputTypeError(f"fit has no method for {type(config).__name__}.")
     return post.with_data(model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)

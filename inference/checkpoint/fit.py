@@ -138,11 +138,11 @@ def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
     return plan, pot, init, run_key, {}
 
 
-def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
+def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey, bar: bool = False) -> tuple:
     from bnn_ppl.inference.checkpoint.segments import MCMCPlan
     from bnn_ppl.inference.fitting import _sgmcmc_setup
 
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key, bar)
     n = c.cycle_length
     plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("stats",))
     return plan, pot, init, run_key, extra
@@ -156,6 +156,7 @@ def fit_checkpointed(
     checkpoint_dir: str | os.PathLike,
     checkpoint_every: int,
     progress_every: int | None = None,
+    progress_bar: bool = False,
 ) -> Posterior:
     """The Posterior :func:`~bnn_ppl.inference.fit` returns (data attached), run (or resumed)
     in ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
@@ -174,13 +175,16 @@ def fit_checkpointed(
     from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 
     sg = isinstance(config, _SGMCMCConfig)
-    make = _sgmcmc_plan if sg else _mcmc_plan
     chosen, resumed = resume_chunk(config, checkpoint_dir)
-    plan, pot, init, run_key, extra = make(model, d, chosen, key)
+    if sg:
+        plan, pot, init, run_key, extra = _sgmcmc_plan(model, d, chosen, key, progress_bar)
+    else:
+        plan, pot, init, run_key, extra = _mcmc_plan(model, d, chosen, key)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     memory = recorded_chunk(pot, resumed)
     fingerprint = run_fingerprint(
-        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory
+        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory,
+        devices=pot.mesh.devices.size,
     )
     # SG-MCMC: one minibatch gradient per step, in full-batch gradients (progress.jsonl)
     per_step = sgmcmc_gradients_per_draw(1, config.batch_size, pot.num_data) if sg else None
@@ -197,7 +201,8 @@ def fit_checkpointed(
         gradients_per_step=per_step,
     )
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
-        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log)
+        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log,
+                             progress_bar=progress_bar)  # fmt: skip
         log.write()  # (complete already, unless a kill came between a commit and its line)
     # how the run went (not part of the fingerprint): resumed after which segment, if any
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
@@ -215,6 +220,12 @@ def fit_checkpointed(
         from bnn_ppl.diagnostics.chain_health import check_chains
 
         check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if stuck
+        if isinstance(config, NUTSConfig):  # as nuts() does: most trees cut at the depth
+            from bnn_ppl.inference.mcmc.checks import warn_if_saturated
+
+            sizes = draws.extra.get("adapt_state.step_size")  # (chain, draw)
+            last = None if sizes is None else [row[-1] for row in sizes]
+            warn_if_saturated(draws.extra.get("num_steps"), config.max_tree_depth, last)
         meta = {
             "num_warmup": plan.num_warmup,
             "num_samples": plan.num_samples,
