@@ -226,9 +226,11 @@ def _metric_line(m: Mapping[str, float]) -> str:
 
 def _cmd_run(s: RunSettings) -> int:
     from bnn_ppl import runs
+    from bnn_ppl.compile_cache import use_persistent_cache
 
     o = s.options
     say = printer(o.quiet)
+    use_persistent_cache(o.cache_dir)
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
     data = _inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:
@@ -253,7 +255,22 @@ def _cmd_run(s: RunSettings) -> int:
         environment={"out": o.out, "data_dir": o.data_dir},
     )
     budget = BUDGET_FIELDS if s.method == "reference_hmc" else ()  # a rerun may raise it
-    reused = runs.claim(o.out, config_record, may_change=budget)
+    # one writer per folder: the lock is held from the claim to the last file written; a
+    # second command on a busy --out is refused here, before it removes or writes anything
+    if not os.path.exists(os.path.join(o.out, runs.LOCK)):  # nobody holds it: a refusal
+        runs.check_claim(o.out, config_record, may_change=budget)  # here creates nothing
+    with runs.FolderLock(o.out) as lock:
+        return _claimed_run(s, data, model, config_record, budget, heldout, lock, say)
+
+
+def _claimed_run(s: RunSettings, data: Any, model: Any, config_record: dict, budget: tuple,
+                 heldout: bool, lock: Any, say: Any) -> int:
+    """The run once every option is checked: claim ``--out`` (under ``lock``), fit, write."""
+    from bnn_ppl import runs
+
+    o = s.options
+    num_params = config_record["model"]["num_params"]
+    reused = runs.claim(o.out, config_record, may_change=budget, lock=lock)
     say(
         f"{o.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
         f"{_describe_model(o)}, {num_params} parameters; prior {o.prior}, "

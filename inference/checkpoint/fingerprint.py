@@ -107,8 +107,12 @@ def run_fingerprint(
     init_params: Any,
     *,
     memory_chunk: int | None = None,
+    devices: int | None = None,
 ) -> dict[str, Any]:
-    """The fingerprint of a run (see the module doc): ``{"fields": {...}, "digest": sha}``.
+    """The fingerprint of a run (see the module doc): ``{"fields": {...}, "digest": sha}``,
+    and ``"devices"``, the number of devices the data are split over (outside the digest:
+    it only lets :func:`check_same` name the cause when a resume runs on another number of
+    devices, whose program, and so ``model.network``, differs).
 
     ``init_params`` are one chain's unconstrained initial parameters (the potential is traced
     and evaluated there). ``memory_chunk``: the chunk the potential's memory rule chose
@@ -139,7 +143,10 @@ def run_fingerprint(
     )
     fields = json.loads(json.dumps(fields, sort_keys=True))  # JSON-normal (tuples -> lists)
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-    return {"fields": fields, "digest": digest}
+    out: dict[str, Any] = {"fields": fields, "digest": digest}
+    if devices is not None:
+        out["devices"] = int(devices)
+    return out
 
 
 def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, int | None]:
@@ -180,6 +187,15 @@ def check_same(saved: Mapping[str, Any], current: Mapping[str, Any], where: str)
     if saved.get("digest") == current.get("digest"):
         return
     a, b = dict(saved.get("fields", {})), dict(current.get("fields", {}))
+    then, now = saved.get("devices"), current.get("devices")
+    if then is not None and now is not None and then != now:
+        raise CheckpointError(
+            f"{where} was written by a run on {then} device(s) and this one has {now}: a "
+            "resume needs the same number of devices (the data's split over them is part of "
+            "the compiled program, and float32 sums round differently). Resume with "
+            f"{then} device(s) (e.g. devices=jax.devices()[:{then}], or CUDA_VISIBLE_DEVICES), "
+            "or use a new checkpoint_dir."
+        )
     parts = []
     for name in sorted(set(a) | set(b)):
         if a.get(name, "<missing>") != b.get(name, "<missing>"):

@@ -183,7 +183,8 @@ def fit_checkpointed(
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     memory = recorded_chunk(pot, resumed)
     fingerprint = run_fingerprint(
-        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory
+        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory,
+        devices=pot.mesh.devices.size,
     )
     # SG-MCMC: one minibatch gradient per step, in full-batch gradients (progress.jsonl)
     per_step = sgmcmc_gradients_per_draw(1, config.batch_size, pot.num_data) if sg else None

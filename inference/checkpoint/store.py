@@ -17,7 +17,11 @@ Guarantees (each one is tested in ``tests/test_resume.py``):
   against its segment number, its fingerprint digest against ``run.json``'s, and the SHA-256 of
   every file it names; a record that fails any check, and every newer one, is *moved aside*
   into ``aside/`` with the damaged files (never deleted, never overwritten), and the newest
-  intact record is used: a resume redoes the lost segments, which are bit-exact.
+  intact record is used, with a :class:`CheckpointDamageWarning`: a resume keeps the intact
+  prefix (every segment's state is kept, so damage to any draws file falls back to the
+  segment before it) and redoes the lost segments, which are bit-exact.
+* **Damage, not tampering.** The checksums detect damage (flipped bits, truncation, files of
+  another run); an edit whose checksums are recomputed is accepted.
 * **No short run.** A record counts the draws of every segment; a finished run is one whose
   record holds every requested draw, and it is read from all its draws files, each verified.
 * **One writer.** An exclusive ``flock`` on ``lock`` (released by the kernel when the process
@@ -36,12 +40,14 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import glob
 import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -50,7 +56,8 @@ import numpy as np
 from bnn_ppl import io
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["CheckpointStore", "CheckpointError", "Record", "record_checksum"]
+__all__ = ["CheckpointStore", "CheckpointError", "CheckpointDamageWarning", "Record",
+           "record_checksum"]
 
 FORMAT = "bnn_ppl.resume/1"
 
@@ -58,6 +65,10 @@ FORMAT = "bnn_ppl.resume/1"
 class CheckpointError(InputValueError):
     """A checkpoint folder that cannot be used: locked, another run's, or damaged beyond
     recovery. The message names the file and what to do."""
+
+
+class CheckpointDamageWarning(UserWarning):
+    """Damaged checkpoint files were moved aside and the run resumes from an older segment."""
 
 
 class Record(NamedTuple):
@@ -117,6 +128,8 @@ class CheckpointStore:
 
     Opening checks ``run.json``: a new folder gets it; a folder of another run is refused by
     :func:`~bnn_ppl.inference.checkpoint.fingerprint.check_same` (naming the differing field).
+    A folder on read-only storage opens :attr:`read_only` (a shared lock, nothing written): a
+    finished run is read back; committing, or damage that would be moved aside, is an error.
     """
 
     def __init__(self, path: str | os.PathLike, fingerprint: Mapping[str, Any]):
@@ -124,24 +137,35 @@ class CheckpointStore:
         self.fingerprint = dict(fingerprint)
         self._lock_fd: int | None = None
         self._last: Record | None = None  # the newest record verified or written by us
+        self.read_only = False  # on read-only storage: read back, never written
 
     # ---------------------------------------------------------------- lock
     def __enter__(self) -> CheckpointStore:
-        os.makedirs(self.path, exist_ok=True)
-        fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        self.read_only = False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.makedirs(self.path, exist_ok=True)
+            fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:  # read-only storage: a finished run can still be read back
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) or not os.path.isfile(
+                    os.path.join(self.path, "run.json")):  # fmt: skip
+                raise
+            fd = os.open(self.path, os.O_RDONLY)  # (a shared lock on the folder itself)
+            self.read_only = True
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise CheckpointError(
                 f"checkpoint_dir {self.path} is in use by another process (its 'lock' is held); "
                 "wait for it to finish or use another folder."
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        if not self.read_only:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd, self._last = fd, None
         try:
-            self._clean_temporaries()
+            if not self.read_only:
+                self._clean_temporaries()
             self._check_run_file()
         except BaseException:
             self.__exit__(None, None, None)
@@ -195,6 +219,11 @@ class CheckpointStore:
         never overwritten.
         """
         self._require_lock()
+        if self.read_only:
+            raise CheckpointError(
+                f"{self.path} is on read-only storage: it can be read back (a finished run) but "
+                "not continued. Copy it to writable storage to resume the run."
+            )
         if len(draws_per_segment) != segment or (draws is None and segment > 0):
             raise InputValueError(
                 "draws_per_segment must list segments 1..segment, and draws be given for "
@@ -224,10 +253,8 @@ class CheckpointStore:
             os.path.join(self.path, _name("record", segment, "json")),
             {**body, "checksum": record_checksum(body)},
         )
-        if previous is not None and previous.segment >= 1:  # keep the two newest states
-            old = os.path.join(self.path, _name("state", previous.segment - 1, "npz"))
-            if os.path.exists(old):
-                os.unlink(old)
+        # every segment's state is kept (a state is one draw per chain, small beside its
+        # segment's draws): damage to any older draws file falls back to the segment before it
         self._last = Record(
             segment, list(draws_per_segment), state_file, files[state_file], draws_files
         )
@@ -237,6 +264,11 @@ class CheckpointStore:
         present = [n for n in names if os.path.exists(os.path.join(self.path, n))]
         if not present:
             return
+        if self.read_only:
+            raise CheckpointError(
+                f"{self.path} is on read-only storage and {sorted(present)} are {why}; they "
+                "cannot be moved aside here. Copy the folder to writable storage and rerun."
+            )
         folder = os.path.join(self.path, "aside", f"{time.strftime('%Y%m%dT%H%M%S')}-{why}")
         os.makedirs(folder, exist_ok=True)
         for n in present:
@@ -287,13 +319,17 @@ class CheckpointStore:
 
     def latest(self) -> Record | None:
         """The newest intact record (``None``: nothing committed yet). Damaged records, the
-        damaged files they name, and every newer segment's files are moved into ``aside/``."""
+        damaged files they name, and every newer segment's files are moved into ``aside/``,
+        with one :class:`CheckpointDamageWarning` naming them and the segment kept: the intact
+        prefix (every segment before the first damaged file) is kept and the rest redone."""
         self._require_lock()
         names = sorted(glob.glob(os.path.join(self.path, "record_*.json")), reverse=True)
+        moved: list[str] = []
         for i, path in enumerate(names):
             record, damaged = self._verify(os.path.basename(path))
             if record is None:
                 self._move_aside(damaged, "damaged")
+                moved += [d for d in damaged if d not in moved]
                 continue
             if i > 0:  # files of the segments after the intact record: keep them aside
                 newer = [
@@ -302,12 +338,19 @@ class CheckpointStore:
                     for kind, ext in (("state", "npz"), ("draws", "npz"), ("record", "json"))
                 ]
                 self._move_aside(newer, "after-damaged")
+            if moved:
+                warnings.warn(CheckpointDamageWarning(
+                    f"{self.path}: damaged checkpoint files {sorted(moved)} (and the segments "
+                    f"after them) were moved to {self.path}/aside; resuming after segment "
+                    f"{record.segment}, the newest intact one: the later segments are redone "
+                    "(bit for bit)."), stacklevel=2)  # fmt: skip
             self._last = record
             return record
         if names:
             raise CheckpointError(
-                f"no intact commit record in {self.path} (all moved to {self.path}/aside); "
-                "delete the folder's record_*.json to start over, or use a new folder."
+                f"no intact commit record in {self.path}: every record, or a file every record "
+                f"needs, was damaged; they are now in {self.path}/aside (nothing was deleted). "
+                "Run the same command again to start over from warmup, or use a new folder."
             )
         return None
 

@@ -50,8 +50,9 @@ predictions Izmailov et al. (2021) published:
   during warmup stops the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done`` of
   ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
 * **Chains that do not move.** After every segment each chain is checked
-  (:func:`bnn_ppl.diagnostics.chain_health.check_chains`): frozen, stuck on repeated draws, or *crawling*
-  (a step size orders of magnitude below the other chains', or moves per draw a negligible
+  (:func:`bnn_ppl.diagnostics.chain_health.check_chains`, on the latest segment joined with
+  earlier ones up to at least 20 draws per chain, so short segments are judged too): frozen,
+  stuck on repeated draws, or *crawling* (a step size orders of magnitude below the other chains', or moves per draw a negligible
   fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
   so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
   converged, and the record and the warning name the chain.
@@ -110,7 +111,7 @@ import numpy as np
 from bnn_ppl import validation
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
-from bnn_ppl.diagnostics.chain_health import warn_if_stuck
+from bnn_ppl.diagnostics.chain_health import MIN_DRAWS, warn_if_stuck
 from bnn_ppl.diagnostics.chain_levels import chain_levels, describe_levels
 from bnn_ppl.diagnostics.function_values import (
     check_quantity,
@@ -343,6 +344,7 @@ def reference_hmc(
     parts: list[Posterior] = []
     values: list[np.ndarray] = []
     checks: list[ConvergenceCheck] = []
+    earlier: list[Any] = []  # the segments before the latest (chain health joins them)
     draws = gradients = 0
     passes = 0  # consecutive checks that met the rule (the last ``passes`` ones)
     with chains, segment_bar(c.max_draws, "reference_hmc: warmup", bar_on) as bar:
@@ -355,7 +357,8 @@ def reference_hmc(
             parts.append(part)
             values.append(function_values(model, part.samples, x_test, quantity, y=y_test,
                                           chunk_size=c.chunk_size))  # fmt: skip
-            health = segment_health(segment)
+            health = segment_health(segment, earlier)
+            earlier = [*earlier[-MIN_DRAWS:], segment]  # (at most MIN_DRAWS segments needed)
             if reason:  # warmup cut short: its last segment is all there is
                 break
             draws += part.num_draws

@@ -858,6 +858,10 @@ def test_an_incomplete_run_record_is_named(key: str, hmc_run: Path, tmp_path: Pa
     record = read_json(copy / runs.METRICS)
     del record[key]
     (copy / runs.METRICS).write_text(json.dumps(record))
+    rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")  # its checksum no longer matches
+    assert rc == 2 and "metrics.json is damaged" in err
+    record["checksum"] = runs.record_checksum(record)  # re-signed: complete or not, it says
+    (copy / runs.METRICS).write_text(json.dumps(record))
     rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")
     assert rc == 2 and "is not a complete bnn-ppl run record: missing" in err and key in err
 
