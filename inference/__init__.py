@@ -79,6 +79,7 @@ from bnn_ppl.inference.sgnht import SGNHT
 from bnn_ppl.inference.step_size import (
     GradientScales,
     gradient_scales,
+    recommended_friction,
     recommended_step_size,
     recommended_step_sizes,
 )
@@ -144,6 +145,7 @@ __all__ = [
     "map_estimate",
     "nuts",
     "project_convergence",
+    "recommended_friction",
     "recommended_step_size",
     "recommended_step_sizes",
     "reference_hmc",

@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -180,8 +181,15 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
 
 
 def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
-    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
-    the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
+    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit.
+
+    The recipe: every chain starts at its own MAP estimate (``map_steps`` Adam steps from its
+    own prior draw: a prior draw is orders of magnitude above the typical set's potential, and
+    the energy it releases would outlast the burn-in); the step size is the given one or
+    :func:`~bnn_ppl.inference.recommended_step_size` at the scales measured at the first
+    chain's MAP, and the momentum kernels' least friction is
+    :func:`~bnn_ppl.inference.recommended_friction` at that step; the schedule is the cyclical
+    cosine from it."""
     from bnn_ppl import inference
     from bnn_ppl.inference.schedules import cyclical_cosine
 
@@ -192,27 +200,74 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
         chain_batching=c.chain_batching,
     )  # fmt: skip
     batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
-    map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
+    map_key, scale_key, _, run_key = jax.random.split(key, 4)
+    n, chains = c.cycle_length, c.num_chains
+    map_kwargs = {"num_steps": c.map_steps, "batch_size": batch, "init_method": c.init_method,
+                  "rng_key": map_key, "chunk_size": c.chunk_size}  # fmt: skip
+    if chains > 1:
+        found = inference.deep_ensemble(model, d.x, d.y, chains,
+                                        chain_batching=c.chain_batching, **map_kwargs)  # fmt: skip
+        first = jax.tree.map(lambda a: a[0], found.params)
+    else:
+        found = inference.map_estimate(model, d.x, d.y, **map_kwargs)
+        first = found.params
+    init = pot.unconstrain(found.params)
+    name = c.method.upper()
     step, extra = c.step_size, {}
     if step is None:
-        found = inference.map_estimate(
-            model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
-            init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
-        )  # fmt: skip
-        scales = inference.gradient_scales(
-            pot, pot.unconstrain(found.params), batch, rng_key=scale_key
-        )
-        step = inference.recommended_step_size(c.method.upper(), scales)
+        scales = inference.gradient_scales(pot, pot.unconstrain(first), batch,
+                                           rng_key=scale_key)  # fmt: skip
+        step = inference.recommended_step_size(name, scales)
+        if name == "SGNHT":  # its diffusion is tied to the step: its Euler bias with it
+            a = inference.recommended_friction(name, step)["diffusion"]
+            step = inference.recommended_step_size(name, scales, diffusion=a)
+        check_noise_feasible(name, scales, step, c)
         extra = {"step_size_used": step, "scales": scales._asdict()}
-    n, chains = c.cycle_length, c.num_chains
-    init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
+    friction = inference.recommended_friction(name, step)
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
     extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
+    extra["friction_used"] = friction or None
 
     def kernel() -> Any:
-        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
+        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n), **friction)
 
     return kernel, pot, init, run_key, extra
+
+
+# how many times smaller than the curvature allows the gradient noise may force the step
+NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
+
+
+def check_noise_feasible(sampler: str, scales: Any, step: float, c: _SGMCMCConfig) -> None:
+    """Warn (:class:`~bnn_ppl.inference.SGMCMCAccuracyWarning`), before sampling, when the
+    minibatch noise forces the step more than :data:`NOISE_STEP_LIMIT` times below what the
+    curvature allows: to keep the noise's share of the heat in bounds the run then spans that
+    many times less time and cannot reach its stationary law in the configured cycles. Names
+    the batch size at which the noise no longer binds (the noise variance falls as ``1/b``)."""
+    import warnings
+
+    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning
+    from bnn_ppl.inference.step_size import GradientScales, recommended_step_size
+
+    if not scales.noise or scales.batch_size is None:
+        return
+    free = recommended_step_size(sampler, GradientScales(scales.curvature, 0.0, None))
+    limit = NOISE_STEP_LIMIT[sampler]
+    if free <= limit * step:
+        return
+    # SGLD: h ∝ 1/(λ + σ²); the momentum kernels: h ∝ 1/σ (σ² ∝ 1/b)
+    power = 1.0 if sampler == "SGLD" else 2.0
+    need = int(math.ceil(scales.batch_size * (free / (limit * step)) ** power))
+    warnings.warn(
+        f"{sampler} at batch_size={scales.batch_size}: the minibatch gradient noise "
+        f"(σ²_max = {scales.noise:.3g}, curvature λ_max = {scales.curvature:.3g}) forces the "
+        f"step size to {step:.3g}, {free / step:.0f} times below the {free:.3g} the curvature "
+        f"allows, so {c.num_warmup} burn-in cycles of {c.cycle_length} steps span too little "
+        f"time to reach the posterior. Use batch_size={need} or more (or None: the full "
+        "batch), or many more cycles.",
+        SGMCMCAccuracyWarning,
+        stacklevel=4,
+    )
 
 
 def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
