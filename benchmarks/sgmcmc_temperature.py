@@ -24,7 +24,7 @@ DATASETS = {  # name: (load options, output units, likelihood)
     "diabetes": ({}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
     "digits": ({}, 10, bp.likelihoods.Categorical),
     "iris": ({}, 3, bp.likelihoods.Categorical),
-    "uci/boston": ({"split": 0}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
+    "uci/boston": ({"split": 0, "data_dir": "/work/shared/data/uci"}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
 }
 BATCHES, WIDTHS = (32, None), (16, 64)
 

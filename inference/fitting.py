@@ -225,7 +225,8 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
         extra = {"step_size_used": step, "scales": scales._asdict()}
     friction = inference.recommended_friction(name, step)
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
-    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
+    extra["scales"] = {k: (None if v is None else float(v))
+                       for k, v in extra.get("scales", {}).items()} or None  # fmt: skip
     extra["friction_used"] = friction or None
 
     def kernel() -> Any:
@@ -249,6 +250,19 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: _SGMCMCConfi
     from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning
     from bnn_ppl.inference.step_size import GradientScales, recommended_step_size
 
+    if sampler == "SGLD":  # no momentum: the variance builds as 1 - exp(-2λt) from the MAP
+        spans = 2 * scales.curvature * c.num_warmup * c.cycle_length * step / 2
+        if spans < 4:
+            cycles = int(math.ceil(c.num_warmup * 4 / max(spans, 1e-12)))
+            warnings.warn(
+                f"SGLD at step size {step:.3g}: {c.num_warmup} burn-in cycles of "
+                f"{c.cycle_length} steps span {spans / 2:.2g} relaxation times of the stiffest "
+                "direction (at least 2 are needed for its variance to build up from the MAP), "
+                f"so the draws are not yet stationary. Use num_warmup={cycles} or more, or a "
+                "larger batch_size (SGLD's step shrinks with the gradient noise).",
+                SGMCMCAccuracyWarning,
+                stacklevel=4,
+            )
     if not scales.noise or scales.batch_size is None:
         return
     free = recommended_step_size(sampler, GradientScales(scales.curvature, 0.0, None))
