@@ -200,33 +200,49 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
         chain_batching=c.chain_batching,
     )  # fmt: skip
     batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
-    map_key, scale_key, _, run_key = jax.random.split(key, 4)
+    map_key, scale_key, pilot_key, run_key = jax.random.split(key, 4)
     n, chains = c.cycle_length, c.num_chains
     map_kwargs = {"num_steps": c.map_steps, "batch_size": batch, "init_method": c.init_method,
                   "rng_key": map_key, "chunk_size": c.chunk_size}  # fmt: skip
     if chains > 1:
         found = inference.deep_ensemble(model, d.x, d.y, chains,
                                         chain_batching=c.chain_batching, **map_kwargs)  # fmt: skip
-        first = jax.tree.map(lambda a: a[0], found.params)
     else:
         found = inference.map_estimate(model, d.x, d.y, **map_kwargs)
-        first = found.params
     init = pot.unconstrain(found.params)
     name = c.method.upper()
     step, extra = c.step_size, {}
-    if step is None:
-        scales = inference.gradient_scales(pot, pot.unconstrain(first), batch,
-                                           rng_key=scale_key)  # fmt: skip
-        step = inference.recommended_step_size(name, scales)
+
+    def first(tree: Any) -> Any:
+        return jax.tree.map(lambda a: a[0], tree) if chains > 1 else tree
+
+    def rule(scales: Any) -> float:
+        h = inference.recommended_step_size(name, scales)
         if name == "SGNHT":  # its diffusion is tied to the step: its Euler bias with it
-            a = inference.recommended_friction(name, step)["diffusion"]
-            step = inference.recommended_step_size(name, scales, diffusion=a)
+            a = inference.recommended_friction(name, h)["diffusion"]
+            h = inference.recommended_step_size(name, scales, diffusion=a)
+        return h
+
+    if step is None:
+        k1, k2 = jax.random.split(scale_key)
+        at_map = inference.gradient_scales(pot, first(init), batch, rng_key=k1)
+        # the gradient noise at a mode can be far below the chain's (a classifier's MAP
+        # fits its batches almost exactly): one pilot cycle from the MAP at the MAP's step,
+        # then the scales where it ends; the smaller step of the two, and the chains go on
+        # from where the pilot ended
+        init = _pilot_cycle(kernel_cls, pot, batch, rule(at_map), n, chains, init, pilot_key)
+        along = inference.gradient_scales(pot, first(init), batch, rng_key=k2)
+        scales = inference.GradientScales(max(at_map.curvature, along.curvature),
+                                          max(at_map.noise, along.noise), batch)  # fmt: skip
+        step = rule(scales)
         check_noise_feasible(name, scales, step, c)
-        extra = {"step_size_used": step, "scales": scales._asdict()}
+        extra = {"step_size_used": step, "scales": scales._asdict(),
+                 "scales_at_map": at_map._asdict()}  # fmt: skip
     friction = inference.recommended_friction(name, step)
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
-    extra["scales"] = {k: (None if v is None else float(v))
-                       for k, v in extra.get("scales", {}).items()} or None  # fmt: skip
+    for field in ("scales", "scales_at_map"):
+        extra[field] = {k: (None if v is None else float(v))
+                        for k, v in extra.get(field, {}).items()} or None  # fmt: skip
     extra["friction_used"] = friction or None
 
     def kernel() -> Any:
@@ -282,6 +298,33 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: _SGMCMCConfi
         SGMCMCAccuracyWarning,
         stacklevel=4,
     )
+
+
+def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: int,
+                 chains: int, init: Any, key: PRNGKey) -> Any:
+    """Every chain's position after one cycle of ``n`` burn-in steps from ``init`` at the
+    cycle-start step ``step`` (its accuracy is not judged: the scales are measured where it
+    ends, and the run's own step follows from them)."""
+    import warnings
+
+    from bnn_ppl.inference.schedules import cyclical_cosine
+    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning
+
+    friction = _friction(kernel_cls.__name__, step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SGMCMCAccuracyWarning)  # (construction warnings)
+        kernel = kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n),
+                            **friction)  # fmt: skip
+    mcmc = MCMC(kernel, num_warmup=n, num_samples=1, num_chains=chains,
+                chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
+    mcmc.run(key, *pot.args, init_params=init)
+    return mcmc.last_state.z
+
+
+def _friction(name: str, step: float) -> dict[str, float]:
+    from bnn_ppl.inference.step_size import recommended_friction
+
+    return recommended_friction(name.upper(), step)
 
 
 def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
