@@ -4,7 +4,8 @@ For each data set (diabetes, digits, iris, UCI boston split 0), batch size (32 a
 batch), hidden width (16 and 64) and kernel (SGHMC, SGNHT, ATMC), ``bp.fit`` runs at
 ``step_size=None`` and the default burn-in (``cycle_length=200``, ``num_samples=5``) and the
 table gives the mean kinetic temperature over every sampling step (1 at equilibrium) and the
-accuracy check's problems. Usage: ``python benchmarks/sgmcmc_temperature.py [--quick]``.
+accuracy check's problems. Usage: ``python benchmarks/sgmcmc_temperature.py [--quick] [--data ...] [--widths ...]
+[--batches ...]``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ DATASETS = {  # name: (load options, output units, likelihood)
     "iris": ({}, 3, bp.likelihoods.Categorical),
     "uci/boston": ({"split": 0, "data_dir": "/work/shared/data/uci"}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
 }
-BATCHES, WIDTHS = (32, None), (16, 64)
+WIDTHS = (16, 64)
 
 
 def run_case(data_name, batch, width, kernel, *, cycle_length=200, num_samples=5, seed=0):
@@ -47,8 +48,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="width 16 and batch 32 only")
     parser.add_argument("--data", nargs="*", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--widths", nargs="*", type=int, default=list(WIDTHS))
+    parser.add_argument("--batches", nargs="*", default=["32", "full"],
+                        help="batch sizes ('full': the whole training set)")
     args = parser.parse_args()
-    widths, batches = ((16,), (32,)) if args.quick else (WIDTHS, BATCHES)
+    widths = tuple(args.widths)
+    batches = tuple(None if b == "full" else int(b) for b in args.batches)
+    if args.quick:
+        widths, batches = (16,), (32,)
     print("| data | batch | width | " + " | ".join(CONFIGS) + " |")
     print("|---|---|---|" + "---|" * len(CONFIGS))
     start = time.perf_counter()

@@ -29,11 +29,14 @@ def _variance_ratio(method, batch, chains, cycles):
     c = cfg.CONFIGS[method](num_samples=cycles, num_chains=chains, batch_size=batch,
                             cycle_length=200)  # fmt: skip
     post = fit(linear_model(), (x, y), c, KEY)
-    draws = theta(post.samples).reshape(-1, 3)  # cycle ends: ~independent draws
+    per_chain = theta(post.samples)  # (chains, cycle ends, 3)
+    draws = per_chain.reshape(-1, 3)
     var = draws.var(0, ddof=1)
-    # the variance of a sample variance of n Gaussian draws: 2σ⁴/(n-1)
-    se = np.diag(cov) * math.sqrt(2 / (len(draws) - 1))
-    return var, np.diag(cov), se
+    # MCSE: the larger of a sample variance's of independent Gaussian draws, 2σ⁴/(n-1), and
+    # the spread of the chains' own estimates (which holds correlated cycle ends too)
+    iid = np.diag(cov) * math.sqrt(2 / (len(draws) - 1))
+    chains_se = (((per_chain - mean) ** 2).mean(1)).std(0, ddof=1) / math.sqrt(chains)
+    return var, np.diag(cov), np.maximum(iid, chains_se)
 
 
 def _cases():
