@@ -51,7 +51,12 @@ def _cases():
 @pytest.mark.statistical
 @pytest.mark.parametrize("method,batch", list(_cases()))
 def test_default_fit_has_the_exact_posterior_variance(method, batch):
-    var, exact, se = _variance_ratio(method, batch, chains=8, cycles=25)
+    if method == "sgld":  # its burn-in spans < 2 relaxation times of the stiffest direction:
+        # told before sampling (a bound: the variance below is still within MCSE)
+        with pytest.warns(SGMCMCAccuracyWarning, match="not yet stationary"):
+            var, exact, se = _variance_ratio(method, batch, chains=8, cycles=25)
+    else:
+        var, exact, se = _variance_ratio(method, batch, chains=8, cycles=25)
     assert np.all(np.abs(var - exact) < Z * se), (method, batch, var / exact, se / exact)
 
 
