@@ -45,7 +45,7 @@ from numpyro.infer import MCMC
 
 import bnn_ppl as bp
 from bnn_ppl.inference import HMC, default_trajectory_length, full_batch_potential
-from bnn_ppl.inference.hmc_drivers import hmc_kernel
+from bnn_ppl.inference.mcmc.run import hmc_kernel
 from bnn_ppl.models import MLP
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -21,7 +21,7 @@ for one chain and for ``--chains`` chains (vmapped over keys, as ``pot.init_para
 Then the SG-MCMC kernels' noise (compiled into every SG-MCMC step), one normal per parameter:
 
 * ``leaf by leaf`` - ``jax.random.normal(keys[i], shape)`` per leaf, the noise before;
-* ``normal_like`` - :func:`bnn_ppl.inference.sgmcmc_base.normal_like` now (flat, one vmapped
+* ``normal_like`` - :func:`bnn_ppl.inference.sgmcmc.kernel.normal_like` now (flat, one vmapped
   call per size).
 
 Then mean-field SVI's set-up (``--svi-rounds``; 0 skips it): NumPyro's ``SVI.run`` for 2 steps
@@ -60,7 +60,7 @@ from numpyro.optim import optax_to_numpyro
 import bnn_ppl as bp
 from bnn_ppl.flat_draws import init_to_prior_draw
 from bnn_ppl.inference import MeanFieldGuide
-from bnn_ppl.inference.sgmcmc_base import normal_like
+from bnn_ppl.inference.sgmcmc.kernel import normal_like
 from bnn_ppl.models import MLP, ResNet20FRN
 
 

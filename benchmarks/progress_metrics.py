@@ -3,7 +3,7 @@
 Every run folder writes ``progress.jsonl``: the test metrics of the BMA of the first ``t``
 draws of every chain at about 100 values of ``t``. Evaluating
 :func:`bnn_ppl.metrics.suite.predictive_metrics` on each prefix (what
-:func:`bnn_ppl.progress.running_metrics` did until 2026-11-28) compiles its programs once per
+:func:`bnn_ppl.runs.progress.running_metrics` did until 2026-11-28) compiles its programs once per
 prefix length; :func:`bnn_ppl.metrics.suite.prefix_metrics` computes the same metrics in one
 pass with programs of one shape. This times both in one fresh process each time (a first call
 is what a run folder pays: the compilations are the cost), on synthetic predictions of a
@@ -30,7 +30,7 @@ import json, sys, time
 import numpy as np
 from bnn_ppl.likelihoods import GaussianPrediction
 from bnn_ppl.metrics.suite import flat_draws, predictive_metrics, prefix_metrics
-from bnn_ppl.progress import _points
+from bnn_ppl.runs.progress import _points
 
 way, kind, chains, draws, rows = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 rng = np.random.default_rng(0)

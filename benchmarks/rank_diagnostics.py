@@ -1,5 +1,5 @@
 """Benchmark: a reference run's convergence check, ArviZ's per-quantity R-hat and bulk ESS
-against :func:`bnn_ppl.rank_diagnostics.rhat_bulk_ess` (vectorised over quantities).
+against :func:`bnn_ppl.diagnostics.rank.rhat_bulk_ess` (vectorised over quantities).
 
 After every segment a reference run computes the rank-normalised split R-hat and the bulk
 ESS of every test prediction over all draws kept so far: on digits 3,600 probabilities, 4
@@ -24,7 +24,7 @@ import arviz as az
 import numpy as np
 from _timing import machine, round_robin
 
-from bnn_ppl.rank_diagnostics import rhat_bulk_ess
+from bnn_ppl.diagnostics.rank import rhat_bulk_ess
 
 
 def arviz_figures(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -36,8 +36,8 @@ from numpyro.infer import MCMC
 
 import bnn_ppl as bp
 from bnn_ppl.inference import HMC, default_trajectory_length, full_batch_potential
-from bnn_ppl.inference.hmc_drivers import DEFAULT_EXTRA_FIELDS, QUARTER_PERIOD
-from bnn_ppl.inference.reference import check_convergence
+from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, QUARTER_PERIOD
+from bnn_ppl.inference.reference.recipe import check_convergence
 
 NOISE = "noise_scale"
 FIELDS = (*DEFAULT_EXTRA_FIELDS, "trajectory_length")

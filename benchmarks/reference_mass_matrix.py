@@ -14,7 +14,7 @@ small digits MLP:
 
 All with the step size adapted (dual averaging, target acceptance 0.8) and chains started from
 independent prior draws. Per run: mean leapfrog steps, and for each function-space quantity
-(:mod:`bnn_ppl.function_values`: all softmax probabilities, p(true class), centred logits) the
+(:mod:`bnn_ppl.diagnostics.function_values`: all softmax probabilities, p(true class), centred logits) the
 share of R-hat above 1.01 and 1.1 and the minimum and median bulk ESS per 1000 gradient
 evaluations of the sampling phase (the efficiency a reference run pays for).
 
@@ -35,7 +35,7 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.diagnostics import convergence
-from bnn_ppl.function_values import CLASSIFICATION_QUANTITIES, function_values
+from bnn_ppl.diagnostics.function_values import CLASSIFICATION_QUANTITIES, function_values
 from bnn_ppl.inference import default_trajectory_length, hmc
 from bnn_ppl.models import MLP
 

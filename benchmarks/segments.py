@@ -48,7 +48,7 @@ def _stock_segments() -> None:
     """Make the checkpointed runs use NumPyro's own MCMC (what they did before ReusingMCMC)."""
     from numpyro.infer import MCMC
 
-    import bnn_ppl.inference.resume as resume
+    import bnn_ppl.inference.checkpoint.segments as resume
 
     resume.ReusingMCMC = MCMC
 

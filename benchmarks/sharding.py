@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential
-from bnn_ppl.inference.potential import DATA_AXIS
+from bnn_ppl.inference.potential.bnn import DATA_AXIS
 from bnn_ppl.models import MLP
 
 

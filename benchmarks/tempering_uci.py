@@ -22,9 +22,9 @@ import numpy as np
 from numpyro.infer import MCMC
 
 import bnn_ppl as bp
-from bnn_ppl.function_values import function_values
+from bnn_ppl.diagnostics.function_values import function_values
 from bnn_ppl.inference import ParallelTempering, full_batch_potential
-from bnn_ppl.inference.stopping_rule import check_convergence
+from bnn_ppl.inference.reference.stopping import check_convergence
 from bnn_ppl.models import mlp_bnn
 
 

@@ -34,17 +34,17 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics import rhat_bulk_ess
-from bnn_ppl.function_values import function_values
+from bnn_ppl.diagnostics.function_values import function_values
 from bnn_ppl.inference import reference_hmc
-from bnn_ppl.inference.checkpoint_store import CheckpointStore, saved_fingerprint
-from bnn_ppl.inference.reference_chains import (
+from bnn_ppl.inference.checkpoint.segments import state_from_arrays
+from bnn_ppl.inference.checkpoint.store import CheckpointStore, saved_fingerprint
+from bnn_ppl.inference.reference.chains import (
     as_segment,
     build_chains,
     continue_chains,
     segment_arrays_of,
 )
-from bnn_ppl.inference.reference_kernels import chain_kernel
-from bnn_ppl.inference.resume import state_from_arrays
+from bnn_ppl.inference.reference.kernels import chain_kernel
 from bnn_ppl.models import MLP, mlp_bnn
 
 

@@ -11,7 +11,7 @@ loop's tail differently), a ResNet-20's prior draw and SG-MCMC noise compiling 5
 (``benchmarks/init_draw.py``, RESULTS.md).
 
 Used by :meth:`bnn_ppl.BNN.init` (:func:`prior_draws`), the SG-MCMC kernels' noise
-(:func:`bnn_ppl.inference.sgmcmc_base.normal_like`), and NumPyro's own draws where we call them:
+(:func:`bnn_ppl.inference.sgmcmc.kernel.normal_like`), and NumPyro's own draws where we call them:
 the initial values of mean-field SVI and of a NumPyro model's potential
 (:func:`init_to_prior_draw`, NumPyro's ``init_to_sample`` drawn flat) and the mean-field guide's
 draws (:class:`flat_normal_draws`, ``Normal`` sites drawn flat), each with NumPyro's values.

@@ -42,7 +42,7 @@ import bnn_ppl as bp
 from bnn_ppl.inference import ReferenceNotConvergedWarning, heldout_noise, reference_hmc
 from bnn_ppl.io import save_npz, write_json
 from bnn_ppl.models import mlp_bnn
-from bnn_ppl.run_config import git_commit, versions
+from bnn_ppl.runs.config import git_commit, versions
 
 
 def reference_predictive(model, run, data) -> tuple[dict, dict]:

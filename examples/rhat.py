@@ -7,10 +7,10 @@ R-hat <= 1.1 on predictions; Vehtari et al. (2021) ask for rank-normalised split
 This example runs ``--num-chains`` HMC chains on digits (:func:`bnn_ppl.inference.fit`),
 computes both with :mod:`bnn_ppl.diagnostics` and prints the fraction of quantities above 1.01
 and 1.1 in each space, the probabilities that fail R-hat <= 1.01 or bulk ESS >= 400 with the
-chain that is the odd one out on them (:mod:`bnn_ppl.slow_values`), plus per-layer summaries,
+chain that is the odd one out on them (:mod:`bnn_ppl.diagnostics.slow_values`), plus per-layer summaries,
 and saves the histogram figure.
 
-"Function space" is itself a choice (:mod:`bnn_ppl.function_values`), and all three are
+"Function space" is itself a choice (:mod:`bnn_ppl.diagnostics.function_values`), and all three are
 reported: every softmax probability (what Izmailov et al. diagnosed: classic R-hat on the
 softmax outputs), the probability of the true class, and the centred logits. All R-hat values
 here are rank-normalised split R-hat (Vehtari et al. 2021), stricter than the classic one.
@@ -32,10 +32,14 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig
-from bnn_ppl.function_values import CLASSIFICATION_QUANTITIES, PAPERS_QUANTITY, function_values
+from bnn_ppl.diagnostics.function_values import (
+    CLASSIFICATION_QUANTITIES,
+    PAPERS_QUANTITY,
+    function_values,
+)
+from bnn_ppl.diagnostics.slow_values import describe_laggards, laggards
 from bnn_ppl.inference import fit_run
 from bnn_ppl.plots import rhat_histograms, save_figure
-from bnn_ppl.slow_values import describe_laggards, laggards
 
 
 def main(args: argparse.Namespace) -> None:

@@ -36,30 +36,25 @@
   results as a :class:`bnn_ppl.Posterior` (draws, sample statistics, ArviZ file).
 """
 
-from bnn_ppl.inference import cycles, schedules
-from bnn_ppl.inference.atmc import ATMC
+from bnn_ppl.diagnostics.slow_values import Laggard, describe_laggards, laggards
+from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
 from bnn_ppl.inference.fitting import FitData, fit
-from bnn_ppl.inference.gradients import (
-    GradientEstimate,
-    GradientEstimator,
-    full_batch_estimator,
-    gradient_estimator,
-)
-from bnn_ppl.inference.hmc_drivers import HMC, NUTS, default_trajectory_length, hmc, nuts
 from bnn_ppl.inference.loop_reuse import ReusingMCMC
-from bnn_ppl.inference.model_structure import DeterministicSiteWarning
-from bnn_ppl.inference.noise_choice import HeldoutNoise, heldout_noise
-from bnn_ppl.inference.numpyro_potential import ModelData, ModelPotential, model_potential
-from bnn_ppl.inference.potential import FullBatchPotential, ShardedData, full_batch_potential
-from bnn_ppl.inference.projection import Projection, project_convergence
-from bnn_ppl.inference.reference import (
+from bnn_ppl.inference.mcmc.run import HMC, NUTS, default_trajectory_length, hmc, nuts
+from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData, full_batch_potential
+from bnn_ppl.inference.potential.model_structure import DeterministicSiteWarning
+from bnn_ppl.inference.potential.numpyro_model import ModelData, ModelPotential, model_potential
+from bnn_ppl.inference.reference.noise import HeldoutNoise, heldout_noise
+from bnn_ppl.inference.reference.projection import Projection, project_convergence
+from bnn_ppl.inference.reference.recipe import (
     ConvergenceCheck,
     ReferenceNotConvergedWarning,
     ReferenceRun,
     reference_hmc,
 )
-from bnn_ppl.inference.resume import MCMCPlan, run_segments
+from bnn_ppl.inference.reference.tempering import ParallelTempering, TemperingState
+from bnn_ppl.inference.results import as_posterior, from_map, from_mcmc, from_svi
 from bnn_ppl.inference.run_folder import (
     CONVERGENCE_HEADER,
     chain_summary,
@@ -67,16 +62,24 @@ from bnn_ppl.inference.run_folder import (
     convergence_summary,
     fit_run,
 )
-from bnn_ppl.inference.sghmc import SGHMC
-from bnn_ppl.inference.sgld import SGLD
-from bnn_ppl.inference.sgmcmc_accuracy import (
+from bnn_ppl.inference.sgmcmc import cycles, schedules
+from bnn_ppl.inference.sgmcmc.accuracy import (
     SGMCMCAccuracyWarning,
     accuracy_summary,
     check_accuracy,
 )
-from bnn_ppl.inference.sgmcmc_base import SGMCMCKernel, SGMCMCState
-from bnn_ppl.inference.sgnht import SGNHT
-from bnn_ppl.inference.step_size import (
+from bnn_ppl.inference.sgmcmc.atmc import ATMC
+from bnn_ppl.inference.sgmcmc.gradients import (
+    GradientEstimate,
+    GradientEstimator,
+    full_batch_estimator,
+    gradient_estimator,
+)
+from bnn_ppl.inference.sgmcmc.kernel import SGMCMCKernel, SGMCMCState
+from bnn_ppl.inference.sgmcmc.sghmc import SGHMC
+from bnn_ppl.inference.sgmcmc.sgld import SGLD
+from bnn_ppl.inference.sgmcmc.sgnht import SGNHT
+from bnn_ppl.inference.sgmcmc.step_size import (
     GradientScales,
     gradient_scales,
     recommended_friction,
@@ -84,9 +87,6 @@ from bnn_ppl.inference.step_size import (
     recommended_step_sizes,
 )
 from bnn_ppl.inference.svi import MeanFieldGuide, SVIResult, svi_mean_field
-from bnn_ppl.inference.tempering import ParallelTempering, TemperingState
-from bnn_ppl.inference.to_posterior import as_posterior, from_map, from_mcmc, from_svi
-from bnn_ppl.slow_values import Laggard, describe_laggards, laggards
 
 __all__ = [
     "ATMC",
@@ -156,6 +156,6 @@ __all__ = [
     "MeanFieldGuide",
 ]
 
-from bnn_ppl.inference import distributed  # noqa: E402  (multi-process runs: jax.distributed)
+from bnn_ppl.inference.potential import distributed  # noqa: E402  (multi-process runs: jax.distributed)
 
 __all__ += ["distributed"]

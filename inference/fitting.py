@@ -58,6 +58,7 @@ from bnn_ppl.config import (
 )
 from bnn_ppl.data import Dataset
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.progress_bar import check_progress_bar
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -94,9 +95,9 @@ def _numpy(tree: Any) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in tree.items()}
 
 
-def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.hmc_drivers import hmc, nuts
-    from bnn_ppl.inference.to_posterior import from_mcmc
+def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey, bar: bool) -> Posterior:
+    from bnn_ppl.inference.mcmc.run import hmc, nuts
+    from bnn_ppl.inference.results import from_mcmc
 
     common = {
         "rng_key": key,
@@ -110,6 +111,7 @@ def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
         "init_method": c.init_method,
         "chunk_size": c.chunk_size,
         "chain_batching": c.chain_batching,
+        "progress_bar": bar,
     }
     if isinstance(c, HMCConfig):
         mcmc = hmc(
@@ -127,7 +129,9 @@ def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
     return from_mcmc(mcmc, method=c.method, config=c.to_dict())
 
 
-def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[str, Any]:
+def _map_kwargs(
+    c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey, bar: bool
+) -> dict[str, Any]:
     """The optimiser settings of ``c`` as keywords of :func:`map_estimate`."""
     return {
         "num_steps": num_steps,
@@ -136,14 +140,15 @@ def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[
         "init_method": c.init_method,
         "rng_key": key,
         "chunk_size": c.chunk_size,
+        "progress_bar": bar,
     }
 
 
-def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
+def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey, bar: bool) -> Posterior:
     from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
-    from bnn_ppl.inference.to_posterior import from_map
+    from bnn_ppl.inference.results import from_map
 
-    kwargs = _map_kwargs(c, c.num_steps, key)
+    kwargs = _map_kwargs(c, c.num_steps, key, bar)
     if isinstance(c, EnsembleConfig):
         result = deep_ensemble(
             model, d.x, d.y, c.num_members, chain_batching=c.chain_batching, **kwargs
@@ -153,15 +158,15 @@ def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
     return from_map(result, method=c.method, config=c.to_dict())
 
 
-def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
+def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey, bar: bool) -> Posterior:
     from bnn_ppl.inference.ensemble import map_estimate
+    from bnn_ppl.inference.results import from_svi
     from bnn_ppl.inference.svi import svi_mean_field
-    from bnn_ppl.inference.to_posterior import from_svi
 
     map_key, svi_key, draw_key = jax.random.split(key, 3)
     init_loc, extra = None, {}
     if c.map_steps > 0:
-        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key))
+        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key, bar))
         init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
     result = svi_mean_field(
         model,
@@ -174,24 +179,28 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
         batch_size=c.batch_size,
         num_particles=c.num_particles,
         rng_key=svi_key,
+        progress_bar=bar,
     )
     post = from_svi(result, draw_key, c.num_samples, config=c.to_dict() | extra)
     sites = model.sites(d.x)  # the guide may hold auxiliary sites: keep the model's
     return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
 
 
-def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
-    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit.
+def _sgmcmc_setup(
+    model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool = False
+) -> tuple:
+    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit
+    (``bar`` shows the MAP's progress).
 
     The recipe: every chain starts at its own MAP estimate (``map_steps`` Adam steps from its
     own prior draw: a prior draw is orders of magnitude above the typical set's potential, and
     the energy it releases would outlast the burn-in); the step size is the given one or
-    :func:`~bnn_ppl.inference.recommended_step_size` at the scales measured at the first
-    chain's MAP, and the momentum kernels' least friction is
-    :func:`~bnn_ppl.inference.recommended_friction` at that step; the schedule is the cyclical
-    cosine from it."""
+    :func:`~bnn_ppl.inference.recommended_step_size` at the larger of the scales measured at
+    the first chain's MAP and after one pilot cycle from there, and the momentum kernels'
+    least friction is :func:`~bnn_ppl.inference.recommended_friction` at that step; the
+    schedule is the cyclical cosine from it."""
     from bnn_ppl import inference
-    from bnn_ppl.inference.schedules import cyclical_cosine
+    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 
     kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
                   "atmc": inference.ATMC}[c.method]  # fmt: skip
@@ -203,7 +212,8 @@ def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tup
     map_key, scale_key, pilot_key, run_key = jax.random.split(key, 4)
     n, chains = c.cycle_length, c.num_chains
     map_kwargs = {"num_steps": c.map_steps, "batch_size": batch, "init_method": c.init_method,
-                  "rng_key": map_key, "chunk_size": c.chunk_size}  # fmt: skip
+                  "rng_key": map_key, "chunk_size": c.chunk_size,
+                  "progress_bar": bar}  # fmt: skip
     if chains > 1:
         found = inference.deep_ensemble(model, d.x, d.y, chains,
                                         chain_batching=c.chain_batching, **map_kwargs)  # fmt: skip
@@ -263,8 +273,8 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: _SGMCMCConfi
     the batch size at which the noise no longer binds (the noise variance falls as ``1/b``)."""
     import warnings
 
-    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning
-    from bnn_ppl.inference.step_size import GradientScales, recommended_step_size
+    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
+    from bnn_ppl.inference.sgmcmc.step_size import GradientScales, recommended_step_size
 
     if sampler == "SGLD":  # no momentum: the variance builds as 1 - exp(-2λt) from the MAP
         spans = 2 * scales.curvature * c.num_warmup * c.cycle_length * step / 2
@@ -307,8 +317,8 @@ def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: i
     ends, and the run's own step follows from them)."""
     import warnings
 
-    from bnn_ppl.inference.schedules import cyclical_cosine
-    from bnn_ppl.inference.sgmcmc_accuracy import SGMCMCAccuracyWarning
+    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
+    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
 
     friction = _friction(kernel_cls.__name__, step)
     with warnings.catch_warnings():
@@ -322,7 +332,7 @@ def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: i
 
 
 def _friction(name: str, step: float) -> dict[str, float]:
-    from bnn_ppl.inference.step_size import recommended_friction
+    from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
 
     return recommended_friction(name.upper(), step)
 
@@ -337,11 +347,11 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
     return Posterior(c.method, samples, config=c.to_dict() | extra)
 
 
-def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.cycles import cycle_end_samples
-    from bnn_ppl.inference.sgmcmc_accuracy import accuracy_summary
+def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool) -> Posterior:
+    from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
+    from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
 
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key, bar)
     n = c.cycle_length
     mcmc = MCMC(
         kernel(),
@@ -352,7 +362,9 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
         chain_method="vectorized",
         progress_bar=False,
         jit_model_args=True,
+        progress_rate=n,  # (with the bar: one update per cycle)
     )
+    mcmc.progress_bar = bar  # (NumPyro turns it off whenever CI is set)
     mcmc.run(run_key, *pot.args, init_params=init)
     samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
     # what the statistics of every sampling step show went wrong: warned and kept
@@ -360,14 +372,19 @@ def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior
 
 
 def _reference(
-    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any,
+    model: BNN,
+    d: FitData,
+    c: ReferenceHMCConfig,
+    key: PRNGKey,
+    checkpoint_dir: Any,
     on_check: Callable[[Any], Any] | None = None,
+    bar: bool = False,
 ) -> Posterior:
-    from bnn_ppl.inference.reference import reference_hmc
+    from bnn_ppl.inference.reference.recipe import reference_hmc
 
     run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
                         rng_key=key, checkpoint_dir=checkpoint_dir,
-                        on_check=on_check)  # fmt: skip
+                        on_check=on_check, progress_bar=bar)  # fmt: skip
     return run.posterior
 
 
@@ -381,6 +398,7 @@ def fit(
     checkpoint_every: int | None = None,
     progress_every: int | None = None,
     on_check: Callable[[Any], Any] | None = None,
+    progress_bar: bool | None = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -394,10 +412,10 @@ def fit(
             every ``checkpoint_every`` draws per chain, and resume from it if it holds this
             run (bit-exact: the same draws as an uninterrupted run); a folder of a run with
             other settings, data, seed or network is refused naming what differs
-            (:mod:`bnn_ppl.inference.fit_checkpoint`). Warmup's cost, then after each
+            (:mod:`bnn_ppl.inference.checkpoint.fit`). Warmup's cost, then after each
             segment the running metrics (with test targets: the BMA's test metrics over the
             draws so far) get lines in ``progress.jsonl`` there
-            (:mod:`bnn_ppl.inference.progress_log`). A ``ReferenceHMCConfig`` run commits
+            (:mod:`bnn_ppl.inference.checkpoint.progress_log`). A ``ReferenceHMCConfig`` run commits
             every segment of ``segment_draws`` draws instead (no ``checkpoint_every``,
             ``progress_every`` or ``progress.jsonl``; :func:`~bnn_ppl.inference.reference_hmc`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
@@ -408,6 +426,12 @@ def fit(
         on_check: ``ReferenceHMCConfig`` only: called with each
             :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
             print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
+        progress_bar: live bars on stderr: NumPyro's for MCMC warmup and sampling (step
+            size, acceptance, divergences) and for SVI (loss); bars with the loss for MAP and
+            ensembles (and the MAP that sets an SG-MCMC step size), with the kinetic
+            temperature for SG-MCMC steps, with the share of converged test values for a
+            reference run's draws. ``None`` (default): on when stderr is a terminal and the
+            environment variable ``CI`` is not set. The bar changes no result.
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -426,13 +450,14 @@ def fit(
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
+    bar = check_progress_bar(progress_bar)
     if on_check is not None and not isinstance(config, ReferenceHMCConfig):
         raise InputValueError(
             f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
             f"{type(config).__name__}; leave it out."
         )
     if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
-        from bnn_ppl.inference.fit_checkpoint import check_checkpoint_args
+        from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args
 
         checkpoint_every = check_checkpoint_args(
             config, checkpoint_dir, checkpoint_every, progress_every
@@ -449,11 +474,11 @@ def fit(
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
-        from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
+        from bnn_ppl.inference.checkpoint.fit import fit_checkpointed
 
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(
-            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every, bar
         )
     if isinstance(config, ReferenceHMCConfig):
         if d.x_test is None:
@@ -461,15 +486,15 @@ def fit(
                 "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
                 "or (x, y, x_test[, y_test])."
             )
-        post = _reference(model, d, config, key, checkpoint_dir, on_check)
+        post = _reference(model, d, config, key, checkpoint_dir, on_check, bar)
     elif isinstance(config, _MCMCConfig):
-        post = _mcmc(model, d, config, key)
+        post = _mcmc(model, d, config, key, bar)
     elif isinstance(config, SVIConfig):
-        post = _svi(model, d, config, key)
+        post = _svi(model, d, config, key, bar)
     elif isinstance(config, MAPConfig):
-        post = _map(model, d, config, key)
+        post = _map(model, d, config, key, bar)
     elif isinstance(config, _SGMCMCConfig):
-        post = _sgmcmc(model, d, config, key)
+        post = _sgmcmc(model, d, config, key, bar)
     else:  # a Config subclass defined elsewhere
         raise InputTypeError(f"fit has no method for {type(config).__name__}.")
     return post.with_data(model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)

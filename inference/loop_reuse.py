@@ -4,7 +4,7 @@ Why: ``numpyro.util.fori_collect`` (the loop of every ``MCMC.run`` with ``progre
 wraps its cached body in a *new* ``jax.jit`` object on every call and passes it as a static
 argument of the outer jitted loop. Static arguments are compared by identity, so each run is a
 cache miss: the loop is traced, lowered and compiled again, although the program is the same.
-Every checkpoint segment (:mod:`~bnn_ppl.inference.resume`, the reference recipe's segments)
+Every checkpoint segment (:mod:`~bnn_ppl.inference.checkpoint.segments`, the reference recipe's segments)
 is a new ``MCMC.run`` and paid that compilation: on a concrete-sized MLP(50) with 256 leapfrog
 steps per draw, 3.3 s of CPU a segment on 2 CPU cores, and 10 short segments of a small ``fit``
 cost 4-5x one run instead of 1.5-1.7x (``benchmarks/segments.py``; benchmarks/RESULTS.md).

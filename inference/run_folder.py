@@ -61,11 +61,11 @@ CONVERGENCE_HEADER = (f"{'converged':>10}{'R-hat max':>10}{'<=1.01':>8}{'ESS min
 
 
 def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
-    """A reference run's convergence figures (its last check, :mod:`~bnn_ppl.inference.reference`):
+    """A reference run's convergence figures (its last check, :mod:`~bnn_ppl.inference.reference.recipe`):
     ``converged``, ``stop_reason``, ``rhat_max``, ``share_rhat_ok`` (of the test quantities,
     R-hat <= the threshold), ``ess_bulk_min``, ``draws`` per chain, ``gradients`` (leapfrog
     steps after warmup, all chains), ``seconds`` and ``draws_needed`` (per chain, projected:
-    :mod:`~bnn_ppl.inference.projection`; ``None`` when converged or not projected); a run
+    :mod:`~bnn_ppl.inference.reference.projection`; ``None`` when converged or not projected); a run
     stopped in warmup has ``None`` for the figures. ``None`` for a posterior of another method.
 
     Example:

@@ -166,7 +166,7 @@ class ReleaseCompiledPrograms:
     level 0 (above) one reference-run program maps thousands of regions: an xdist worker
     reached ~63,600 of Linux's 65,530 by 85 % of the suite (2026-11-27), and past the limit XLA
     segfaults while compiling or loading a program - in a different test each run (seen in
-    three runs: doctests of ``inference/hmc_kernels.py``, ``inference/fit_checkpoint.py`` and
+    three runs: doctests of ``inference/mcmc/kernels.py``, ``inference/checkpoint/fit.py`` and
     ``bnn_ppl/model.py``). ``jax.clear_caches()`` and a collection release them (measured:
     ``tests/test_reference_checkpoint.py`` alone, 18,279 -> 1,061); later tests read their
     programs back from the persistent cache. Registered as a plugin, not a conftest hook, so

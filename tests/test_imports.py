@@ -214,13 +214,13 @@ def _submodules() -> list[str]:
 
 
 def test_no_function_shadows_a_module():
-    """``import bnn_ppl.inference.hmc_drivers as m`` must give the module: a package that
+    """``import bnn_ppl.inference.mcmc.run as m`` must give the module: a package that
     re-exported a function under its module's name (``inference.hmc`` was the function
     ``hmc``) hides the module from attribute access."""
     import importlib
 
     names = _submodules()
-    assert {"bnn_ppl.inference.hmc_drivers", "bnn_ppl.models.mlp", "bnn_ppl.metrics.suite"} <= set(
+    assert {"bnn_ppl.inference.mcmc.run", "bnn_ppl.models.mlp", "bnn_ppl.metrics.suite"} <= set(
         names
     )
     shadowed = []

@@ -1,6 +1,6 @@
 """bnn_ppl.model_average: the one Bayesian model average, whole or merged in parts.
 
-``bp.bma``, the running BMA of ``bnn_ppl.progress`` and the metric suite all go through
+``bp.bma``, the running BMA of ``bnn_ppl.runs.progress`` and the metric suite all go through
 :func:`summarize`, :func:`merge` and :func:`result`; these tests check that averaging in parts
 is the average of the whole, for every predictive type.
 """

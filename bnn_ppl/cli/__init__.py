@@ -86,6 +86,7 @@ from bnn_ppl.cli.settings import (
     CLIError,
     RunOptions,
     RunSettings,
+    did_you_mean,
     run_settings,
 )
 from bnn_ppl.divergence import DivergedError as DivergedError
@@ -160,7 +161,10 @@ def _dispatch(args: list[str]) -> int:
         print(RUN_HELP, file=sys.stdout if rest else sys.stderr)
         return 0 if rest else 2
     if command not in ("run", "evaluate", "compare"):
-        raise CLIError(f"unknown command {command!r}; {PROG} takes run, evaluate or compare.")
+        hint = did_you_mean(command, ("run", "evaluate", "compare"))
+        raise CLIError(
+            f"unknown command {command!r}{hint or ';'} {PROG} takes run, evaluate or compare."
+        )
     from bnn_ppl.cli import parser  # tyro: only once a subcommand is parsed
     from bnn_ppl.cli.evaluate import _cmd_compare, _cmd_evaluate
     from bnn_ppl.cli.run import _cmd_run

@@ -1,0 +1,1 @@
+"""Checkpoints: NumPyro MCMC in committed segments that resume bit-exactly, and fit's checkpoints."""

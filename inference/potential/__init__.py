@@ -1,0 +1,1 @@
+"""The potential: a BNN's (or NumPyro model's) negative log posterior, sharded and chunked."""

@@ -1,0 +1,1 @@
+"""Reference runs: HMC (or parallel tempering) in segments until the test predictions converge."""

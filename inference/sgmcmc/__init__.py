@@ -1,0 +1,1 @@
+"""Stochastic-gradient MCMC: SGLD, SGHMC, SGNHT and ATMC kernels, gradients, schedules, step sizes."""
