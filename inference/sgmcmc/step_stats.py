@@ -152,7 +152,8 @@ def stats_update(stats: StepStats, info: Any, active: Array, capped: Array | boo
     one = jnp.asarray(active, jnp.int32)
     capped = stats.capped + one * jnp.asarray(capped, jnp.int32)
     errors = Sums(total_e, timed_e)
-    trend = _trend_update(stats.trend, stats.steps, info.potential_energy, active)
+    u = getattr(info, "potential_energy", None)  # (an Info without it: no trend)
+    trend = stats.trend if u is None else _trend_update(stats.trend, stats.steps, u, active)
     return StepStats(stats.size, stats.steps + one, capped, total, timed, peak, errors, trend)
 
 
