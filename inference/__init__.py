@@ -9,10 +9,11 @@
 * :func:`hmc`, :func:`nuts` - one call from ``(model, x, y)`` to a finished ``numpyro.infer.MCMC``.
 * :func:`fit` - one driver from a model and data to a :class:`bnn_ppl.Posterior`, for every
   method; MCMC and SG-MCMC runs checkpoint and resume bit-exactly with ``checkpoint_dir`` and
-  log ``progress.jsonl`` there (:mod:`fit_checkpoint`).
+  log ``progress.jsonl`` there (:mod:`checkpoint.fit`).
 * :func:`run_segments` - checkpoint and resume for any NumPyro ``MCMCKernel`` on NumPyro's
-  public API (what ``fit(..., checkpoint_dir=...)`` uses; :mod:`resume`); its segments run on
-  a :class:`ReusingMCMC`, whose repeated ``run`` reuses the compiled loop (:mod:`loop_reuse`).
+  public API (what ``fit(..., checkpoint_dir=...)`` uses; :mod:`checkpoint.segments`); its
+  segments run on a :class:`ReusingMCMC`, whose repeated ``run`` reuses the compiled loop
+  (:mod:`loop_reuse`).
 * :class:`SGLD`, :class:`SGHMC`, :class:`SGNHT`, :class:`ATMC` - SG-MCMC kernels for NumPyro's
   ``MCMC`` on minibatch gradients (:func:`gradient_estimator`, independent batches and an
   estimate of their noise), with :mod:`schedules` and cycle-end selection (:mod:`cycles`);
@@ -20,10 +21,10 @@
   :func:`check_accuracy` warns about a run that could not be accurate, from the statistics of
   every sampling step that the kernels' state carries (:mod:`step_stats`).
 * :func:`reference_hmc` - HMC (or, with ``num_temperatures``, parallel tempering;
-  :mod:`reference_kernels`) in segments until the test predictions have converged
-  (R-hat and ESS checked by the recipe, :mod:`stopping_rule`), or its budget ends (warmup's
-  included, :mod:`reference_chains`) or a chain stops moving, and it says so; with a
-  ``checkpoint_dir`` it commits every segment and resumes (:mod:`reference_checkpoint`).
+  :mod:`reference.kernels`) in segments until the test predictions have converged
+  (R-hat and ESS checked by the recipe, :mod:`reference.stopping`), or its budget ends (warmup's
+  included, :mod:`reference.chains`) or a chain stops moving, and it says so; with a
+  ``checkpoint_dir`` it commits every segment and resumes (:mod:`reference.checkpoint`).
 * :class:`ParallelTempering` - replica-exchange HMC over a ladder of likelihood temperatures,
   for posteriors whose modes an HMC chain cannot cross (:mod:`tempering`).
 * :func:`svi_mean_field` - the mean-field VI baseline on NumPyro's SVI (its guide:
@@ -31,7 +32,7 @@
 * :func:`map_estimate`, :func:`deep_ensemble` - MAP by optax on the same potential, and
   ensembles of MAP solutions trained in parallel.
 * :func:`heldout_noise` - a regression reference's fixed noise sd from the training rows alone:
-  the cross-validated RMSE of MAP fits (:mod:`noise_choice`).
+  the cross-validated RMSE of MAP fits (:mod:`reference.noise`).
 * :func:`from_mcmc`, :func:`from_svi`, :func:`from_map`, :func:`as_posterior` - any of these
   results as a :class:`bnn_ppl.Posterior` (draws, sample statistics, ArviZ file).
 """

@@ -45,6 +45,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from bnn_ppl import validation
+from bnn_ppl.compile_cache import use_persistent_cache
 from bnn_ppl.config import (
     Config,
     EnsembleConfig,
@@ -433,6 +434,10 @@ def fit(
             reference run's draws. ``None`` (default): on when stderr is a terminal and the
             environment variable ``CI`` is not set. The bar changes no result.
 
+    Compiled programs are kept in JAX's persistent compilation cache
+    (:func:`bnn_ppl.compile_cache.use_persistent_cache`: ``~/.cache/bnn_ppl/jax``, moved or
+    turned off by ``BNN_PPL_CACHE_DIR``), so a rerun or a resume does not compile them again.
+
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
         method chose, e.g. the SG-MCMC step size), with the observed data, per-row
@@ -473,6 +478,7 @@ def fit(
             y_test = validation.as_array("y_test", d.y_test)
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
+    use_persistent_cache()  # a rerun or a resume reads its compiled programs back
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
         from bnn_ppl.inference.checkpoint.fit import fit_checkpointed
 

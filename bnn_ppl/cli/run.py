@@ -225,9 +225,11 @@ def _metric_line(m: Mapping[str, float]) -> str:
 
 def _cmd_run(s: RunSettings) -> int:
     from bnn_ppl import runs
+    from bnn_ppl.compile_cache import use_persistent_cache
 
     o = s.options
     say = printer(o.quiet)
+    use_persistent_cache(o.cache_dir)
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
     data = _inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:
