@@ -4,8 +4,8 @@ For each data set (diabetes, digits, iris, UCI boston split 0), batch size (32 a
 batch), hidden width (16 and 64) and kernel (SGHMC, SGNHT, ATMC), ``bp.fit`` runs at
 ``step_size=None`` and the default burn-in (``cycle_length=200``, ``num_samples=5``) and the
 table gives the mean kinetic temperature over every sampling step (1 at equilibrium) and the
-accuracy check's problems. Usage: ``python benchmarks/sgmcmc_temperature.py [--quick] [--data ...] [--widths ...]
-[--batches ...]``.
+accuracy check's problems. Usage: ``python benchmarks/sgmcmc_temperature.py [--quick]
+[--data ...] [--widths ...] [--batches ...]``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ DATASETS = {  # name: (load options, output units, likelihood)
     "diabetes": ({}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
     "digits": ({}, 10, bp.likelihoods.Categorical),
     "iris": ({}, 3, bp.likelihoods.Categorical),
-    "uci/boston": ({"split": 0, "data_dir": "/work/shared/data/uci"}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
+    "uci/boston": ({"split": 0, "data_dir": "/work/shared/data/uci"}, 1,
+                   lambda: bp.likelihoods.Gaussian(0.5)),
 }
 WIDTHS = (16, 64)
 

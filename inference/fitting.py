@@ -318,8 +318,8 @@ def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: i
     ends, and the run's own step follows from them)."""
     import warnings
 
-    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
     from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
+    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 
     friction = _friction(kernel_cls.__name__, step)
     with warnings.catch_warnings():

@@ -295,7 +295,8 @@ class SGMCMCKernel(MCMCKernel):
                     f"{name}: the minibatch gradient noise exceeded what the friction can "
                     f"absorb (share up to {share:.2f} > 1; over the bound {where}): the "
                     "sampler no longer controls those coordinates' temperature (the draws can "
-                    f"come out hot or cold). Use {self._advice(run, 0.9 * (limit or 0.1) ** 0.5 / share ** 0.5)}"
+                    "come out hot or cold). Use "
+                    f"{self._advice(run, 0.9 * ((limit or 0.1) / share) ** 0.5)}"
                     ", or larger batches."
                 )
             elif limit is not None and share > 1.05 * limit:

@@ -30,7 +30,8 @@ With a cyclical schedule, use the recommended ``h`` as ``h0``: every step is the
 large. :func:`recommended_friction` ties the momentum kernels' least friction to that ``h0``
 (``0.1/h0``; SGNHT ``0.01/h0``): a friction of 1 per unit time lets the momentum forget its start
 only over ``1/h`` steps, more than a run spans where the curvature is large (``h ∝ 1/√λ_max``),
-and the energy released as the chain settles then stays in the momentum (hot draws). Measure the scales where the chain will be, not at a prior draw (whose curvature and
+and the energy released as the chain settles then stays in the momentum (hot draws).
+Measure the scales where the chain will be, not at a prior draw (whose curvature and
 noise can be orders of magnitude off): at the end of a short run, or at a MAP estimate
 (:func:`~bnn_ppl.inference.map_estimate`).
 

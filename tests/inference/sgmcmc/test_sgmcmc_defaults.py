@@ -11,12 +11,12 @@ import warnings
 import jax
 import numpy as np
 import pytest
+from conjugate import closed_form, data, linear_model, theta
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.inference import SGMCMCAccuracyWarning, fit, recommended_friction
 from bnn_ppl.models import MLP
-from conjugate import closed_form, data, linear_model, theta
 
 UCI = "/work/shared/data/uci"
 Z = 4.0  # tolerance in standard errors
@@ -67,7 +67,8 @@ def test_sgld_whose_burn_in_cannot_reach_the_posterior_warns_before_sampling():
     c = cfg.SGLDConfig(num_samples=2, batch_size=32, cycle_length=200, map_steps=200)
     with pytest.warns(SGMCMCAccuracyWarning) as caught:
         fit(linear_model(), (x, y), c, KEY)
-    told = [str(w.message) for w in caught if "not yet stationary. Use num_warmup=" in str(w.message)]
+    told = [str(w.message) for w in caught
+            if "not yet stationary. Use num_warmup=" in str(w.message)]  # fmt: skip
     assert told, [str(w.message) for w in caught]
     assert int(told[0].split("num_warmup=")[1].split()[0]) > c.num_warmup
 
