@@ -240,9 +240,11 @@ class SVIConfig(MAPConfig):
 class _SGMCMCConfig(Config):
     """Shared by the SG-MCMC samplers: a cyclical cosine step size of ``cycle_length`` steps
     starting each cycle at ``step_size`` and one draw at the end of each cycle;
-    ``num_warmup`` burn-in cycles, then ``num_samples`` cycles (draws) per chain.
-    ``step_size=None`` is :func:`~bnn_ppl.inference.recommended_step_size` for the curvature
-    and minibatch noise measured at a MAP estimate of ``map_steps`` Adam steps."""
+    ``num_warmup`` burn-in cycles, then ``num_samples`` cycles (draws) per chain. Each chain
+    starts at its own MAP estimate of ``map_steps`` Adam steps; ``step_size=None`` is
+    :func:`~bnn_ppl.inference.recommended_step_size` for the curvature and minibatch noise
+    measured there, and the momentum kernels' least friction is
+    :func:`~bnn_ppl.inference.recommended_friction` at the step size."""
 
     num_warmup: int = 2  # burn-in cycles
     num_samples: int = 20  # sampled cycles, one draw each
@@ -250,7 +252,7 @@ class _SGMCMCConfig(Config):
     cycle_length: int = 1000  # steps per step-size cycle
     batch_size: int | None = 128  # minibatch rows (None: all)
     step_size: float | None = None  # None: recommended at a MAP
-    map_steps: int = 200  # MAP steps for that step size
+    map_steps: int = 2000  # MAP steps: the chains start there
 
     def __post_init__(self) -> None:
         super().__post_init__()

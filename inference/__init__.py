@@ -83,6 +83,7 @@ from bnn_ppl.inference.sgmcmc.sgnht import SGNHT
 from bnn_ppl.inference.sgmcmc.step_size import (
     GradientScales,
     gradient_scales,
+    recommended_friction,
     recommended_step_size,
     recommended_step_sizes,
 )
@@ -145,6 +146,7 @@ __all__ = [
     "map_estimate",
     "nuts",
     "project_convergence",
+    "recommended_friction",
     "recommended_step_size",
     "recommended_step_sizes",
     "reference_hmc",

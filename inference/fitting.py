@@ -35,6 +35,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -189,9 +190,16 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey, bar: bool) -> Poste
 def _sgmcmc_setup(
     model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool = False
 ) -> tuple:
-    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
-    the step size (given, or recommended at a MAP estimate: ``bar`` shows that MAP's progress)
-    and the cyclical schedule."""
+    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit
+    (``bar`` shows the MAP's progress).
+
+    The recipe: every chain starts at its own MAP estimate (``map_steps`` Adam steps from its
+    own prior draw: a prior draw is orders of magnitude above the typical set's potential, and
+    the energy it releases would outlast the burn-in); the step size is the given one or
+    :func:`~bnn_ppl.inference.recommended_step_size` at the larger of the scales measured at
+    the first chain's MAP and after one pilot cycle from there, and the momentum kernels'
+    least friction is :func:`~bnn_ppl.inference.recommended_friction` at that step; the
+    schedule is the cyclical cosine from it."""
     from bnn_ppl import inference
     from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 
@@ -202,28 +210,132 @@ def _sgmcmc_setup(
         chain_batching=c.chain_batching,
     )  # fmt: skip
     batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
-    map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
-    step, extra = c.step_size, {}
-    if step is None:
-        found = inference.map_estimate(
-            model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
-            init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
-            progress_bar=bar,
-        )  # fmt: skip
-        scales = inference.gradient_scales(
-            pot, pot.unconstrain(found.params), batch, rng_key=scale_key
-        )
-        step = inference.recommended_step_size(c.method.upper(), scales)
-        extra = {"step_size_used": step, "scales": scales._asdict()}
+    map_key, scale_key, pilot_key, run_key = jax.random.split(key, 4)
     n, chains = c.cycle_length, c.num_chains
-    init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
+    map_kwargs = {"num_steps": c.map_steps, "batch_size": batch, "init_method": c.init_method,
+                  "rng_key": map_key, "chunk_size": c.chunk_size,
+                  "progress_bar": bar}  # fmt: skip
+    if chains > 1:
+        found = inference.deep_ensemble(model, d.x, d.y, chains,
+                                        chain_batching=c.chain_batching, **map_kwargs)  # fmt: skip
+    else:
+        found = inference.map_estimate(model, d.x, d.y, **map_kwargs)
+    init = pot.unconstrain(found.params)
+    name = c.method.upper()
+    step, extra = c.step_size, {}
+
+    def first(tree: Any) -> Any:
+        return jax.tree.map(lambda a: a[0], tree) if chains > 1 else tree
+
+    def rule(scales: Any) -> float:
+        h = inference.recommended_step_size(name, scales)
+        if name == "SGNHT":  # its diffusion is tied to the step: its Euler bias with it
+            a = inference.recommended_friction(name, h)["diffusion"]
+            h = inference.recommended_step_size(name, scales, diffusion=a)
+        return h
+
+    if step is None:
+        k1, k2 = jax.random.split(scale_key)
+        at_map = inference.gradient_scales(pot, first(init), batch, rng_key=k1)
+        # the gradient noise at a mode can be far below the chain's (a classifier's MAP
+        # fits its batches almost exactly): one pilot cycle from the MAP at the MAP's step,
+        # then the scales where it ends; the smaller step of the two, and the chains go on
+        # from where the pilot ended
+        init = _pilot_cycle(kernel_cls, pot, batch, rule(at_map), n, chains, init, pilot_key)
+        along = inference.gradient_scales(pot, first(init), batch, rng_key=k2)
+        scales = inference.GradientScales(max(at_map.curvature, along.curvature),
+                                          max(at_map.noise, along.noise), batch)  # fmt: skip
+        step = rule(scales)
+        check_noise_feasible(name, scales, step, c)
+        extra = {"step_size_used": step, "scales": scales._asdict(),
+                 "scales_at_map": at_map._asdict()}  # fmt: skip
+    friction = inference.recommended_friction(name, step)
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
-    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
+    for field in ("scales", "scales_at_map"):
+        extra[field] = {k: (None if v is None else float(v))
+                        for k, v in extra.get(field, {}).items()} or None  # fmt: skip
+    extra["friction_used"] = friction or None
 
     def kernel() -> Any:
-        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
+        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n), **friction)
 
     return kernel, pot, init, run_key, extra
+
+
+# how many times smaller than the curvature allows the gradient noise may force the step
+NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
+
+
+def check_noise_feasible(sampler: str, scales: Any, step: float, c: _SGMCMCConfig) -> None:
+    """Warn (:class:`~bnn_ppl.inference.SGMCMCAccuracyWarning`), before sampling, when the
+    minibatch noise forces the step more than :data:`NOISE_STEP_LIMIT` times below what the
+    curvature allows: to keep the noise's share of the heat in bounds the run then spans that
+    many times less time and cannot reach its stationary law in the configured cycles. Names
+    the batch size at which the noise no longer binds (the noise variance falls as ``1/b``)."""
+    import warnings
+
+    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
+    from bnn_ppl.inference.sgmcmc.step_size import GradientScales, recommended_step_size
+
+    if sampler == "SGLD":  # no momentum: the variance builds as 1 - exp(-2λt) from the MAP
+        spans = 2 * scales.curvature * c.num_warmup * c.cycle_length * step / 2
+        if spans < 4:
+            cycles = int(math.ceil(c.num_warmup * 4 / max(spans, 1e-12)))
+            warnings.warn(
+                f"SGLD at step size {step:.3g}: {c.num_warmup} burn-in cycles of "
+                f"{c.cycle_length} steps span {spans / 2:.2g} relaxation times of the stiffest "
+                "direction (at least 2 are needed for its variance to build up from the MAP), "
+                f"so the draws are not yet stationary. Use num_warmup={cycles} or more, or a "
+                "larger batch_size (SGLD's step shrinks with the gradient noise).",
+                SGMCMCAccuracyWarning,
+                stacklevel=4,
+            )
+    if not scales.noise or scales.batch_size is None:
+        return
+    free = recommended_step_size(sampler, GradientScales(scales.curvature, 0.0, None))
+    limit = NOISE_STEP_LIMIT[sampler]
+    if free <= limit * step:
+        return
+    # SGLD: h ∝ 1/(λ + σ²); the momentum kernels: h ∝ 1/σ (σ² ∝ 1/b)
+    power = 1.0 if sampler == "SGLD" else 2.0
+    need = int(math.ceil(scales.batch_size * (free / (limit * step)) ** power))
+    warnings.warn(
+        f"{sampler} at batch_size={scales.batch_size}: the minibatch gradient noise "
+        f"(σ²_max = {scales.noise:.3g}, curvature λ_max = {scales.curvature:.3g}) forces the "
+        f"step size to {step:.3g}, {free / step:.0f} times below the {free:.3g} the curvature "
+        f"allows, so {c.num_warmup} burn-in cycles of {c.cycle_length} steps span too little "
+        f"time to reach the posterior. Use batch_size={need} or more (or None: the full "
+        "batch), or many more cycles.",
+        SGMCMCAccuracyWarning,
+        stacklevel=4,
+    )
+
+
+def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: int,
+                 chains: int, init: Any, key: PRNGKey) -> Any:
+    """Every chain's position after one cycle of ``n`` burn-in steps from ``init`` at the
+    cycle-start step ``step`` (its accuracy is not judged: the scales are measured where it
+    ends, and the run's own step follows from them)."""
+    import warnings
+
+    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
+    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
+
+    friction = _friction(kernel_cls.__name__, step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SGMCMCAccuracyWarning)  # (construction warnings)
+        kernel = kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n),
+                            **friction)  # fmt: skip
+    mcmc = MCMC(kernel, num_warmup=n, num_samples=1, num_chains=chains,
+                chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
+    mcmc.run(key, *pot.args, init_params=init)
+    return mcmc.last_state.z
+
+
+def _friction(name: str, step: float) -> dict[str, float]:
+    from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
+
+    return recommended_friction(name.upper(), step)
 
 
 def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:

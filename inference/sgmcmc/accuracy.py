@@ -101,6 +101,7 @@ def check_accuracy(mcmc: Any) -> list[str]:
         >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
         >>> import warnings
         >>> with warnings.catch_warnings(record=True):
+        ...     warnings.simplefilter("always")
         ...     print(check_accuracy(mcmc)[-1][:40])
         SGNHT: the Euler friction makes the chai
     """
@@ -124,6 +125,7 @@ def accuracy_summary(mcmc: Any) -> dict[str, Any]:
         ...             num_warmup=10, num_samples=100, thinning=50, progress_bar=False)
         >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))
         >>> with warnings.catch_warnings(record=True):
+        ...     warnings.simplefilter("always")
         ...     report = accuracy_summary(mcmc)
         >>> report["steps"], report["kinetic_temperature"] > 0, report["problems"][-1][:25]
         (100, True, 'SGNHT: the Euler friction')

@@ -324,8 +324,8 @@ class ATMC(SGMCMCKernel):
         if bh**2 / 12 > 0.02:
             problems.append(
                 f"ATMC: with friction times step βh = {bh:.2f} (mean over {run.steps} sampling "
-                f"steps) the scheme over-disperses by about (βh)²/12 = {bh**2 / 12:.0%}. Lower "
-                "the step size (recommended_step_size)."
+                f"steps) the scheme over-disperses by about (βh)²/12 = {bh**2 / 12:.0%}. Use "
+                f"{self._advice(run, 0.4 / bh)}."
             )
         return problems
 

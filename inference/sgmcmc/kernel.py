@@ -218,6 +218,7 @@ class SGMCMCKernel(MCMCKernel):
             2 if self._noise else 1,
         )
         self._num_warmup = 0
+        self._num_chains = 1
         self._vectorized = False
         self._initial: SGMCMCState | None = None  # the state init returned last
 
@@ -259,9 +260,28 @@ class SGMCMCKernel(MCMCKernel):
             return 0.0
         return run.steps * run.step_mean[self._friction] / getattr(self, "mass", 1.0)
 
+    def _advice(self, run: RunStats, factor: float) -> str:
+        """``"step_size=<h0·factor> (this run: <h0>)"``: concrete advice from the run's largest
+        step (a cyclical schedule's ``h0``)."""
+        h0 = run.peak.get("step_size", float("nan"))
+        return f"step_size={h0 * factor:.3g} (this run: {h0:.3g})"
+
+    def _burn_in_advice(self, run: RunStats) -> str:
+        """A burn-in at least as long as the run so far, in steps (and cycles of a cyclical
+        schedule)."""
+        per_chain = run.steps // max(self._num_chains, 1)
+        steps = max(2 * self._num_warmup, self._num_warmup + per_chain)
+        n = getattr(self.schedule, "cycle_length", None)
+        if n:
+            cycles = -(-steps // n)
+            return (f"num_warmup={cycles} cycles of {n} steps (this run: "
+                    f"{self._num_warmup // n})")  # fmt: skip
+        return f"num_warmup={steps} steps (this run: {self._num_warmup})"
+
     def accuracy_problems(self, run: RunStats) -> list[str]:
-        """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.sgmcmc.step_stats.
-        pool`) show went wrong; see :func:`~bnn_ppl.inference.check_accuracy`."""
+        """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.sgmcmc.
+        step_stats.pool`) show went wrong, each with a concrete setting that differs from the
+        run's; see :func:`~bnn_ppl.inference.check_accuracy`."""
         problems: list[str] = []
         if not run.steps:
             return problems
@@ -269,28 +289,29 @@ class SGMCMCKernel(MCMCKernel):
         share = run.peak.get("noise_share")
         where = f"in {run.capped / run.steps:.1%} of the {run.steps} sampling steps"
         if share is not None and self.batch_size is not None:
+            # a capped friction (~1/h) leaves the share ∝ h²; SGLD's share is ∝ h
             if share > 1.0:
                 problems.append(
                     f"{name}: the minibatch gradient noise exceeded what the friction can "
                     f"absorb (share up to {share:.2f} > 1; over the bound {where}): the "
                     "sampler no longer controls those coordinates' temperature (the draws can "
-                    "come out hot or cold). Lower the step size (recommended_step_size) or use "
-                    "larger batches."
+                    "come out hot or cold). Use "
+                    f"{self._advice(run, 0.9 * ((limit or 0.1) / share) ** 0.5)}"
+                    ", or larger batches."
                 )
             elif limit is not None and share > 1.05 * limit:
                 problems.append(
                     f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
                     f"heat (noise_share={limit}): the friction fell short of it {where} (at the "
                     "step's limit, or a thermostat below its target), "
-                    "and there the noise's correlations shape the samples. Lower the step size "
-                    "(recommended_step_size) or use larger batches."
+                    "and there the noise's correlations shape the samples. Use "
+                    f"{self._advice(run, 0.9 * (limit / share) ** 0.5)}, or larger batches."
                 )
             elif limit is None and share > 0.1:
                 problems.append(
                     f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
                     f"injected variance (above 10 % {where}), which SGLD cannot remove "
-                    "(over-dispersed by about as much). Lower the step size "
-                    "(recommended_step_size)."
+                    f"(over-dispersed by about as much). Use {self._advice(run, 0.09 / share)}."
                 )
         temperature = run.mean.get("kinetic_temperature")
         if temperature is not None:
@@ -304,10 +325,28 @@ class SGMCMCKernel(MCMCKernel):
                 problems.append(
                     f"{name}: mean kinetic temperature {temperature:.2f} ± {se:.2f} over "
                     f"{run.steps} sampling steps (1 at equilibrium): the momentum runs "
-                    f"{'cold' if temperature < 1 else 'hot'}, and the position with it. Lower "
-                    "the step size (recommended_step_size), or run a longer warmup."
+                    f"{'cold' if temperature < 1 else 'hot'}, and the position with it. Use "
+                    f"{self._advice(run, 0.5)}, or a longer burn-in: "
+                    f"{self._burn_in_advice(run)}."
                 )
+        problems += self._stationarity_problems(run)
         return problems
+
+    def _stationarity_problems(self, run: RunStats) -> list[str]:
+        """The potential energy's fitted drift over the sampling steps: more than three times
+        its stationary spread ``√(size/2)`` (a Gaussian posterior's) and four standard errors
+        means the draws are still settling from their start."""
+        drift, se = run.drift, run.drift_se
+        spread = (max(run.size, 1) / 2) ** 0.5
+        if not (abs(drift) > 3 * spread and abs(drift) > 4 * se):
+            return []
+        return [
+            f"{type(self).__name__}: the potential energy {'fell' if drift < 0 else 'rose'} by "
+            f"{abs(drift):.4g} ± {se:.2g} over the {run.steps} sampling steps (its stationary "
+            f"spread is about √(size/2) = {spread:.3g}): the draws are not yet stationary, "
+            f"still settling from where the chains started. Burn in longer: "
+            f"{self._burn_in_advice(run)}."
+        ]
 
     # ---------------------------------------------------------------- MCMCKernel API
     @property
@@ -325,6 +364,7 @@ class SGMCMCKernel(MCMCKernel):
         self._num_warmup = validation.check_int("num_warmup", num_warmup, minimum=0)
         self._check_init(self._num_warmup)
         self._vectorized = not is_prng_key(rng_key)
+        self._num_chains = int(jnp.shape(rng_key)[0]) if self._vectorized else 1
         if init_params is None and self.potential is None:
             # MCMC.run calls init on every run, also when it continues from a
             # post_warmup_state, and then discards the state (NumPyro's public contract for an

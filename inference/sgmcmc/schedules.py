@@ -112,6 +112,7 @@ def cyclical_cosine(h0: float, cycle_length: int) -> Schedule:
         return h0 * jnp.cos(0.5 * math.pi * phase) ** 2
 
     schedule.h0 = h0  # type: ignore[attr-defined]
+    schedule.cycle_length = n  # type: ignore[attr-defined]
     return schedule
 
 

@@ -253,7 +253,7 @@ class SGNHT(SGMCMCKernel):
             problems.append(
                 f"SGNHT: the Euler friction makes the chain cold by about hξ/2 = {cold:.0%} "
                 f"(ξ the mean friction, info.xi_mean; mean over {run.steps} sampling steps). "
-                "Lower the step size (recommended_step_size)."
+                f"Use {self._advice(run, 0.02 / cold)}."
             )
         return problems
 

@@ -27,7 +27,11 @@ until its gradient noise supplies at most that share of its heat (see :mod:`bnn_
 sghmc`); SGLD has no friction to raise, hence its step shrinks with ``σ²`` directly.
 
 With a cyclical schedule, use the recommended ``h`` as ``h0``: every step is then at most as
-large. Measure the scales where the chain will be, not at a prior draw (whose curvature and
+large. :func:`recommended_friction` ties the momentum kernels' least friction to that ``h0``
+(``0.1/h0``; SGNHT ``0.01/h0``): a friction of 1 per unit time lets the momentum forget its start
+only over ``1/h`` steps, more than a run spans where the curvature is large (``h ∝ 1/√λ_max``),
+and the energy released as the chain settles then stays in the momentum (hot draws).
+Measure the scales where the chain will be, not at a prior draw (whose curvature and
 noise can be orders of magnitude off): at the end of a short run, or at a MAP estimate
 (:func:`~bnn_ppl.inference.map_estimate`).
 
@@ -63,6 +67,7 @@ __all__ = [
     "gradient_scales",
     "recommended_step_size",
     "recommended_step_sizes",
+    "recommended_friction",
     "SAMPLERS",
 ]
 
@@ -206,6 +211,31 @@ def recommended_step_size(
                 lo, hi = (mid, hi) if cold(mid) <= 0.01 else (lo, mid)
             h = lo
     return h
+
+
+FRICTION_ARGUMENTS = {"SGHMC": "friction", "SGNHT": "diffusion", "ATMC": "momentum_noise"}
+_FRICTION_PER_STEP = {"SGHMC": 0.1, "SGNHT": 0.01, "ATMC": 0.1}
+
+
+def recommended_friction(sampler: str, step_size: float, *, mass: float = 1.0) -> dict[str, float]:
+    """The least friction of a momentum sampler at the (cycle-start) step ``step_size``, as the
+    keyword of its kernel: ``max(1, γ m/h)`` with ``γ = 0.1`` (SGHMC's ``friction``, ATMC's
+    ``momentum_noise``: the momentum forgets itself over about ten steps at ``h``, with the
+    split step's bias ``(γ)²/12 < 0.1 %``) and ``γ = 0.01`` for SGNHT's ``diffusion`` (its Euler
+    friction runs cold by ``hA/2``: 0.5 %). SGLD has no momentum: ``{}``.
+
+    Example:
+        >>> recommended_friction("ATMC", 1e-3)
+        {'momentum_noise': 100.0}
+        >>> recommended_friction("SGLD", 1e-3)
+        {}
+    """
+    validation.check_choice("sampler", sampler, SAMPLERS)
+    h = validation.check_positive("step_size", step_size)
+    m = validation.check_positive("mass", mass)
+    if sampler == "SGLD":
+        return {}
+    return {FRICTION_ARGUMENTS[sampler]: max(1.0, _FRICTION_PER_STEP[sampler] * m / h)}
 
 
 def recommended_step_sizes(

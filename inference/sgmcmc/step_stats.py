@@ -8,7 +8,9 @@ step after warmup (warmup steps are not counted): the number of steps, how many 
 gradient-noise share above the kernel's limit (``capped``: the friction was at its cap), and
 per ``Info`` field the sum over steps (``total``), the sum of the field times the step size
 (``timed``, e.g. ``Σ h·ξ``) and the largest value (``peak``), and the number of coordinates
-(``size``: a kinetic temperature, a mean over them, fluctuates by ``√(2/size)``). The sums are
+(``size``: a kinetic temperature, a mean over them, fluctuates by ``√(2/size)``), and the
+potential energy's least-squares ``trend`` over the steps (how far ``U`` drifted: draws still
+descending from their start are not yet stationary). The sums are
 Kahan-compensated float32 (``errors``), so that a run of 10⁷ steps loses no step's
 contribution. Nothing is reset: the statistics of the last state (or of the last collected
 draw, which NumPyro takes at the run's last step) cover every sampling step since ``init``, in
@@ -42,7 +44,16 @@ import numpy as np
 
 from bnn_ppl.types import Array
 
-__all__ = ["StepStats", "Sums", "RunStats", "stats_init", "stats_update", "pool", "pool_fields"]
+__all__ = [
+    "StepStats",
+    "Sums",
+    "Trend",
+    "RunStats",
+    "stats_init",
+    "stats_update",
+    "pool",
+    "pool_fields",
+]
 
 
 class Sums(NamedTuple):
@@ -52,12 +63,28 @@ class Sums(NamedTuple):
     timed: Any
 
 
+class Trend(NamedTuple):
+    """Sums over the sampling steps ``k = 0, 1, ...`` of ``d = U_k - origin`` (``origin``: the
+    first step's potential energy, so that float32 keeps the fluctuations): ``Σ d``
+    (``total``), ``Σ k·d`` (``indexed``) and ``Σ d²`` (``squares``), with their Kahan
+    compensations (``*_error``)."""
+
+    origin: Any
+    total: Any
+    indexed: Any
+    squares: Any
+    total_error: Any
+    indexed_error: Any
+    squares_error: Any
+
+
 class StepStats(NamedTuple):
     """Statistics of a chain's sampling steps since ``init`` (see the module doc).
 
     ``size`` (the position's number of scalars), ``steps`` and ``capped`` are int32 counts;
     ``total``, ``timed`` and ``peak`` are the kernel's ``Info`` NamedTuple holding, per field,
-    ``Σ f``, ``Σ h·f`` and ``max f``; ``errors`` the Kahan compensations of the two sums."""
+    ``Σ f``, ``Σ h·f`` and ``max f``; ``errors`` the Kahan compensations of the two sums;
+    ``trend``: the potential energy's :class:`Trend`."""
 
     size: Array
     steps: Array
@@ -66,13 +93,16 @@ class StepStats(NamedTuple):
     timed: Any
     peak: Any
     errors: Sums
+    trend: Trend
 
 
 @dataclass(frozen=True)
 class RunStats:
     """A run's :class:`StepStats`, all chains pooled (float64): ``steps``, ``capped``, and per
     ``Info`` field its ``mean`` over steps, ``step_mean`` (the mean of ``h·f``) and ``peak``;
-    ``size``: the number of coordinates."""
+    ``size``: the number of coordinates; ``drift``: how much the potential energy's
+    least-squares line rises over the steps (``slope × steps``, mean over chains; NaN when not
+    recorded) and ``drift_se`` its standard error were the residuals independent."""
 
     size: int
     steps: int
@@ -80,6 +110,8 @@ class RunStats:
     mean: dict[str, float]
     step_mean: dict[str, float]
     peak: dict[str, float]
+    drift: float = float("nan")
+    drift_se: float = float("nan")
 
 
 def stats_init(info: Any, size: int) -> StepStats:
@@ -89,7 +121,9 @@ def stats_init(info: Any, size: int) -> StepStats:
     low = jax.tree.map(lambda a: jnp.full(jnp.shape(a), -jnp.inf, jnp.float32), info)
     count = jnp.zeros((), jnp.int32)
     size = jnp.asarray(size, jnp.int32)
-    return StepStats(size, count, count, zeros, zeros, low, Sums(zeros, zeros))
+    z = jnp.zeros((), jnp.float32)
+    trend = Trend(z, z, z, z, z, z, z)
+    return StepStats(size, count, count, zeros, zeros, low, Sums(zeros, zeros), trend)
 
 
 def _kahan(total: Any, error: Any, x: Any, active: Array) -> tuple[Any, Any]:
@@ -118,7 +152,45 @@ def stats_update(stats: StepStats, info: Any, active: Array, capped: Array | boo
     one = jnp.asarray(active, jnp.int32)
     capped = stats.capped + one * jnp.asarray(capped, jnp.int32)
     errors = Sums(total_e, timed_e)
-    return StepStats(stats.size, stats.steps + one, capped, total, timed, peak, errors)
+    u = getattr(info, "potential_energy", None)  # (an Info without it: no trend)
+    trend = stats.trend if u is None else _trend_update(stats.trend, stats.steps, u, active)
+    return StepStats(stats.size, stats.steps + one, capped, total, timed, peak, errors, trend)
+
+
+def _trend_update(trend: Trend, k: Array, u: Array, active: Array) -> Trend:
+    u = jnp.asarray(u, jnp.float32)
+    origin = jnp.where(k == 0, u, trend.origin)
+    d = jnp.where(jnp.isfinite(u), u - origin, 0.0)
+    sums, errors = _kahan(
+        (trend.total, trend.indexed, trend.squares),
+        (trend.total_error, trend.indexed_error, trend.squares_error),
+        (d, k.astype(jnp.float32) * d, d * d),
+        active,
+    )
+    return Trend(jnp.where(active, origin, trend.origin), *sums, *errors)
+
+
+def _drift(a: Mapping[str, np.ndarray]) -> tuple[float, float]:
+    """The potential energy's fitted rise over each chain's steps (mean over chains) and its
+    standard error (residuals taken independent), from the ``trend.*`` fields."""
+    if "trend.total" not in a:
+        return float("nan"), float("nan")
+    n = np.asarray(a["steps"], np.float64)
+    s1 = a["trend.total"] - a["trend.total_error"]
+    sk = a["trend.indexed"] - a["trend.indexed_error"]
+    s2 = a["trend.squares"] - a["trend.squares_error"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kbar = (n - 1) / 2
+        skk = n * (n * n - 1) / 12  # Σ (k - k̄)²
+        slope = (sk - kbar * s1) / skk
+        resid = np.maximum(s2 - s1 * s1 / n - slope * slope * skk, 0.0) / np.maximum(n - 2, 1)
+        drift = slope * n
+        se = np.sqrt(resid / skk) * n
+    ok = n > 2
+    if not np.any(ok):
+        return float("nan"), float("nan")
+    m = int(np.sum(ok))
+    return float(np.mean(drift[ok])), float(np.sqrt(np.sum(se[ok] ** 2)) / m)
 
 
 def _fields(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -155,4 +227,5 @@ def pool_fields(fields: Mapping[str, Any]) -> RunStats:
         {n: mean("total", n) for n in names},
         {n: mean("timed", n) for n in names},
         peak,
+        *_drift(a),
     )

@@ -1,0 +1,218 @@
+"""Reference posteriors as data: run the reference recipe and keep its predictive beside its record.
+
+Issue 19 asks for HMC posteriors that are demonstrably converged and kept as small files, like
+the HMC reference predictions Izmailov et al. published, so that agreement and total variation
+"with HMC" compare every method with something converged. This script runs
+:func:`bnn_ppl.inference.reference_hmc` (chains from prior draws, segments until >= 99 % of
+the test predictions have R-hat <= 1.01 and bulk ESS >= 400, or the budget ends) and writes,
+atomically, into ``--out``:
+
+* ``<name>.npz`` - the reference predictive at every test row: the BMA class probabilities
+  ``probs`` ``(n, K)``, or the BMA's moment-matched Gaussian ``mean`` and ``scale`` ``(n,)`` (in
+  the data set's standardised target units), plus the test targets ``y_test`` (and ``y_std``,
+  the training targets' standard deviation, for metrics in the target's own units);
+* ``<name>.json`` - the exact command, seed, git commit, package versions, data set and model, the
+  recipe's settings, whether it converged and every convergence check, and the test metrics
+  computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE, also in
+  the target's units: the UCI protocol's test RMSE and log-likelihood), so
+  they can be recomputed from the ``.npz`` alone.
+
+A run that stops at its budget is still written (``"converged": false`` in the record) and says
+so; such a file is not a reference.
+
+    python examples/reference.py --dataset digits                     # MLP(50), N(0, 0.3^2)
+    python examples/reference.py --dataset yacht --split 0 --mass-matrix dense  # N(0, 1), UCI
+    python examples/reference.py --checkpoint-dir runs/digits_ref    # resumable: run it again
+    python examples/reference.py --dataset yacht --temperatures 16 --min-beta 1e-4  # tempering
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+import warnings
+
+import jax
+import numpy as np
+
+import bnn_ppl as bp
+from bnn_ppl.inference import ReferenceNotConvergedWarning, heldout_noise, reference_hmc
+from bnn_ppl.io import save_npz, write_json
+from bnn_ppl.models import mlp_bnn
+from bnn_ppl.run_config import git_commit, versions
+
+
+def reference_predictive(model, run, data) -> tuple[dict, dict]:
+    """The BMA at the test inputs as arrays, each chain's BMA too (``chain_probs``, or
+    ``chain_mean`` and ``chain_scale``: one chain against the others is the reference's own Monte
+    Carlo noise floor), and the test metrics computed from the pooled arrays: NLL and accuracy,
+    or the Gaussian NLL and RMSE of the moment-matched predictive in standardised units and in
+    the target's own (the UCI protocol's test RMSE and LL)."""
+    def average(samples: dict) -> object:
+        return bp.bma(bp.predict(model, samples, data.x_test, chunk_size=512))
+
+    samples = run.posterior.samples
+    pred = average(samples)
+    per_chain = [average({k: v[c : c + 1] for k, v in samples.items()})
+                 for c in range(run.posterior.num_chains)]  # fmt: skip
+    y, y_std = data.y_test, float(data.y_std)
+    if isinstance(pred, bp.likelihoods.GaussianPrediction):
+        mean, scale = np.asarray(pred.mean).reshape(-1), np.asarray(pred.scale).reshape(-1)
+        arrays = {"mean": mean, "scale": scale, "y_test": y, "y_std": np.asarray(y_std),
+                  "chain_mean": np.stack([np.asarray(p.mean).reshape(-1) for p in per_chain]),
+                  "chain_scale": np.stack([np.asarray(p.scale).reshape(-1) for p in per_chain])}
+        nll, rmse = float(bp.metrics.gaussian_nll(mean, scale, y)), float(bp.metrics.rmse(mean, y))
+        return arrays, {"gaussian_nll": nll, "rmse": rmse, "rmse_original": rmse * y_std,
+                        "test_ll_original": -nll - float(np.log(y_std))}  # fmt: skip
+    probs = np.asarray(pred)
+    arrays = {"probs": probs, "y_test": y,
+              "chain_probs": np.stack([np.asarray(p) for p in per_chain])}
+    return arrays, {"nll": float(bp.metrics.nll(probs, y)),
+                    "accuracy": float(bp.metrics.accuracy(probs, y))}  # fmt: skip
+
+
+def main(args: argparse.Namespace) -> None:
+    data = bp.data.load_subset(args.dataset, split=args.split, max_train=args.max_train,
+                               max_test=args.max_test)  # fmt: skip
+    args.dataset = data.name  # yacht -> uci/yacht
+    if args.prior_scale is None:  # the scales the repo's examples use: digits 0.3, UCI 1.0
+        args.prior_scale = 1.0 if args.dataset.startswith("uci/") else 0.3
+    commit = git_commit(os.path.dirname(os.path.abspath(__file__)))  # the code that runs
+    # regression: a HalfNormal(1) noise prior, or --noise fixed (README: the noise-scale funnel),
+    # given or chosen from the training rows (--noise heldout: cross-validated MAP error)
+    choice = None
+    if args.noise == "heldout":
+        choice = heldout_noise(mlp_bnn(data, args.width, args.prior_scale), data.x_train,
+                               data.y_train, rng_key=jax.random.key(args.seed))  # fmt: skip
+        args.noise = choice.noise
+        print(f"noise: {choice.noise:g}, the training rows' {len(choice.fold_rmse)}-fold held-out "
+              f"MAP RMSE {choice.rmse:.4f} (folds {np.round(choice.fold_rmse, 3).tolist()})")
+    model = mlp_bnn(data, args.width, args.prior_scale, noise=args.noise)
+    t0 = time.time()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = reference_hmc(model, data, x_test=data.x_test, y_test=data.y_test,
+                            rng_key=jax.random.key(args.seed), num_chains=args.num_chains,
+                            num_warmup=args.num_warmup, segment_draws=args.segment_draws,
+                            max_draws=args.max_draws, max_seconds=args.max_seconds,
+                            burn_in=args.burn_in, mass_matrix=args.mass_matrix,
+                            max_num_steps=args.max_num_steps,
+                            num_temperatures=args.temperatures, min_beta=args.min_beta,
+                            leapfrog_steps=args.leapfrog_steps, init_steps=args.init_steps,
+                            init_learning_rate=args.init_learning_rate,
+                            checkpoint_dir=args.checkpoint_dir,
+                            on_check=lambda check: print(check.describe(), flush=True))  # fmt: skip
+    for w in caught:
+        kind = "not converged" if issubclass(w.category, ReferenceNotConvergedWarning) else (
+            w.category.__name__)
+        print(f"WARNING ({kind}): {w.message}")
+    wall = time.time() - t0
+    starts = run.posterior.config["convergence"]["starts"]
+    if starts:
+        print(f"starts: potential {np.round(starts['prior_potential'], 1).tolist()} at the prior "
+              f"draws -> {np.round(starts['potential'], 1).tolist()} after {starts['steps']} Adam "
+              "steps")
+    ladder = run.posterior.config["convergence"].get("tempering")
+    if ladder:
+        print("ladders (beta per rung):", np.round(ladder["betas"], 4).tolist())
+        print("swap rates per neighbour pair:", np.round(ladder["swap_rates"], 3).tolist())
+        print("stalled pairs:", ladder["stalled"] or "none")
+    arrays, metrics = reference_predictive(model, run, data)
+    uci = args.dataset.startswith("uci/")
+    name = args.name or args.dataset.replace("/", "_") + (f"_split{args.split}" if uci else "")
+    os.makedirs(args.out, exist_ok=True)
+    npz = os.path.join(args.out, f"{name}.npz")
+    sha = save_npz(npz, arrays)
+    record = {
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "seed": args.seed,
+        "commit": commit,
+        "versions": versions() | {"backend": jax.default_backend()},
+        "data": {"name": args.dataset, "split": args.split, "train_rows": len(data.x_train),
+                 "test_rows": len(data.x_test), "targets": "standardised (training statistics)"},
+        "model": {"network": f"MLP(hidden=({args.width},))", "prior": f"Normal({args.prior_scale})",
+                  "likelihood": type(model.likelihood).__name__,
+                  "noise": "HalfNormal(1)" if args.noise is None else args.noise}
+                 | ({"noise_choice": choice.record()} if choice else {}),
+        "predictions": {"file": os.path.basename(npz), "sha256": sha, "arrays": sorted(arrays)},
+        "converged": run.converged,
+        "stop_reason": run.stop_reason,
+        "wall_seconds": wall,
+        "metrics": metrics,
+        "recipe": run.posterior.config,
+    }  # fmt: skip
+    write_json(os.path.join(args.out, f"{name}.json"), record)
+    status = "converged" if run.converged else f"NOT converged ({run.stop_reason})"
+    print(f"{name}: {status} after {run.draws} draws/chain in {wall:.0f} s; "
+          + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+    print(f"wrote {npz} and {name}.json")
+
+
+def noise_value(text: str) -> float | str:
+    """``--noise``: a positive number or ``heldout``."""
+    if text == "heldout":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a positive number or 'heldout', got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a positive number or 'heldout', got {text!r}")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--dataset", default="digits",
+                   help="digits, or a UCI set (yacht, boston, ... or uci/<name>) with --split")
+    p.add_argument("--split", type=int, default=0)
+    p.add_argument("--width", type=int, default=50)
+    p.add_argument("--prior-scale", type=float, default=None,
+                   help="Normal prior scale (default: 0.3 for digits, 1.0 for UCI, as in "
+                   "examples/uci_regression.py; on UCI 0.3 says the function varies by ~1.4 "
+                   "target sds, 1.0 by ~15, and mixes far faster: examples/references/README.md)")
+    p.add_argument("--noise", type=noise_value, default=None,
+                   help="regression: a fixed noise sd (standardised targets) instead of the "
+                   "HalfNormal(1) prior, whose chains sit at different noise scales on UCI; "
+                   "'heldout': the training rows' 5-fold cross-validated MAP RMSE to one "
+                   "significant figure (bnn_ppl.inference.heldout_noise)")
+    p.add_argument("--num-chains", type=int, default=4)
+    p.add_argument("--num-warmup", type=int, default=1000)
+    p.add_argument("--segment-draws", type=int, default=500)
+    p.add_argument("--max-draws", type=int, default=20_000, help="per chain")
+    p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--burn-in", type=float, default=0.0,
+                   help="share of each chain's draws, from the first, left out of every check "
+                   "and of the stored predictive (0.5: the first half)")
+    p.add_argument("--mass-matrix", choices=("diagonal", "dense", "identity"), default="diagonal")
+    p.add_argument("--max-num-steps", type=int, default=1024,
+                   help="most leapfrog steps per iteration (caps the cost of warmup's first, "
+                   "identity-metric windows on a posterior much narrower than its prior)")
+    p.add_argument("--temperatures", type=int, default=None,
+                   help="K >= 2: parallel tempering with K rungs per chain (default: plain HMC)")
+    p.add_argument("--min-beta", type=float, default=1e-3,
+                   help="tempering: the ladder's lowest inverse temperature")
+    p.add_argument("--leapfrog-steps", type=int, default=16,
+                   help="tempering: leapfrog steps per sweep at every rung")
+    p.add_argument("--init-steps", type=int, default=0,
+                   help="Adam steps from each chain's prior draw before warmup, for starts too "
+                   "far out for warmup to bring in (energy with a fixed noise: 20000)")
+    p.add_argument("--init-learning-rate", type=float, default=3e-3)
+    p.add_argument("--max-train", type=int, default=None)
+    p.add_argument("--max-test", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default=None, help="file stem (default: from the data set)")
+    p.add_argument("--out", default=os.path.join("examples", "references"))
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="commit every segment here; the same command again resumes the run "
+                   "(or continues it with a larger --max-draws/--max-seconds; --max-seconds "
+                   "is the whole run's budget, the time earlier calls committed included)")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    main(parse_args())

@@ -1,0 +1,218 @@
+"""Reference runs that survive a kill: ``reference_hmc(..., checkpoint_dir=...)``.
+
+A reference run (:func:`~bnn_ppl.inference.reference_hmc`) is open-ended: it samples segments
+of ``segment_draws`` draws until its stopping rule is met or its budget ends, so it cannot use
+:func:`~bnn_ppl.inference.resume.run_segments`, which runs a fixed number of draws.
+:class:`CheckpointedChains` moves its chains through the same
+:class:`~bnn_ppl.inference.checkpoint_store.CheckpointStore` (verified, locked, atomic files;
+no pickle) instead:
+
+* **Warmup** runs apart from the first segment (one more compilation than in memory) and its
+  final state is committed as segment 0, with its wall time. Warmup is one unit: a kill during
+  warmup, or a ``max_seconds`` that ends it early (the run then returns what it has, as in
+  memory), commits nothing, and the next call redoes warmup.
+* **Every segment**'s draws, extra fields, the kernel's summary of its last state (step size,
+  trajectory length or tempering ladder and swap rates) and wall time, and the chains' state
+  after it, are committed when it ends; the next segment continues from the
+  state *read back from disk* (:func:`~bnn_ppl.inference.resume.state_from_arrays`), so an
+  uninterrupted run and one resumed after any segment run the same program on the same bits.
+* **A rerun** replays the committed segments, in order, through the stopping rule (the
+  checks are made on the stored draws, so ``x_test`` and the quantity may change; a check
+  already made on the same values under the same rule is read back from ``checks.json``
+  instead of recomputed, :mod:`bnn_ppl.inference.check_cache`), and
+  continues from the last committed state when the rule asks for more draws. A run stopped by
+  its budget therefore continues when called again with a larger ``max_draws`` or
+  ``max_seconds`` (a segment cut short by the old ``max_draws`` stays short: the draws are the
+  same, only the checks fall elsewhere); a finished run called again is only read back; a rerun
+  with a smaller budget or looser thresholds stops at the first committed check that meets it.
+* **Time.** A check's ``seconds`` is the wall time committed so far: warmup's and every
+  segment's, each measured from the previous commit (the function values and checks between
+  segments included). Time lost to a kill is not counted, nor the time a rerun spends reading
+  back and replaying the committed segments (the first new segment's time is measured from the
+  last replayed one), and decisions on ``max_seconds`` replay the same way.
+* **The fingerprint** (:func:`reference_fingerprint`, in ``run.json``) holds what determines
+  the draws: the data, the seed, the model's computation and every setting but the budget and
+  the stopping rule (:data:`NOT_FINGERPRINTED`); the tempering settings only when
+  ``num_temperatures >= 2`` (without tempering they determine nothing, and a folder written
+  before they existed resumes), the optimised starts' (:data:`INIT_FIELDS`) only when
+  ``init_steps`` > 0, likewise. A changed one is refused, naming the field. The starts'
+  figures (potential before and after the optimisation) are committed with warmup and read
+  back with it.
+
+Example:
+    >>> import jax, numpy as np, tempfile, warnings
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.inference import reference_hmc
+    >>> from bnn_ppl.models import MLP
+    >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    >>> folder = tempfile.mkdtemp()
+    >>> settings = dict(x_test=x[:3], rng_key=jax.random.key(0), num_warmup=20, segment_draws=5)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")  # (not converged after so few draws)
+    ...     short = reference_hmc(model, (x, x[:, 0]), max_draws=5, checkpoint_dir=folder,
+    ...                           **settings)
+    ...     longer = reference_hmc(model, (x, x[:, 0]), max_draws=10, checkpoint_dir=folder,
+    ...                            **settings)
+    >>> short.draws, longer.draws, longer.resumed_after
+    (5, 10, 1)
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference.chain_starts import starts_from_arrays
+from bnn_ppl.inference.check_cache import CheckCache
+from bnn_ppl.inference.checkpoint_store import CheckpointError, CheckpointStore
+from bnn_ppl.inference.fingerprint import recorded_chunk, resume_chunk, run_fingerprint
+from bnn_ppl.inference.hmc_checks import as_key
+from bnn_ppl.inference.reference_chains import (
+    Chains,
+    Segment,
+    Warmup,
+    as_segment,
+    continue_chains,
+    rule_check,
+    rule_settings,
+    segment_arrays_of,
+    warm_up,
+)
+from bnn_ppl.inference.reference_kernels import TEMPERING_FIELDS, chain_kernel
+from bnn_ppl.inference.resume import state_arrays, state_from_arrays
+from bnn_ppl.model import BNN
+
+__all__ = ["INIT_FIELDS", "NOT_FINGERPRINTED", "CheckpointedChains", "reference_fingerprint"]
+
+INIT_FIELDS = ("init_steps", "init_learning_rate")
+"""The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields of the optimised starts
+(:mod:`~bnn_ppl.inference.chain_starts`): fingerprinted only when ``init_steps`` > 0, so a
+folder written before they existed resumes."""
+
+NOT_FINGERPRINTED = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
+                     "burn_in")  # fmt: skip
+"""The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields a rerun may change: the budget and
+the stopping rule, which decide how many segments are sampled but not what they hold."""
+
+
+def reference_fingerprint(
+    c: ReferenceHMCConfig, x: Any, y: Any, rng_key: Any, potential_fn: Any, init: Any,
+    memory_chunk: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """:func:`~bnn_ppl.inference.fingerprint.run_fingerprint` of a reference run: ``c``'s
+    fields but :data:`NOT_FINGERPRINTED` (and the tempering fields without tempering), the
+    training data, the key, the potential at the first chain's initial parameters (``init``:
+    as :meth:`~bnn_ppl.inference.reference_kernels.ChainKernel.init_params` drew them) and the
+    chunk a memory rule chose (``memory_chunk``)."""
+    unused = (*(() if c.tempering else TEMPERING_FIELDS),
+              *(() if c.init_steps else INIT_FIELDS))  # fmt: skip
+    fields = {k: v for k, v in c.to_dict().items() if k not in (*NOT_FINGERPRINTED, *unused)}
+    first = chain_kernel(c).first_params(init)
+    return run_fingerprint(
+        fields, x, y, as_key(rng_key), potential_fn, first, memory_chunk=memory_chunk
+    )
+
+
+class CheckpointedChains(Chains):
+    """:class:`~bnn_ppl.inference.reference_chains.Chains` committed to ``checkpoint_dir``
+    and replayed from it (see the module doc); use as a context manager (it holds the
+    folder's lock)."""
+
+    def __init__(
+        self,
+        model: BNN,
+        x: Any,
+        y: Any,
+        c: ReferenceHMCConfig,
+        rng_key: Any,
+        checkpoint_dir: str | os.PathLike,
+    ):
+        self._clock = time.monotonic()  # the time of the last commit (or of the start)
+        chosen, resumed = resume_chunk(c, checkpoint_dir)  # a memory rule's chunk is kept
+        super().__init__(model, x, y, chosen, rng_key)
+        fingerprint = reference_fingerprint(c, x, y, rng_key, self.pot.potential_fn, self.init,
+                                            recorded_chunk(self.pot, resumed))  # fmt: skip
+        self.store = CheckpointStore(checkpoint_dir, fingerprint)
+        self._replay: list[dict[str, np.ndarray]] = []  # committed segments not yet replayed
+        self._checks: CheckCache | None = None  # opened with the folder's lock
+        self._seconds = 0.0  # the time committed up to the last segment returned
+
+    def __enter__(self) -> CheckpointedChains:
+        self.store.__enter__()
+        self._checks = CheckCache(self.store.path)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.store.__exit__(*exc)
+
+    def check(self, values: list[np.ndarray], first: int) -> dict[str, Any]:
+        """:meth:`Chains.check`, read back from ``checks.json`` when a previous call on this
+        folder made the same check (:mod:`bnn_ppl.inference.check_cache`)."""
+        if self._checks is None:
+            raise RuntimeError("use CheckpointedChains inside `with chains:` (it holds the lock).")
+        c = self.c
+        return self._checks.check(values, first, rule_settings(c), lambda a, f: rule_check(a, f, c))
+
+    def _lap(self) -> np.ndarray:
+        now = time.monotonic()
+        lap, self._clock = now - self._clock, now
+        return np.asarray(lap)
+
+    def _read_state(self) -> Any:
+        where = f"{self.store.path}/{self._record.state_file}"
+        return state_from_arrays(self.store.load_state(self._record), self._template, where)
+
+    def start(self, deadline: float | None) -> tuple[Warmup, Segment]:
+        """Warmup, committed (or read back), and the first segment (replayed if committed)."""
+        c, record = self.c, self.store.latest()
+        if record is None:
+            fields = self.kernel.extra_fields
+            warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, c, fields, deadline,
+                           False)  # fmt: skip
+            if warm.cut_short:  # nothing committed: the next call redoes warmup
+                return warm, as_segment(segment_arrays_of(self.mcmc, self.kernel))
+            stats = {"time/seconds": self._lap(), "time/iterations": np.asarray(c.num_warmup)}
+            stats |= warm.starts.arrays() if warm.starts is not None else {}
+            record = self.store.commit(0, state_arrays(warm.state), stats, [])
+            self._template = warm.state
+        else:  # the state's structure, and the kernel set up for num_warmup, by the public init
+            self.resumed_after = record.segment
+            stats = self.store.load_warmup(record)
+            if stats is None:
+                raise CheckpointError(
+                    f"{self.store.path} holds no warmup record; it was not written by "
+                    "reference_hmc. Use a new checkpoint_dir."
+                )
+            keys = jax.random.split(self.run_key, c.num_chains)
+            args = self.pot.args
+            self._template = self.mcmc.sampler.init(keys, c.num_warmup, self.init, args, {})
+            self._replay = self.store.load_draws(record)
+            warm = Warmup(c.num_warmup, False, float(stats["time/seconds"]),
+                          starts=starts_from_arrays(stats))
+        self._seconds = float(stats["time/seconds"])
+        self._record = record
+        self._state = self._read_state()
+        return warm, self.next(min(c.segment_draws, c.max_draws))
+
+    def next(self, n: int) -> Segment:
+        """The next committed segment, replayed; once all are, ``n`` new draws per chain from
+        the last committed state, committed."""
+        if self._replay:
+            arrays = self._replay.pop(0)
+            if not self._replay:  # the next lap starts here: replaying is not the run's time
+                self._clock = time.monotonic()
+        else:
+            continue_chains(self.mcmc, self.pot, self._state, n, self.kernel.extra_fields)
+            arrays = segment_arrays_of(self.mcmc, self.kernel) | {"time/seconds": self._lap()}
+            done = [*self._record.draws_per_segment, n]
+            state = state_arrays(self.mcmc.last_state)
+            self._record = self.store.commit(self._record.segment + 1, state, arrays, done)
+            self._state = self._read_state()
+        self._seconds += float(arrays["time/seconds"])
+        return as_segment(arrays, self._seconds)

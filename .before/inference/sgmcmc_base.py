@@ -1,0 +1,396 @@
+"""The NumPyro ``MCMCKernel`` glue shared by the SG-MCMC kernels (SGLD, SGHMC, SGNHT, ATMC).
+
+:class:`SGMCMCKernel` owns the potential, the data plumbing
+(``MCMC(kernel, ..., jit_model_args=True).run(key, *pot.args, init_params=...)`` passes the
+sharded data as an argument of NumPyro's compiled loop; ``run(key, init_params=...)`` closes
+over them), the minibatch gradient estimator (:mod:`bnn_ppl.inference.gradients`), the
+step-size schedule and the step counter, and vmaps over chains for
+``chain_method="vectorized"``. Its state is :class:`SGMCMCState`, a NamedTuple of arrays: the
+sample field ``z`` is the position (unconstrained parameters), ``i`` the step counter (both
+collected by default), ``info`` the kernel's ``Info`` record of the last step (collect it
+with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``), and ``stats``
+the running statistics of ``Info`` over every sampling step (:mod:`bnn_ppl.inference.step_stats`;
+``extra_fields=("stats",)``), which :func:`~bnn_ppl.inference.check_accuracy` reads.
+
+Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
+and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
+``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``; its class sets
+:attr:`SGMCMCKernel._kernel_init` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
+first ``num_warmup`` steps of ``MCMC``: burn-in with the same dynamics, where pSGLD adapts its
+preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the friction of SGHMC,
+SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
+descends faster from a start far from the typical set.
+
+The kernels' shared tree arithmetic (:func:`normal_like`, :func:`tree_mean`, :func:`tree_max`)
+is here too; the accuracy warnings are :mod:`bnn_ppl.inference.sgmcmc_accuracy`.
+
+Example:
+    >>> import jax, jax.numpy as jnp
+    >>> from numpyro.infer import MCMC
+    >>> from bnn_ppl.inference import SGLD
+    >>> kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z["x"] ** 2), step_size=0.05)
+    >>> mcmc = MCMC(kernel, num_warmup=10, num_samples=20, progress_bar=False)
+    >>> mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(2)})
+    >>> mcmc.get_extra_fields()["i"][:3].tolist()  # the counter includes warmup
+    [11, 12, 13]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypedDict
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro.infer.mcmc import MCMCKernel
+from numpyro.util import identity, is_prng_key
+
+from bnn_ppl import validation
+from bnn_ppl.flat_draws import grouped_flat_draws
+from bnn_ppl.inference.gradients import (
+    GradFn,
+    GradientEstimator,
+    full_batch_estimator,
+    gradient_estimator,
+)
+from bnn_ppl.inference.minibatch import SCHEMES
+from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
+from bnn_ppl.inference.schedules import Schedule, as_schedule
+from bnn_ppl.inference.step_stats import RunStats, StepStats, stats_init, stats_update
+from bnn_ppl.model import BNN
+from bnn_ppl.types import Array, Params, PRNGKey, PyTree
+from bnn_ppl.validation import InputTypeError, InputValueError
+
+__all__ = [
+    "SGMCMCState",
+    "SGMCMCKernel",
+    "SGMCMCOptions",
+    "Step",
+    "check_noise_decay",
+    "check_noise_share",
+    "normal_like",
+    "tree_mean",
+    "tree_max",
+]
+
+
+class SGMCMCState(NamedTuple):
+    """State of an SG-MCMC kernel inside ``numpyro.infer.MCMC``.
+
+    ``i``: steps taken since ``init`` (warmup included), the schedule's next ``t``;
+    ``kernel_state``: the kernel's own state (``SGLDState``, ``ATMCState``, ...);
+    ``info``: the kernel's ``Info`` record of the last step (zeros before the first);
+    ``stream``: the minibatch index stream (``None`` for full batch);
+    ``rng_key``: the chain's key; ``stats``: the :class:`~bnn_ppl.inference.step_stats.StepStats`
+    of every step after warmup. ``z`` (the sample field) is ``kernel_state.position``.
+    """
+
+    i: Array
+    kernel_state: Any
+    info: Any
+    stream: Any
+    rng_key: PRNGKey
+    stats: StepStats
+
+    @property
+    def z(self) -> Params:
+        """The position (unconstrained parameters): MCMC's sample field."""
+        return self.kernel_state.position
+
+
+Step = Callable[[PRNGKey, Any, GradFn, Array, Array], tuple[Any, Any]]
+"""``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``."""
+
+
+class SGMCMCOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`SGMCMCKernel` that every kernel class passes on."""
+
+    potential_fn: Callable[[Any], Array] | None
+    batch_size: int | None
+    step_size: float | Schedule
+    sampling: str
+    chunk_size: int | None
+    devices: Sequence[jax.Device] | None
+    init_method: str
+
+
+def check_noise_share(noise_share: float) -> float:
+    """``noise_share`` (``κ``) checked to lie in ``(0, 1]``."""
+    return validation.check_number("noise_share", noise_share, low=0.0, high=1.0,
+                                   low_inclusive=False)  # fmt: skip
+
+
+def check_noise_decay(noise_decay: float) -> float:
+    """``noise_decay`` (the noise average's ``ρ``) checked to lie in ``[0, 1)``."""
+    return validation.check_number("noise_decay", noise_decay, low=0.0, high=1.0,
+                                   high_inclusive=False)  # fmt: skip
+
+
+class SGMCMCKernel(MCMCKernel):
+    """Base of the SG-MCMC kernels: potential, data, schedule and chains; see the module doc.
+
+    Subclasses set :attr:`_kernel_init` (``position -> kernel state``) and :attr:`_step` (see
+    :data:`Step`) in ``__init__``, and :attr:`_noise` (whether their gradient estimates carry a
+    noise variance) before calling ``super().__init__``.
+
+    Args:
+        potential: a :class:`~bnn_ppl.inference.FullBatchPotential`, or a
+            :class:`~bnn_ppl.BNN` with ``x`` and ``y`` (the potential is then built here with
+            ``chunk_size`` and ``devices``), or ``None`` with ``potential_fn``.
+        x, y: the data, only with a ``BNN``.
+        potential_fn: a plain ``potential_fn(position) -> scalar`` instead of a potential
+            (full batch only; positions are then whatever ``init_params`` is).
+        batch_size: rows per gradient (``None``: full batch); never more than the data have.
+        step_size: a number or a schedule ``t -> h_t`` (:mod:`bnn_ppl.inference.schedules`).
+        sampling: how batches are drawn, ``"independent"`` (default) or ``"epoch"``
+            (:mod:`bnn_ppl.inference.minibatch`).
+        chunk_size, devices: as in :func:`~bnn_ppl.inference.full_batch_potential`.
+        init_method: how ``init_params=None`` is filled from the potential (``"prior"`` or
+            ``"network"``).
+    """
+
+    sample_field = "z"
+    model = None  # no NumPyro model: the kernel runs on a potential (ArviZ reads this)
+    _kernel_init: Callable[[Params], Any]
+    _step: Step
+    _noise: bool = False
+    _friction: str | None = None  # the Info field of the friction (kernels with momentum)
+
+    def __init__(
+        self,
+        potential: FullBatchPotential | BNN | None = None,
+        x: Any = None,
+        y: Any = None,
+        *,
+        potential_fn: Callable[[Any], Array] | None = None,
+        batch_size: int | None = None,
+        step_size: float | Schedule = 1e-3,
+        sampling: str = "independent",
+        chunk_size: int | None = None,
+        devices: Sequence[jax.Device] | None = None,
+        init_method: str = "prior",
+    ):
+        # every argument is checked here, before anything is traced or compiled
+        self.schedule = as_schedule(step_size)
+        self.sampling = validation.check_choice("sampling", sampling, SCHEMES)
+        self.init_method = validation.check_choice("init_method", init_method, ("prior", "network"))
+        if potential_fn is not None and not callable(potential_fn):
+            raise InputTypeError(
+                f"potential_fn must be callable, got {type(potential_fn).__name__}."
+            )
+        if potential is None and potential_fn is None:
+            raise InputValueError("pass a FullBatchPotential, a BNN with x and y, or potential_fn.")
+        if potential is not None and potential_fn is not None:
+            raise InputValueError("pass either a potential (or BNN) or potential_fn, not both.")
+        if potential_fn is not None and batch_size is not None:
+            raise InputValueError(
+                "batch_size needs a FullBatchPotential (it draws rows of its data); a plain "
+                "potential_fn gives full-batch gradients only."
+            )
+        if isinstance(potential, BNN):
+            if x is None or y is None:
+                raise InputValueError("a BNN needs its data: pass x and y.")
+            potential = full_batch_potential(
+                potential, x, y, chunk_size=chunk_size, devices=devices
+            )
+        elif x is not None or y is not None:
+            raise InputValueError(
+                "x and y go with a BNN; a FullBatchPotential already has its data."
+            )
+        elif chunk_size is not None or devices is not None:
+            raise InputValueError(
+                "chunk_size and devices go with a BNN (the potential is built here); a "
+                "FullBatchPotential or potential_fn already has its layout: pass them to "
+                "full_batch_potential instead."
+            )
+        if potential is not None and not isinstance(potential, FullBatchPotential):
+            raise InputTypeError(
+                "potential must be a FullBatchPotential or a bnn_ppl.BNN, got "
+                f"{type(potential).__name__}."
+            )
+        self.potential = potential
+        self.potential_fn = potential_fn
+        self.batch_size = validation.check_batch_size(
+            "batch_size",
+            batch_size,
+            potential.num_data if potential is not None else None,
+            2 if self._noise else 1,
+        )
+        self._num_warmup = 0
+        self._vectorized = False
+        self._initial: SGMCMCState | None = None  # the state init returned last
+
+    # ---------------------------------------------------------------------- plumbing
+    def _estimator(self, model_args: tuple) -> GradientEstimator:
+        if self.potential is None:
+            return full_batch_estimator(self.potential_fn, noise=self._noise)
+        data = model_args[0] if model_args else None
+        return gradient_estimator(
+            self.potential, data, self.batch_size, sampling=self.sampling, noise=self._noise
+        )
+
+    def _one_step(self, state: SGMCMCState, est: GradientEstimator) -> SGMCMCState:
+        key, step_key = jax.random.split(state.rng_key)
+        grad_fn, stream = est.batch(state.stream)
+        dtype = jnp.result_type(jax.tree.leaves(state.kernel_state.position)[0])
+        h = jnp.asarray(self.schedule(state.i), dtype)
+        warmup = state.i < self._num_warmup
+        kernel_state, info = self._step(step_key, state.kernel_state, grad_fn, h, warmup)
+        capped = self._capped(info)
+        stats = state.stats  # (None only while init traces the Info's shape)
+        if stats is not None:
+            stats = stats_update(stats, info, jnp.logical_not(warmup), capped)
+        return SGMCMCState(state.i + 1, kernel_state, info, stream, key, stats)
+
+    def _check_init(self, num_warmup: int) -> None:
+        """Kernel-specific checks of the run's settings (before anything is compiled)."""
+
+    def _capped(self, info: Any) -> Array:
+        """Whether a step counts as ``capped``: its noise share 5 % above ``noise_share`` (the
+        friction at the step's limit; SGHMC, ATMC), or above SGLD's 10 %."""
+        limit = getattr(self, "noise_share", None)
+        return info.noise_share > (0.1 if limit is None else 1.05 * limit)
+
+    def _relaxations(self, run: RunStats) -> float:
+        """How many momentum relaxation times the run's steps span, ``Σ h·C/m`` (``C`` the
+        friction on ``p/m``, the Info field :attr:`_friction`); 0 without momentum."""
+        if self._friction is None:
+            return 0.0
+        return run.steps * run.step_mean[self._friction] / getattr(self, "mass", 1.0)
+
+    def accuracy_problems(self, run: RunStats) -> list[str]:
+        """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.step_stats.
+        pool`) show went wrong; see :func:`~bnn_ppl.inference.check_accuracy`."""
+        problems: list[str] = []
+        if not run.steps:
+            return problems
+        name, limit = type(self).__name__, getattr(self, "noise_share", None)
+        share = run.peak.get("noise_share")
+        where = f"in {run.capped / run.steps:.1%} of the {run.steps} sampling steps"
+        if share is not None and self.batch_size is not None:
+            if share > 1.0:
+                problems.append(
+                    f"{name}: the minibatch gradient noise exceeded what the friction can "
+                    f"absorb (share up to {share:.2f} > 1; over the bound {where}): the "
+                    "sampler no longer controls those coordinates' temperature (the draws can "
+                    "come out hot or cold). Lower the step size (recommended_step_size) or use "
+                    "larger batches."
+                )
+            elif limit is not None and share > 1.05 * limit:
+                problems.append(
+                    f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
+                    f"heat (noise_share={limit}): the friction fell short of it {where} (at the "
+                    "step's limit, or a thermostat below its target), "
+                    "and there the noise's correlations shape the samples. Lower the step size "
+                    "(recommended_step_size) or use larger batches."
+                )
+            elif limit is None and share > 0.1:
+                problems.append(
+                    f"{name}: the gradient noise supplied up to {share:.0%} of a coordinate's "
+                    f"injected variance (above 10 % {where}), which SGLD cannot remove "
+                    "(over-dispersed by about as much). Lower the step size "
+                    "(recommended_step_size)."
+                )
+        temperature = run.mean.get("kinetic_temperature")
+        if temperature is not None:
+            # the mean's standard error at equilibrium: a step's 2/size (p²/m of `size`
+            # Gaussian coordinates) over the momentum relaxation times the run spans (p²
+            # decorrelates in half of one)
+            spans = min(max(self._relaxations(run), 1.0), run.steps)
+            se = (2 / max(run.size, 1) / spans) ** 0.5
+            off = abs(temperature - 1)
+            if off > 0.1 and off > 4 * se:
+                problems.append(
+                    f"{name}: mean kinetic temperature {temperature:.2f} ± {se:.2f} over "
+                    f"{run.steps} sampling steps (1 at equilibrium): the momentum runs "
+                    f"{'cold' if temperature < 1 else 'hot'}, and the position with it. Lower "
+                    "the step size (recommended_step_size), or run a longer warmup."
+                )
+        return problems
+
+    # ---------------------------------------------------------------- MCMCKernel API
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "i")
+
+    def init(
+        self,
+        rng_key: PRNGKey,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> SGMCMCState:
+        self._num_warmup = validation.check_int("num_warmup", num_warmup, minimum=0)
+        self._check_init(self._num_warmup)
+        self._vectorized = not is_prng_key(rng_key)
+        if init_params is None and self.potential is None:
+            # MCMC.run calls init on every run, also when it continues from a
+            # post_warmup_state, and then discards the state (NumPyro's public contract for an
+            # MCMCKernel; its own kernels skip the call through a private attribute)
+            if self._initial is None:
+                raise InputValueError("init_params are required with potential_fn.")
+            return self._initial
+        est = self._estimator(model_args)
+
+        def one(key: PRNGKey, params: Any) -> SGMCMCState:
+            key, init_key, stream_key = jax.random.split(key, 3)
+            if params is None:
+                params = self.potential.init_params(init_key, method=self.init_method)
+            kernel_state = self._kernel_init(params)
+            stream = est.init(stream_key)
+            zero = SGMCMCState(jnp.zeros((), jnp.int32), kernel_state, None, stream, key, None)
+            info_shape = jax.eval_shape(lambda s: self._one_step(s, est).info, zero)
+            info = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), info_shape)
+            size = sum(np.size(a) for a in jax.tree.leaves(params))
+            return zero._replace(info=info, stats=stats_init(info, size))
+
+        if not self._vectorized:
+            self._initial = one(rng_key, init_params)
+        elif init_params is None:
+            self._initial = jax.vmap(lambda k: one(k, None))(rng_key)
+        else:
+            self._initial = jax.vmap(one)(rng_key, init_params)
+        return self._initial
+
+    def sample(self, state: SGMCMCState, model_args: tuple, model_kwargs: dict) -> SGMCMCState:
+        est = self._estimator(model_args)
+        if self._vectorized:
+            return jax.vmap(lambda s: self._one_step(s, est))(state)
+        return self._one_step(state, est)
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable:
+        return identity if self.potential is None else self.potential.postprocess_fn
+
+    def get_diagnostics_str(self, state: SGMCMCState) -> str:
+        return f"step size {float(state.info.step_size):.2e}"
+
+
+# ------------------------------------------------- tree arithmetic shared by the kernels
+def normal_like(rng_key: PRNGKey, tree: PyTree) -> PyTree:
+    """Independent standard normals in the structure, shapes and dtypes of ``tree``: leaf ``i``
+    gets ``jax.random.normal(keys[i], shape, dtype)``, ``keys = jax.random.split(rng_key,
+    number of leaves)``, drawn flat by dtype (:mod:`bnn_ppl.flat_draws`: the same values)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    keys = jax.random.split(rng_key, len(leaves))
+    dtypes = [jnp.result_type(x) for x in leaves]
+    draws = grouped_flat_draws(
+        list(keys),
+        [jnp.shape(x) for x in leaves],
+        dtypes,
+        lambda dtype, size: lambda k: jax.random.normal(k, (size,), dtype),
+    )
+    return jax.tree.unflatten(treedef, draws)
+
+
+def tree_mean(tree: PyTree) -> Array:
+    """Mean of all scalars in ``tree`` (every leaf's entries weighted equally)."""
+    leaves = jax.tree.leaves(tree)
+    total = sum(jnp.sum(x) for x in leaves)
+    return total / sum(jnp.size(x) for x in leaves)
+
+
+def tree_max(tree: PyTree) -> Array:
+    """Largest scalar in ``tree``."""
+    return jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(tree)]))

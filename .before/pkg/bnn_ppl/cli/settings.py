@@ -1,0 +1,306 @@
+"""``bnn-ppl run``'s typed settings: the options every method shares (:class:`RunOptions`), the
+method's :mod:`bnn_ppl.config` dataclass, and :func:`run_settings`, the checks that need no data
+(ranges, int32 counters, the prior), which resolves the network's defaults.
+
+A run's settings are a :class:`RunSettings`: the shared options and the method's config. What
+``config.json`` records and a resumed run must repeat is :meth:`RunSettings.arguments`, one flat
+JSON record from which :meth:`RunSettings.from_arguments` rebuilds them; ``--progress-every`` is
+not in it (it only respaces ``progress.jsonl``, so a resume may change it). This module imports
+neither tyro nor JAX: the option parser (:mod:`bnn_ppl.cli.parser`) is built from these classes
+only when a subcommand is parsed.
+
+Example:
+    >>> from bnn_ppl.cli import RunOptions, run_settings
+    >>> s = run_settings("nuts", RunOptions(out="runs/nuts"), {"num_chains": 2})
+    >>> s.config.num_chains, s.config.max_tree_depth, s.options.width, s.options.depth
+    (2, 10, 50, 1)
+    >>> run_settings("nuts", RunOptions(out="runs/nuts", model="lenet5", width=4), {})
+    Traceback (most recent call last):
+    ...
+    bnn_ppl.validation.InputValueError: --width does not apply to --model lenet5; ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import bnn_ppl as bp
+from bnn_ppl import config as configs
+from bnn_ppl import validation
+from bnn_ppl.validation import InputError, InputValueError
+
+PROG = "bnn-ppl"
+MODELS = ("mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm")
+SGMCMC_METHODS = ("sgld", "sghmc", "sgnht", "atmc")
+METHODS = ("hmc", "nuts", "svi", "map", "ensemble", *SGMCMC_METHODS, "reference_hmc")
+"""The subcommands of ``bnn-ppl run``: one per config class of :mod:`bnn_ppl.config`."""
+BUDGET_FIELDS = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
+                 "burn_in")  # fmt: skip
+"""reference_hmc: the options a rerun in the same ``--out`` may change (the budget, the
+stopping rule and the checked values; the draws do not depend on them): it continues the
+committed chains."""
+TEMPER_MODES = ("likelihood", "posterior")
+CHAIN_METHODS = ("hmc", "nuts", *SGMCMC_METHODS)
+"""Methods whose draws are Markov chains (stored with a chain axis; ``--checkpoint-every``)."""
+
+CLI_DEFAULTS: dict[str, dict[str, Any]] = {
+    "hmc": {"num_chains": 2},
+    "nuts": {"num_chains": 2},
+    "svi": {"num_steps": 3000, "map_steps": 1000},
+    "map": {},
+    "ensemble": {"num_steps": 1000},
+    **{m: {"num_chains": 2, "cycle_length": 500} for m in SGMCMC_METHODS},
+    "reference_hmc": {},
+}
+"""Where ``bnn-ppl run`` starts from other defaults than the config classes: two chains (so that
+``evaluate`` can compute R-hat), MAP-initialised SVI, shorter SG-MCMC cycles. ``--help`` shows
+the defaults that apply."""
+
+METHOD_HELP: dict[str, str] = {
+    "hmc": "full-batch HMC, step size and mass matrix adapted in warmup",
+    "nuts": "the No-U-Turn sampler",
+    "svi": "mean-field Gaussian SVI, started from a MAP estimate",
+    "map": "a MAP estimate by Adam (one draw)",
+    "ensemble": "a deep ensemble of MAP solutions",
+    "sgld": "stochastic-gradient Langevin dynamics, cyclical step size",
+    "sghmc": "stochastic-gradient HMC, cyclical step size",
+    "sgnht": "the stochastic-gradient Nose-Hoover thermostat, cyclical step size",
+    "atmc": "adaptive thermostat Monte Carlo, cyclical step size",
+    "reference_hmc": "HMC until the test predictions converge (R-hat and bulk ESS rule), "
+    "every segment committed: rerun to resume or to continue with a larger budget",
+}
+"""One line per method: ``bnn-ppl run --help`` and each method's ``--help``."""
+
+MODEL_OPTIONS: dict[str, dict[str, int]] = {
+    "width": {"mlp": 50, "resnet20frn": 16, "resnetpp": 32},
+    "depth": {"mlp": 1, "resnet20frn": 3, "resnetpp": 9},
+}
+"""Option -> the networks it applies to, with each network's default."""
+
+NOISE_DEFAULT = "0.5"
+HELDOUT = "heldout"
+"""``--noise heldout``: the fixed noise sd chosen from the training rows alone
+(:func:`bnn_ppl.inference.heldout_noise`: their 5-fold cross-validated MAP RMSE to one
+significant figure)."""
+CNN_MODELS = ("lenet5", "resnet20frn", "resnetpp")
+MAX_COUNT = 2**31 - 1
+"""Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
+MAX_TREE_DEPTH = 30
+"""nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
+_AT_LEAST = {"width": 1, "max_train": 1, "split": 0, "checkpoint_every": 1, "progress_every": 1}
+UNRECORDED = ("out", "data_dir", "quiet", "progress_every")
+"""Options :meth:`RunSettings.arguments` leaves out: a resumed run may give them differently."""
+
+
+class CLIError(InputValueError):
+    """A bad command line that the library itself would not catch (printed without traceback)."""
+
+
+def flag(name: str) -> str:
+    """``"num_samples"`` -> ``"--num-samples"``: the option of a field."""
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Options every method shares: the data, the model and the run folder."""
+
+    out: str  # run folder: config.json, posterior.nc (ArviZ), samples.npz, predictions.npz, ...
+    dataset: str = "digits"  # a name of bnn_ppl.data.available()
+    data_dir: str | None = None  # where uci/* and tfds data sets are read from
+    split: int | None = None  # uci/*: which standard split
+    max_train: int | None = None  # use only the first k training rows
+    model: Literal["mlp", "lenet5", "resnet20frn", "resnetpp", "cnnlstm"] = "mlp"  # network
+    width: int | None = None  # mlp: hidden units (50); resnet20frn/resnetpp: base width (16/32)
+    depth: int | None = None  # mlp: hidden layers, 0: linear (1); resnets: blocks/stage (3/9)
+    prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
+    temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
+    temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
+    noise: str | None = None  # regression: noise sd (0.5), halfnormal:S to infer it, or heldout
+    seed: int = 0  # random seed; the data split is fixed
+    quiet: bool = False  # print nothing on success (errors still go to stderr)
+
+
+@dataclass(frozen=True)
+class ChainRunOptions(RunOptions):
+    """The shared options, and checkpoints for the methods whose draws are Markov chains."""
+
+    checkpoint_every: int | None = None  # commit every k draws (SG-MCMC: cycles); rerun resumes
+    progress_every: int | None = None  # with --checkpoint-every: progress line every k draws
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """A checked run: the shared ``options`` and the method's ``config``. ``batch_size_given``
+    is False when an SG-MCMC run took the default minibatch (then at most the training rows)."""
+
+    options: RunOptions
+    config: configs.Config
+    batch_size_given: bool = True
+
+    @property
+    def method(self) -> str:
+        return self.config.method
+
+    @property
+    def checkpoint_every(self) -> int | None:
+        return getattr(self.options, "checkpoint_every", None)
+
+    @property
+    def progress_every(self) -> int | None:
+        return getattr(self.options, "progress_every", None)
+
+    def arguments(self) -> dict[str, Any]:
+        """What ``config.json`` records (and a resumed run must repeat): the options but the
+        :data:`UNRECORDED` ones (paths, ``quiet``, ``progress_every``), and the config's
+        fields."""
+        shared = dataclasses.asdict(self.options)
+        for name in UNRECORDED:
+            shared.pop(name, None)
+        return {**shared, **self.config.to_dict()}
+
+    @classmethod
+    def from_arguments(cls, record: Mapping[str, Any], **paths: Any) -> RunSettings:
+        """The settings :meth:`arguments` recorded (``paths``: ``out``, ``data_dir``)."""
+        record = dict(record)
+        chain = record["method"] in CHAIN_METHODS
+        kind = ChainRunOptions if chain else RunOptions
+        names = {f.name for f in dataclasses.fields(kind)}
+        shared = {k: record.pop(k) for k in list(record) if k in names and k != "method"}
+        options = kind(**{"out": "", **paths, **shared})
+        return cls(options, configs.from_dict(record))
+
+
+def _checked_config(method: str, fields: Mapping[str, Any]) -> configs.Config:
+    """The method's config; its own check, restated with the option's name (``--num-samples``)."""
+    try:
+        return configs.CONFIGS[method](**fields)
+    except InputError as e:
+        text = str(e)
+        name = re.match(r"\w+", text)
+        if name and name.group() in fields:
+            text = flag(name.group()) + text[name.end() :]
+        raise type(e)(text) from None
+
+
+def run_settings(
+    method: str, options: RunOptions, fields: Mapping[str, Any], *, batch_size_given: bool = True
+) -> RunSettings:
+    """Check ``bnn-ppl run``'s options; resolve the defaults of the chosen network.
+
+    Args:
+        method: one of :data:`METHODS`.
+        options: the shared options.
+        fields: the method's config fields (the :data:`CLI_DEFAULTS` are applied first).
+        batch_size_given: see :class:`RunSettings`.
+
+    Raises:
+        ValueError: a number out of range (naming the option), an option that does not apply
+            to the network, an unknown prior family or malformed prior arguments.
+    """
+    validation.check_choice("the method", method, METHODS)
+    config = _checked_config(method, {**CLI_DEFAULTS[method], **fields})
+    model = options.model
+    validation.check_choice("--model", model, MODELS)
+    validation.check_choice("--temper", options.temper, TEMPER_MODES)
+    resolved: dict[str, Any] = {}
+    for name, defaults in MODEL_OPTIONS.items():
+        value = getattr(options, name)
+        if model in defaults:
+            resolved[name] = defaults[model] if value is None else value
+        elif value is not None:
+            raise InputValueError(
+                f"{flag(name)} does not apply to --model {model}; it applies to --model "
+                f"{'/'.join(defaults)}."
+            )
+    options = dataclasses.replace(
+        options,
+        temperature=validation.check_positive("--temperature", options.temperature),
+        **resolved,
+    )
+    counts = {n: getattr(options, n, None) for n in _AT_LEAST}
+    counts.update({k: v for k, v in dataclasses.asdict(config).items() if type(v) is int})
+    for name, value in counts.items():
+        if value is not None and name in _AT_LEAST and value < _AT_LEAST[name]:
+            low = _AT_LEAST[name]
+            raise InputValueError(f"{flag(name)} must be an integer >= {low}, got {value}.")
+        if value is not None and value > MAX_COUNT:
+            raise InputValueError(
+                f"{flag(name)} {value} is above {MAX_COUNT}, the largest count the samplers' "
+                "int32 iteration counters hold."
+            )
+    _check_iterations(config)
+    chain = {n: getattr(options, n, None) for n in ("checkpoint_every", "progress_every")}
+    if chain["progress_every"] is not None and chain["checkpoint_every"] is None:
+        raise InputValueError(
+            "--progress-every needs --checkpoint-every: its lines go to <out>/checkpoints/"
+            "progress.jsonl as the checkpointed run goes (without checkpoints the run folder's "
+            "progress.jsonl is written once, at the end)."
+        )
+    depth = options.depth
+    if depth is not None and depth < (0 if model == "mlp" else 1):
+        raise InputValueError(
+            f"--depth must be an integer >= {0 if model == 'mlp' else 1} for --model {model}, "
+            f"got {depth}."
+        )
+    seed = options.seed
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        # jax.random.key maps larger seeds onto the same key (no error): refuse them
+        raise InputValueError(f"--seed must be an integer in [0, 2**32), got {options.seed!r}.")
+    if options.noise is not None:
+        parse_noise(options.noise)
+    try:
+        bp.priors.from_string(options.prior)
+    except InputError as e:
+        raise InputValueError(f"--prior {options.prior!r}: {e}") from None
+    return RunSettings(options, config, batch_size_given)
+
+
+def _check_iterations(c: configs.Config) -> None:
+    """Refuse iteration totals beyond the int32 counters of the samplers' loops, and NUTS
+    trees whose leapfrog steps they cannot count."""
+    if isinstance(c, configs.NUTSConfig) and c.max_tree_depth > MAX_TREE_DEPTH:
+        raise InputValueError(
+            f"--max-tree-depth {c.max_tree_depth} is above {MAX_TREE_DEPTH}: a tree of depth D "
+            "takes up to 2^D - 1 leapfrog steps, which NumPyro counts in int32 (the default, "
+            "10, allows 1,023)."
+        )
+    if isinstance(c, (configs.HMCConfig, configs.NUTSConfig)):
+        total, what = c.num_warmup + c.num_samples, "--num-warmup + --num-samples"
+    elif isinstance(c, configs.ReferenceHMCConfig):
+        total, what = c.num_warmup + c.max_draws, "--num-warmup + --max-draws"
+    elif c.method in SGMCMC_METHODS:
+        total = (c.num_warmup + c.num_samples) * c.cycle_length  # type: ignore[attr-defined]
+        what = "(--num-warmup + --num-samples) x --cycle-length"
+    else:
+        return
+    if total > MAX_COUNT:
+        raise InputValueError(
+            f"{what} = {total} iterations is above {MAX_COUNT}, the most the samplers' int32 "
+            "iteration counters hold."
+        )
+
+
+def parse_noise(text: str) -> float | tuple[str, float] | str:
+    """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", 1.0)``;
+    ``"heldout"`` -> ``"heldout"`` (a fixed noise sd chosen from the training rows)."""
+    if str(text).strip().lower() == HELDOUT:
+        return HELDOUT
+    family, sep, arg = str(text).partition(":")
+    number = arg if sep else family
+    try:
+        value = float(number)
+    except ValueError:
+        value = None
+    if value is None or (sep and family.strip().lower().replace("_", "") != "halfnormal"):
+        raise InputValueError(
+            f"--noise must be a positive number (the fixed noise sd of the standardised targets), "
+            f"'halfnormal:S' (a HalfNormal(S) prior on it) or 'heldout' (fixed at the training "
+            f"rows' 5-fold held-out MAP RMSE), got {text!r}."
+        )
+    scale = validation.check_positive("--noise", value)
+    return ("halfnormal", scale) if sep else scale

@@ -1,0 +1,363 @@
+"""One driver from a model and data to a :class:`~bnn_ppl.Posterior`: :func:`fit`.
+
+(The module is ``fitting`` so that the function ``fit`` never shadows a module name.)
+
+Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends in the same
+record, so scripts, the examples and the command line compare methods through one path::
+
+    HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
+    ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
+    SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
+    SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
+    MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
+
+The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
+cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
+recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
+``config["accuracy"]``, what :func:`~bnn_ppl.inference.accuracy_summary` finds. Given test
+inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
+training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
+``az.loo``.
+
+Example:
+    >>> import jax, numpy as np
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.config import MAPConfig
+    >>> from bnn_ppl.inference import fit
+    >>> from bnn_ppl.models import MLP
+    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+    >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
+    ...            jax.random.key(0))
+    >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape
+    ('map', 1, 1, (1, 1, 20))
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from numpyro.infer import MCMC
+
+from bnn_ppl import validation
+from bnn_ppl.config import (
+    Config,
+    EnsembleConfig,
+    HMCConfig,
+    MAPConfig,
+    NUTSConfig,
+    ReferenceHMCConfig,
+    SVIConfig,
+    _MCMCConfig,
+    _SGMCMCConfig,
+)
+from bnn_ppl.data import Dataset
+from bnn_ppl.divergence import DivergedError
+from bnn_ppl.model import BNN
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.types import PRNGKey
+from bnn_ppl.validation import InputTypeError, InputValueError
+
+__all__ = ["FitData", "fit"]
+
+
+class FitData(NamedTuple):
+    """What :func:`fit` fits to (``x``, ``y``) and, optionally, evaluates at (``y_std``: the
+    targets' scale, for test metrics in original units)."""
+
+    x: Any
+    y: Any
+    x_test: Any = None
+    y_test: Any = None
+    y_std: float = 1.0
+
+
+def _fit_data(data: Any) -> FitData:
+    if isinstance(data, Dataset):
+        return FitData(data.x_train, data.y_train, data.x_test, data.y_test, float(data.y_std))
+    if isinstance(data, tuple) and len(data) in (2, 3, 4):
+        return FitData(*data)
+    raise InputTypeError(
+        "data must be a bp.data.Dataset or a tuple (x, y) / (x, y, x_test) / "
+        f"(x, y, x_test, y_test), got {type(data).__name__}"
+        + (f" of length {len(data)}" if isinstance(data, tuple) else "")
+        + "."
+    )
+
+
+def _numpy(tree: Any) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in tree.items()}
+
+
+def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.hmc_drivers import hmc, nuts
+    from bnn_ppl.inference.to_posterior import from_mcmc
+
+    common = {
+        "rng_key": key,
+        "num_warmup": c.num_warmup,
+        "num_samples": c.num_samples,
+        "num_chains": c.num_chains,
+        "thinning": c.thinning,
+        "step_size": c.step_size,
+        "adapt_mass_matrix": c.adapt_mass_matrix,
+        "target_accept_prob": c.target_accept_prob,
+        "init_method": c.init_method,
+        "chunk_size": c.chunk_size,
+        "chain_batching": c.chain_batching,
+    }
+    if isinstance(c, HMCConfig):
+        mcmc = hmc(
+            model,
+            d.x,
+            d.y,
+            trajectory_length=c.trajectory_length,
+            adapt_step_size=c.adapt_step_size,
+            max_num_steps=c.max_num_steps,
+            **common,
+        )
+    else:
+        assert isinstance(c, NUTSConfig)
+        mcmc = nuts(model, d.x, d.y, max_tree_depth=c.max_tree_depth, **common)
+    return from_mcmc(mcmc, method=c.method, config=c.to_dict())
+
+
+def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[str, Any]:
+    """The optimiser settings of ``c`` as keywords of :func:`map_estimate`."""
+    return {
+        "num_steps": num_steps,
+        "learning_rate": c.learning_rate,
+        "batch_size": c.batch_size,
+        "init_method": c.init_method,
+        "rng_key": key,
+        "chunk_size": c.chunk_size,
+    }
+
+
+def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
+    from bnn_ppl.inference.to_posterior import from_map
+
+    kwargs = _map_kwargs(c, c.num_steps, key)
+    if isinstance(c, EnsembleConfig):
+        result = deep_ensemble(
+            model, d.x, d.y, c.num_members, chain_batching=c.chain_batching, **kwargs
+        )
+    else:
+        result = map_estimate(model, d.x, d.y, **kwargs)
+    return from_map(result, method=c.method, config=c.to_dict())
+
+
+def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.ensemble import map_estimate
+    from bnn_ppl.inference.svi import svi_mean_field
+    from bnn_ppl.inference.to_posterior import from_svi
+
+    map_key, svi_key, draw_key = jax.random.split(key, 3)
+    init_loc, extra = None, {}
+    if c.map_steps > 0:
+        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key))
+        init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
+    result = svi_mean_field(
+        model,
+        d.x,
+        d.y,
+        num_steps=c.num_steps,
+        learning_rate=c.learning_rate,
+        init_scale=c.init_scale,
+        init_loc=init_loc,
+        batch_size=c.batch_size,
+        num_particles=c.num_particles,
+        rng_key=svi_key,
+    )
+    post = from_svi(result, draw_key, c.num_samples, config=c.to_dict() | extra)
+    sites = model.sites(d.x)  # the guide may hold auxiliary sites: keep the model's
+    return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
+
+
+def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
+    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
+    the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
+    from bnn_ppl import inference
+    from bnn_ppl.inference.schedules import cyclical_cosine
+
+    kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
+                  "atmc": inference.ATMC}[c.method]  # fmt: skip
+    pot = inference.full_batch_potential(  # chains are vectorized
+        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
+        chain_batching=c.chain_batching,
+    )  # fmt: skip
+    batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
+    map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
+    step, extra = c.step_size, {}
+    if step is None:
+        found = inference.map_estimate(
+            model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
+            init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
+        )  # fmt: skip
+        scales = inference.gradient_scales(
+            pot, pot.unconstrain(found.params), batch, rng_key=scale_key
+        )
+        step = inference.recommended_step_size(c.method.upper(), scales)
+        extra = {"step_size_used": step, "scales": scales._asdict()}
+    n, chains = c.cycle_length, c.num_chains
+    init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
+    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
+    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
+
+    def kernel() -> Any:
+        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
+
+    return kernel, pot, init, run_key, extra
+
+
+def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
+    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
+    for name, value in samples.items():
+        if not np.all(np.isfinite(value)):
+            raise DivergedError(
+                c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
+            )
+    return Posterior(c.method, samples, config=c.to_dict() | extra)
+
+
+def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
+    from bnn_ppl.inference.cycles import cycle_end_samples
+    from bnn_ppl.inference.sgmcmc_accuracy import accuracy_summary
+
+    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+    n = c.cycle_length
+    mcmc = MCMC(
+        kernel(),
+        num_warmup=c.num_warmup * n,
+        num_samples=c.num_samples * n,
+        thinning=n,  # the last step of every cycle, and only it
+        num_chains=c.num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+        jit_model_args=True,
+    )
+    mcmc.run(run_key, *pot.args, init_params=init)
+    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
+    # what the statistics of every sampling step show went wrong: warned and kept
+    return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
+
+
+def _reference(
+    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any,
+    on_check: Callable[[Any], Any] | None = None,
+) -> Posterior:
+    from bnn_ppl.inference.reference import reference_hmc
+
+    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
+                        rng_key=key, checkpoint_dir=checkpoint_dir,
+                        on_check=on_check)  # fmt: skip
+    return run.posterior
+
+
+def fit(
+    model: BNN,
+    data: Any,
+    config: Config,
+    rng_key: PRNGKey,
+    *,
+    checkpoint_dir: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    progress_every: int | None = None,
+    on_check: Callable[[Any], Any] | None = None,
+) -> Posterior:
+    """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
+
+    Args:
+        model: a :class:`~bnn_ppl.BNN`.
+        data: a :class:`~bnn_ppl.data.Dataset` (fit to its training split, evaluated on its
+            test split) or a tuple ``(x, y)``, ``(x, y, x_test)`` or ``(x, y, x_test, y_test)``.
+        config: one of the dataclasses of :mod:`bnn_ppl.config`; it fixes the method.
+        rng_key: ``jax.random.key(seed)``; the same key gives the same Posterior.
+        checkpoint_dir: MCMC and SG-MCMC only: commit the run to this folder after warmup and
+            every ``checkpoint_every`` draws per chain, and resume from it if it holds this
+            run (bit-exact: the same draws as an uninterrupted run); a folder of a run with
+            other settings, data, seed or network is refused naming what differs
+            (:mod:`bnn_ppl.inference.fit_checkpoint`). Warmup's cost, then after each
+            segment the running metrics (with test targets: the BMA's test metrics over the
+            draws so far) get lines in ``progress.jsonl`` there
+            (:mod:`bnn_ppl.inference.progress_log`). A ``ReferenceHMCConfig`` run commits
+            every segment of ``segment_draws`` draws instead (no ``checkpoint_every``,
+            ``progress_every`` or ``progress.jsonl``; :func:`~bnn_ppl.inference.reference_hmc`).
+        checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
+            the draws.
+        progress_every: with ``checkpoint_dir``: a ``progress.jsonl`` line every that many
+            draws per chain (SG-MCMC: cycles), computed from each segment's draws after it
+            (the segment's end is always a line); default one line per segment.
+        on_check: ``ReferenceHMCConfig`` only: called with each
+            :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
+            print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
+
+    Returns:
+        A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
+        method chose, e.g. the SG-MCMC step size), with the observed data, per-row
+        log-likelihoods and, given ``x_test``, predictions.
+
+    Raises:
+        TypeError: ``config`` is not a config dataclass, ``data`` of the wrong kind.
+        ValueError: bad data (see the methods), or a run whose draws are not finite.
+    """
+    if not isinstance(model, BNN):
+        raise InputTypeError(f"model must be a bp.BNN, got {type(model).__name__}.")
+    if not isinstance(config, Config) or not config.method:
+        raise InputTypeError(
+            "config must be one of bnn_ppl.config's dataclasses (HMCConfig, NUTSConfig, "
+            f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
+        )
+    key = validation.check_key("rng_key", rng_key)
+    if on_check is not None and not isinstance(config, ReferenceHMCConfig):
+        raise InputValueError(
+            f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
+            f"{type(config).__name__}; leave it out."
+        )
+    if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
+        from bnn_ppl.inference.fit_checkpoint import check_checkpoint_args
+
+        checkpoint_every = check_checkpoint_args(
+            config, checkpoint_dir, checkpoint_every, progress_every
+        )
+    d = _fit_data(data)
+    if d.y_test is not None and d.x_test is None:
+        raise InputValueError("data has y_test but no x_test; give both or neither.")
+    # every array is checked before anything runs: a bad test set must not cost a finished run
+    model.check_data(d.x, d.y)
+    if d.x_test is not None:
+        x_test = model.check_inputs(d.x_test, "x_test")
+        if d.y_test is not None:
+            y_test = validation.as_array("y_test", d.y_test)
+            validation.check_same_length("x_test", x_test, "y_test", y_test)
+            model.likelihood.check_targets(y_test, model.output_shape(x_test))
+    if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
+        from bnn_ppl.inference.fit_checkpoint import fit_checkpointed
+
+        # (with its data: the test predictions progress.jsonl computed are reused)
+        return fit_checkpointed(
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every
+        )
+    if isinstance(config, ReferenceHMCConfig):
+        if d.x_test is None:
+            raise InputValueError(
+                "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
+                "or (x, y, x_test[, y_test])."
+            )
+        post = _reference(model, d, config, key, checkpoint_dir, on_check)
+    elif isinstance(config, _MCMCConfig):
+        post = _mcmc(model, d, config, key)
+    elif isinstance(config, SVIConfig):
+        post = _svi(model, d, config, key)
+    elif isinstance(config, MAPConfig):
+        post = _map(model, d, config, key)
+    elif isinstance(config, _SGMCMCConfig):
+        post = _sgmcmc(model, d, config, key)
+    else:  # a Config subclass defined elsewhere
+        raise InputTypeError(f"fit has no method for {type(config).__name__}.")
+    return post.with_data(model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)

@@ -1,0 +1,381 @@
+"""NumPyro's HMC and NUTS kernels on a :class:`~bnn_ppl.inference.FullBatchPotential`.
+
+:class:`HMC` and :class:`NUTS` run NumPyro's HMC machinery through its *public* functional
+interface, ``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo=...)``, which returns NumPyro's
+own ``(init_kernel, sample_kernel)``: the draws are those of ``numpyro.infer.HMC``/``NUTS``, bit
+for bit. They take the data as a *jit argument* of the sampling loop, passed through
+``mcmc.run(key, *pot.args, ...)`` with ``MCMC(..., jit_model_args=True)``: large data stay out of
+the program's constants. Every keyword is checked before anything compiles
+(:mod:`bnn_ppl.inference.hmc_checks`), and :class:`HMC` keeps every iteration between 1 and
+``max_num_steps`` leapfrog steps and can follow an adapted metric with its trajectory length.
+:func:`bnn_ppl.inference.hmc` and :func:`~bnn_ppl.inference.nuts` build and run them.
+
+No private NumPyro attribute or function is used: the kernels implement the public
+``MCMCKernel`` methods (``init``, ``sample``, ``sample_field``, ``default_fields``,
+``postprocess_fn``, ``get_diagnostics_str``, ``model``, ``get_potential_fn``,
+``get_constrain_fn``) themselves and keep their settings in :attr:`HMC.settings`. They remain
+subclasses of ``numpyro.infer.HMC``/``NUTS``, built through its public constructor, so that
+``isinstance(kernel, numpyro.infer.HMC)`` holds. ``MCMC.warmup``, ``post_warmup_state`` and
+``last_state`` work as with NumPyro's kernels; :meth:`HMC.init` without ``init_params`` starts
+from the potential's default initial values (``potential.init_params``).
+
+Example:
+    >>> import jax
+    >>> import bnn_ppl as bp
+    >>> from numpyro.infer import MCMC
+    >>> from bnn_ppl.models import MLP
+    >>> from bnn_ppl.inference import HMC, full_batch_potential
+    >>> data = bp.data.load("diabetes")
+    >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
+    ...                bp.likelihoods.Gaussian(scale=0.7))
+    >>> pot = full_batch_potential(model, data.x_train, data.y_train)
+    >>> mcmc = MCMC(HMC(pot, trajectory_length=1.0), num_warmup=20, num_samples=10,
+    ...             progress_bar=False, jit_model_args=True)
+    >>> mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
+    >>> mcmc.get_samples()["Dense_0.kernel"].shape
+    (10, 10, 8)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpyro.infer
+from numpyro.infer.hmc import HMCState, hmc
+from numpyro.util import is_prng_key
+
+from bnn_ppl.inference.hmc_checks import check_hmc_kwargs, check_nuts_kwargs
+from bnn_ppl.inference.potential import FullBatchPotential
+from bnn_ppl.validation import InputTypeError
+
+__all__ = ["HMC", "NUTS", "check_potential"]
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "step_size": 1.0,
+    "inverse_mass_matrix": None,
+    "adapt_step_size": True,
+    "adapt_mass_matrix": True,
+    "dense_mass": False,
+    "target_accept_prob": 0.8,
+    "num_steps": None,
+    "trajectory_length": 2 * math.pi,
+    "max_tree_depth": 10,
+    "find_heuristic_step_size": False,
+    "forward_mode_differentiation": False,
+    "regularize_mass_matrix": True,
+}
+"""The keywords of NumPyro's ``init_kernel`` and their values when not given (those of
+``numpyro.infer.HMC``; :class:`NUTS` has no ``trajectory_length`` and no ``num_steps``)."""
+
+
+class HMCFunctions(NamedTuple):
+    """NumPyro's ``(init_kernel, sample_kernel)`` from the public ``numpyro.infer.hmc.hmc``."""
+
+    init: Callable[..., HMCState]
+    sample: Callable[..., HMCState]
+
+
+def check_potential(potential: Any) -> FullBatchPotential:
+    if not isinstance(potential, FullBatchPotential):
+        raise InputTypeError(
+            f"potential must be a FullBatchPotential (bnn_ppl.inference.full_batch_potential), "
+            f"got {type(potential).__name__}."
+        )
+    return potential
+
+
+def _settings(kwargs: dict[str, Any], **fixed: Any) -> dict[str, Any]:
+    """``init_kernel``'s keywords: the defaults, then ``kwargs``, then ``fixed``; integer step
+    sizes and lengths as floats (as ``numpyro.infer.HMC`` stores them)."""
+    out = DEFAULT_SETTINGS | {k: v for k, v in kwargs.items() if k in DEFAULT_SETTINGS} | fixed
+    for name in ("step_size", "trajectory_length"):
+        if isinstance(out[name], int):
+            out[name] = float(out[name])
+    return out
+
+
+class _OnPotential:
+    """The public ``MCMCKernel`` methods, for NumPyro's HMC machinery on ``potential``.
+
+    ``numpyro.infer.hmc.hmc`` accepts a potential generator that receives the model arguments;
+    here the "model arguments" are the sharded data, so with ``jit_model_args=True`` they are
+    arguments of the compiled loop rather than constants.
+    """
+
+    potential: FullBatchPotential
+    algo: str
+    settings: dict[str, Any]
+
+    def _setup(
+        self,
+        potential: FullBatchPotential,
+        algo: str,
+        settings: dict[str, Any],
+        kinetic_fn: Callable[..., Any] | None,
+    ) -> None:
+        self.potential = potential
+        self.algo = algo
+        self.settings = settings
+        self.kinetic_fn = kinetic_fn
+        self._functions = self._hmc_functions()
+        # NumPyro's init_kernel, compiled once per kernel and input shapes (see init)
+        self._init_compiled = jax.jit(self._compiled_states, static_argnums=1)
+        # the potential's initial values for init_params=None, compiled apart (see init)
+        self._draw_compiled = jax.jit(self._draw_init_params)
+        self._initialized = False
+        # the num_warmup that NumPyro's init_kernel last set its sampler up for (see init)
+        self._set_up_for: int | None = None
+
+    def _hmc_functions(self) -> HMCFunctions:
+        return HMCFunctions(
+            *hmc(
+                potential_fn_gen=self.potential.potential_fn_gen,
+                kinetic_fn=self.kinetic_fn,
+                algo=self.algo,
+            )
+        )
+
+    def _states(
+        self,
+        init_kernel: Callable[..., HMCState],
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> HMCState:
+        """``numpyro.infer.HMC.init``'s computation: ``init_kernel`` with :attr:`settings`,
+        vmapped over chains for a batch of keys, from ``init_params`` (see :meth:`init`)."""
+        vectorized = not is_prng_key(rng_key)
+        rng_key = self._split(rng_key)[0]
+
+        def one(params: Any, key: Any) -> HMCState:
+            return init_kernel(
+                params,
+                num_warmup=num_warmup,
+                **self.settings,
+                model_args=model_args,
+                model_kwargs=model_kwargs,
+                rng_key=key,
+            )
+
+        return jax.vmap(one)(init_params, rng_key) if vectorized else one(init_params, rng_key)
+
+    @staticmethod
+    def _split(rng_key: Any) -> tuple[Any, Any]:
+        """``(key for init_kernel, key for initial values)`` of a key, or of a batch of keys."""
+        if is_prng_key(rng_key):
+            return tuple(jax.random.split(rng_key))
+        return tuple(jnp.swapaxes(jax.vmap(jax.random.split)(rng_key), 0, 1))
+
+    def _draw_init_params(self, rng_key: Any) -> Any:
+        """The potential's initial values (``init_params=None``), one set per key of a batch."""
+        init_key = self._split(rng_key)[1]
+        draw = self.potential.init_params
+        return draw(init_key) if is_prng_key(rng_key) else jax.vmap(draw)(init_key)
+
+    def _compiled_states(
+        self,
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any,
+        model_args: tuple,
+        model_kwargs: dict,
+    ) -> HMCState:
+        """:meth:`_states` (jitted), with NumPyro functions of its own: their closures, which
+        hold the traced data, end with the trace."""
+        init_kernel = self._hmc_functions().init
+        return self._states(init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs)
+
+    def adjust(self, state: HMCState) -> HMCState:
+        """What this kernel changes in NumPyro's state after ``init`` and every ``sample``."""
+        return state
+
+    # ------------------------------------------------------------- the MCMCKernel API
+    @property
+    def model(self) -> None:
+        return None
+
+    @property
+    def sample_field(self) -> str:
+        return "z"
+
+    @property
+    def default_fields(self) -> tuple[str, ...]:
+        return ("z", "diverging")
+
+    def get_diagnostics_str(self, state: HMCState) -> str:
+        step = state.adapt_state.step_size
+        return f"{state.num_steps} steps of size {step:.2e}. acc. prob={state.mean_accept_prob:.2f}"
+
+    def postprocess_fn(self, model_args: tuple, model_kwargs: dict) -> Callable[[Any], Any]:
+        return self.potential.postprocess_fn
+
+    def get_constrain_fn(
+        self, model_args: tuple = (), model_kwargs: dict | None = None, **kwargs: Any
+    ) -> Callable[[Any], Any]:
+        return self.potential.postprocess_fn
+
+    def get_potential_fn(
+        self, model_args: tuple = (), model_kwargs: dict | None = None
+    ) -> Callable[[Any], Any]:
+        """The potential on ``model_args`` (the data; default: the potential's own)."""
+        return self.potential.potential_fn_gen(*model_args, **(model_kwargs or {}))
+
+    def init(
+        self,
+        rng_key: Any,
+        num_warmup: int,
+        init_params: Any = None,
+        model_args: tuple = (),
+        model_kwargs: dict | None = None,
+    ) -> HMCState:
+        """NumPyro's ``init_kernel`` with :attr:`settings`, as ``numpyro.infer.HMC.init`` calls
+        it (vmapped over a batch of keys, one per chain); ``init_params=None`` starts from
+        ``potential.init_params``. Also sets NumPyro's sampler up for ``num_warmup``."""
+        model_kwargs = {} if model_kwargs is None else model_kwargs
+        # numpyro.infer.HMC.init runs init_kernel eagerly, vmapped: op by op, hundreds of small
+        # compilations for every new network (measured: 5-8 s of CPU for a one-hidden-layer
+        # MLP, 2 s compiled). Here it is one compiled program, giving NumPyro's draws bit for
+        # bit (tests/test_hmc.py::test_kernels_are_numpyros_on_its_public_api). MCMC.run calls
+        # init on every run, also when it continues from a post_warmup_state and discards the
+        # result: the program is compiled once per kernel and input shapes. NumPyro's sampler
+        # is set up for num_warmup by tracing only (no computation). What init_kernel sets up
+        # (its warmup adapter, the number of warmup steps) depends on num_warmup and the
+        # kernel's settings alone, so the trace - a trace of the whole gradient, 0.3 s for a
+        # tiny MLP on a CPU, every run - is skipped when it is already set up for it.
+        # init_params=None: drawn by a program of their own, so that the gradient's program is
+        # the one compiled for given values. MCMC.run after MCMC.warmup calls init with None
+        # and discards the state; a None of its own made init compile the gradient a second
+        # time (a ResNet's first mcmc.run on an H200 took 115 s, its gradient 18 s to compile).
+        if init_params is None:
+            init_params = self._draw_compiled(rng_key)
+        state = self._init_compiled(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        if self._set_up_for != num_warmup:
+            init = self._functions.init
+            jax.eval_shape(
+                lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
+                rng_key,
+                state.z,
+            )
+        self._set_up_for = num_warmup
+        self._initialized = True
+        return self.adjust(state)
+
+    def sample(self, state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
+        """One iteration of NumPyro's ``sample_kernel`` (vmapped when ``state`` holds one state
+        per chain, as :meth:`init` returns for a batch of keys)."""
+        if not self._initialized:
+            raise RuntimeError(f"{type(self).__name__}.init must run before sample.")
+        step = self._functions.sample
+        if jnp.ndim(state.i) > 0:
+            step = jax.vmap(step, in_axes=(0, None, None))
+        return self.adjust(step(state, model_args, model_kwargs))
+
+
+class HMC(_OnPotential, numpyro.infer.HMC):
+    """NumPyro's ``HMC`` on a :class:`~bnn_ppl.inference.FullBatchPotential`, with a bounded
+    step size.
+
+    Takes every keyword of ``numpyro.infer.HMC`` except ``model``/``potential_fn``/
+    ``init_strategy``, plus ``max_num_steps`` (default 1024), all checked before anything
+    compiles (:mod:`bnn_ppl.inference.hmc_checks`). Run it with
+    ``MCMC(kernel, ..., jit_model_args=True).run(key, *pot.args, init_params=...)``.
+
+    Differences from NumPyro's kernel:
+
+    * With a ``trajectory_length`` every iteration takes between 1 and ``max_num_steps``
+      leapfrog steps (:meth:`bound_step_size`, applied to the state after ``init`` and after
+      every ``sample``): the step size is held at most ``trajectory_length`` (NumPyro alone lets
+      dual averaging push it to float32's maximum when every proposal is accepted, after which
+      ``ceil(trajectory_length / step_size)`` is 0: no step, acceptance 1.0, a chain that never
+      moves), and an adapted step size so small that the trajectory would need more than
+      ``max_num_steps`` steps is *kept*, the trajectory shortened to ``max_num_steps`` steps
+      of it (as NUTS's maximum tree depth does), rather than the step raised to
+      ``trajectory_length / max_num_steps``: a raised step is one dual averaging has just
+      found too large, and on a posterior much narrower than the metric (a UCI MLP in warmup's
+      identity-metric windows) its acceptance was 0 - frozen chains, from whose draws the mass
+      matrix was then estimated (``benchmarks/reference_convergence.py``). A fixed step size
+      needing more than ``max_num_steps`` steps is refused.
+    * ``metric_trajectory_length`` (default ``None``: unused): the trajectory length once the
+      metric is no longer the identity (after the first mass-matrix adaptation window, or from
+      the start with an ``inverse_mass_matrix``); ``trajectory_length`` then applies only while
+      the metric is the identity (:meth:`follow_metric`). A trajectory length is a time *in the
+      metric*: Izmailov et al.'s (π/2)·σ_prior is a quarter period of the prior with an identity
+      mass matrix, while with the posterior's variances as inverse mass matrix a quarter period
+      of every (Gaussian) direction is π/2, whatever its width.
+    * ``HMC(pot, num_steps=k)`` without ``trajectory_length`` means "k steps of ``step_size``".
+      (NumPyro's default ``trajectory_length=2π`` would silently override ``step_size`` with
+      2π/k.)
+    """
+
+    def __init__(self, potential: FullBatchPotential, **kwargs: Any):
+        check_potential(potential)
+        if kwargs.get("num_steps") is not None and "trajectory_length" not in kwargs:
+            kwargs["trajectory_length"] = None
+        kwargs = check_hmc_kwargs(kwargs)
+        self.max_num_steps: int = kwargs.pop("max_num_steps")
+        self.metric_trajectory_length: float | None = kwargs.pop("metric_trajectory_length", None)
+        self.identity_trajectory_length: float | None = kwargs.get("trajectory_length")
+        self.dense_mass: bool = kwargs.get("dense_mass", False)
+        # numpyro.infer.HMC's public constructor: isinstance(kernel, numpyro.infer.HMC) holds
+        super().__init__(potential_fn=potential.potential_fn, **kwargs)
+        self._setup(potential, "HMC", _settings(kwargs), kwargs.get("kinetic_fn"))
+
+    def follow_metric(self, state: HMCState) -> HMCState:
+        """``state`` with the trajectory length of its metric: ``metric_trajectory_length`` once
+        ``state.adapt_state.inverse_mass_matrix`` is not the identity, else
+        ``trajectory_length`` (NumPyro starts from the identity and replaces it at the end of
+        each slow adaptation window). Without a ``metric_trajectory_length``: always
+        ``trajectory_length`` (undoing a shortening by :meth:`bound_step_size`)."""
+        if state.trajectory_length is None:
+            return state
+        dtype = jnp.result_type(state.trajectory_length)
+        if self.metric_trajectory_length is None:
+            nominal = self.settings["trajectory_length"]  # as given, or NumPyro's default
+            length = jnp.full_like(state.trajectory_length, nominal, dtype)
+            return state._replace(trajectory_length=length)
+        m = state.adapt_state.inverse_mass_matrix
+        if self.dense_mass:
+            identity = jnp.all(m == jnp.eye(m.shape[-1], dtype=m.dtype), axis=(-2, -1))
+        else:
+            identity = jnp.all(m == 1, axis=-1)
+        length = jnp.where(identity, self.identity_trajectory_length, self.metric_trajectory_length)
+        return state._replace(trajectory_length=length.astype(dtype))
+
+    def bound_step_size(self, state: HMCState) -> HMCState:
+        """``state`` with at most ``max_num_steps`` leapfrog steps per iteration and at least
+        one: its step size held at most ``L = state.trajectory_length``, and ``L`` shortened to
+        ``(max_num_steps - 1/2)`` steps when the step size is below ``L / (max_num_steps -
+        1/2)`` (``ceil(L / step)``, NumPyro's number of steps, is then ``max_num_steps``). A
+        state without a trajectory length (fixed ``num_steps``) is returned as is. Uses only the
+        documented fields of ``HMCState`` and ``HMCAdaptState`` (``step_size``: the step size of
+        the next iteration)."""
+        length = state.trajectory_length
+        if length is None:
+            return state
+        step = jnp.minimum(state.adapt_state.step_size, length)
+        length = jnp.minimum(length, step * (self.max_num_steps - 0.5)).astype(length.dtype)
+        return state._replace(trajectory_length=length,
+                              adapt_state=state.adapt_state._replace(step_size=step))  # fmt: skip
+
+    def adjust(self, state: HMCState) -> HMCState:
+        """:meth:`bound_step_size` of :meth:`follow_metric`: applied after ``init`` and after
+        every ``sample``."""
+        return self.bound_step_size(self.follow_metric(state))
+
+
+class NUTS(_OnPotential, numpyro.infer.NUTS):
+    """NumPyro's ``NUTS`` on a :class:`~bnn_ppl.inference.FullBatchPotential` (see :class:`HMC`);
+    ``max_tree_depth`` at most 15, every keyword checked before anything compiles."""
+
+    def __init__(self, potential: FullBatchPotential, **kwargs: Any):
+        check_potential(potential)
+        kwargs = check_nuts_kwargs(kwargs)
+        super().__init__(potential_fn=potential.potential_fn, **kwargs)
+        settings = _settings(kwargs, trajectory_length=None, num_steps=None)
+        self._setup(potential, "NUTS", settings, kwargs.get("kinetic_fn"))

@@ -1,0 +1,289 @@
+"""What :func:`~bnn_ppl.inference.model_potential` learns about a NumPyro model, and its rules.
+
+:func:`structure` traces the model abstractly (``jax.eval_shape``: nothing is computed) and
+records every sample site: observed or latent, a factor or not, inside the data plate (and its
+size) or not. :func:`check_sites` refuses what the sharded potential cannot evaluate, naming the
+site, and :func:`check_globals` a global site that depends on the data: on their values
+(:func:`data_dependent`, following the data forward through the jaxpr of the global log
+densities) or on their number of rows (:func:`size_dependent`, comparing that jaxpr on one row
+and on all rows). :func:`deterministic_sites` finds the deterministic sites ``postprocess_fn``
+can return (the data analysis on their values).
+
+Example:
+    >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
+    >>> def model(x, y=None):
+    ...     w = numpyro.sample("w", dist.Normal(0, 1))
+    ...     with numpyro.plate("data", x.shape[0]):
+    ...         numpyro.sample("y", dist.Normal(w * x, 1.0), obs=y)
+    >>> spec = {k: jax.ShapeDtypeStruct((5,), np.float32) for k in ("x", "y")}
+    >>> sites, values = structure(model, (), {}, spec, "data")
+    >>> [(s.name, s.observed, s.plate_size) for s in sites], values["w"].shape
+    ([('w', False, None), ('y', True, 5)], ())
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.extend.core import Literal
+from numpyro import handlers
+from numpyro.distributions import Unit
+
+from bnn_ppl.types import Array, Params
+from bnn_ppl.validation import InputValueError
+
+__all__ = [
+    "DeterministicSiteWarning", "Site", "check_globals", "check_sites", "data_dependent",
+    "deterministic_sites", "in_plate", "per_row", "site_lp", "size_dependent", "structure",
+]
+
+
+class DeterministicSiteWarning(UserWarning):
+    """Deterministic sites that ``postprocess_fn`` leaves out (:func:`deterministic_sites`),
+    named once, when :func:`~bnn_ppl.inference.model_potential` builds the potential."""
+
+
+class Site(NamedTuple):
+    """What the structure trace learns about one sample site."""
+
+    name: str
+    observed: bool
+    factor: bool
+    plate_size: int | None
+    """The data plate's size if the site is inside it, else None."""
+
+
+def in_plate(site: dict, plate: str) -> bool:
+    """Whether a trace site sits inside the plate named ``plate``."""
+    return any(f.name == plate for f in site["cond_indep_stack"])
+
+
+def per_row(lp: Array, site: dict, plate: str) -> Array:
+    """Sum a plate site's log density over every batch axis but the plate's."""
+    dim = next(f.dim for f in site["cond_indep_stack"] if f.name == plate)
+    lp = jnp.moveaxis(lp, lp.ndim + dim, 0)
+    return jnp.sum(lp.reshape(lp.shape[0], -1), axis=1)
+
+
+def site_lp(site: dict) -> Array:
+    """A trace site's log density at its value, times its scale (as NumPyro's log_density)."""
+    lp = site["fn"].log_prob(site["value"])
+    return lp if site["scale"] is None else site["scale"] * lp
+
+
+def structure(
+    model: Callable, args: tuple, kwargs: dict, data: dict[str, Any], plate: str
+) -> tuple[list[Site], dict[str, jax.ShapeDtypeStruct]]:
+    """Every sample site of the model on ``data`` (shapes), and the latent values' shapes."""
+    sites: list[Site] = []
+
+    def run(d: dict[str, Array]) -> dict[str, Array]:
+        tr = handlers.trace(handlers.seed(model, 0)).get_trace(*args, **kwargs, **d)
+        for name, s in tr.items():
+            if s["type"] == "sample":
+                frame = next((f for f in s["cond_indep_stack"] if f.name == plate), None)
+                sites.append(Site(name, bool(s["is_observed"]), isinstance(s["fn"], Unit),
+                                  None if frame is None else frame.size))
+        return {k: s["value"] for k, s in tr.items()
+                if s["type"] == "sample" and not s["is_observed"]}
+
+    values = jax.eval_shape(run, data)
+    return sites, values
+
+
+def check_sites(full: list[Site], one_row: list[Site], n: int, plate: str) -> None:
+    """Refuse, naming the site: no site in the plate; a plate not of ``n`` rows or not sized
+    from the data (``one_row``: the sites traced on a one-row probe); a latent in the plate; an
+    observed site (other than a factor) outside it."""
+    if not any(s.plate_size is not None for s in full):
+        raise InputValueError(f"the model has no sample site inside numpyro.plate({plate!r}, "
+                              "n); put the observed sites in that plate (or set data_plate).")
+    one = {s.name: s.plate_size for s in one_row}
+    for s in full:
+        if s.plate_size is not None and (s.plate_size != n or one.get(s.name) != 1):
+            raise InputValueError(
+                f"site {s.name!r}: plate {plate!r} has size {s.plate_size} but the data have "
+                f"{n} rows, or its size does not follow them; size the plate from the data "
+                f"(numpyro.plate({plate!r}, x.shape[0])): it is called on chunks.")
+        if s.plate_size is not None and not s.observed:
+            raise InputValueError(
+                f"site {s.name!r} is a latent inside plate {plate!r} (a per-row local latent); "
+                "model_potential supports global latents only: move it out of the plate, "
+                "marginalise it, or use NumPyro's NUTS(model).")
+        if s.plate_size is None and s.observed and not s.factor:
+            raise InputValueError(
+                f"site {s.name!r} is observed outside plate {plate!r}; every observed site "
+                f"must sit inside numpyro.plate({plate!r}, n).")
+
+
+def check_globals(
+    model: Callable, args: tuple, kwargs: dict, plate: str, probe: dict[str, Any],
+    full: tuple[dict[str, Any], Params], one_row: tuple[dict[str, Any], Params],
+) -> None:
+    """Refuse, naming the site, a global site that depends on the sharded data
+    (:func:`data_dependent`) or on their number of rows (:func:`size_dependent`; ``full`` and
+    ``one_row`` as there); ``probe``: the data's first row."""
+    if bad := data_dependent(model, args, kwargs, full[1], probe, plate):
+        raise InputValueError(
+            f"site {bad[0]!r} is outside plate {plate!r} but its density depends on the "
+            f"sharded data {sorted(probe)}; put per-row terms inside the plate.")
+    if bad := size_dependent(model, args, kwargs, plate, full, one_row):
+        n = next(iter(full[0].values())).shape[0]
+        raise InputValueError(
+            f"site {bad[0]!r} is outside plate {plate!r} but its shape or density depends on "
+            f"the number of rows ({n} here, e.g. through x.shape[0]); the potential evaluates "
+            "it on one row and the plate on chunks, so it would silently see 1 or the chunk "
+            "size. Pass the number of rows as a model argument (model_potential(model, n, "
+            "data=...) with model(n, x, y=None)) or use a fixed value.")
+
+
+def data_dependent(
+    model: Callable, args: tuple, kwargs: dict, values: Params, probe: dict[str, Any],
+    plate: str,
+) -> list[str]:
+    """Global sites whose log density depends on the sharded data (a forward taint analysis of
+    the jaxpr; a call that takes the data taints all its outputs, so it errs on refusing)."""
+    names: list[str] = []
+    terms = _global_terms(model, args, kwargs, plate, names)
+    return [n for n, t in zip(names, _tainted(terms, values, probe), strict=True) if t]
+
+
+def _global_terms(
+    model: Callable, args: tuple, kwargs: dict, plate: str, names: list[str]
+) -> Callable[[Params, dict[str, Array]], list[Array]]:
+    """``f(values, batch)``: the summed log density of every sample site outside ``plate``, at
+    ``values``; each call puts the sites' names in ``names``."""
+
+    def global_terms(values: Params, batch: dict[str, Array]) -> list[Array]:
+        sub = handlers.substitute(model, data=values)
+        tr = handlers.trace(sub).get_trace(*args, **kwargs, **batch)
+        names.clear()
+        out = []
+        for name, site in tr.items():
+            if site["type"] == "sample" and not in_plate(site, plate):
+                names.append(name)
+                out.append(jnp.sum(site_lp(site)))
+        return out
+
+    return global_terms
+
+
+def size_dependent(
+    model: Callable, args: tuple, kwargs: dict, plate: str,
+    full: tuple[dict[str, Any], Params], one_row: tuple[dict[str, Any], Params],
+) -> list[str]:
+    """Global sites whose value's shape or log density depends on the number of rows (a prior
+    scaled by ``x.shape[0]``, a latent of ``x.shape[0]`` entries), sorted. ``full`` and
+    ``one_row``: ``(data shapes, latent shapes)`` as from :func:`structure` on all rows and on
+    one row.
+
+    Why it matters: the potential evaluates the global sites on a one-row probe and the plate on
+    chunks, so such a site would silently see 1 (or the chunk size) for ``x.shape[0]``. How:
+    abstractly (nothing is computed or compiled), the jaxpr of each global site's log density,
+    pruned to what that output depends on, must be the same on one row and on all rows (its
+    operations, shapes, literals and constants; the data are not used, :func:`data_dependent`).
+    """
+    (spec, values), (one_spec, one_values) = full, one_row
+    if shaped := {n for n in set(values) | set(one_values)
+                  if n not in values or n not in one_values
+                  or values[n].shape != one_values[n].shape}:  # fmt: skip
+        return sorted(shaped)
+    fingerprints = []
+    for data in (spec, one_spec):
+        names: list[str] = []
+        closed = jax.make_jaxpr(_global_terms(model, args, kwargs, plate, names))(values, data)
+        fingerprints.append(dict(zip(names, _output_slices(closed), strict=True)))
+    many, one = fingerprints
+    return sorted(n for n in set(many) | set(one) if many.get(n) != one.get(n))
+
+
+def _output_slices(closed: Any) -> list[list[tuple]]:
+    """Per output of a closed jaxpr, the equations it depends on, written out with variables
+    numbered in order of appearance (so two traces compare equal when they compute the same),
+    literals and constants by value; object addresses in parameters are dropped."""
+    jaxpr = closed.jaxpr
+    consts = {id(v): np.asarray(c) for v, c in zip(jaxpr.constvars, closed.consts, strict=True)}
+    slices = []
+    for out in jaxpr.outvars:
+        live, kept, ids = {id(out)}, [], {}
+        for eqn in reversed(jaxpr.eqns):
+            if any(id(v) in live for v in eqn.outvars):
+                kept.append(eqn)
+                live.update(id(v) for v in eqn.invars if not isinstance(v, Literal))
+
+        def name(v: Any, ids: dict = ids) -> Any:
+            if isinstance(v, Literal):
+                return repr(np.asarray(v.val).tolist())
+            if id(v) in consts:
+                return ("const", str(v.aval), consts[id(v)].tobytes())
+            return ids.setdefault(id(v), (len(ids), str(v.aval)))
+
+        slices.append([(str(e.primitive), re.sub(r" at 0x[0-9a-f]+", "", str(e.params)),
+                        [name(v) for v in e.invars], [name(v) for v in e.outvars])
+                       for e in reversed(kept)] + [name(out)])  # fmt: skip
+    return slices
+
+
+def _tainted(fn: Callable, values: Params, probe: dict[str, Any]) -> Any:
+    """The outputs of ``fn(values, probe)`` (a pytree), each replaced by whether it depends on
+    ``probe`` (the data)."""
+    closed, shapes = jax.make_jaxpr(fn, return_shape=True)(values, probe)
+    jaxpr = closed.jaxpr
+    tainted = {id(v) for v in jaxpr.invars[len(jax.tree.leaves(values)):]}
+    for eqn in jaxpr.eqns:
+        if any(id(v) in tainted for v in eqn.invars):
+            tainted.update(id(v) for v in eqn.outvars)
+    flags = [id(v) in tainted for v in jaxpr.outvars]
+    return jax.tree.unflatten(jax.tree.structure(shapes), flags)
+
+
+def deterministic_sites(
+    model: Callable, args: tuple, kwargs: dict, values: Params, probe: dict[str, Any],
+    plate: str,
+) -> list[str]:
+    """The model's deterministic sites whose value is a function of the global latents alone
+    (``postprocess_fn`` computes them on the probe), sorted; one
+    :class:`DeterministicSiteWarning` names the others: inside ``plate`` or depending on the
+    sharded data.
+
+    Why a warning and not a refusal: a deterministic site adds nothing to the density, so the
+    potential is exact with or without it, and NumPyro models often record a per-row mean
+    inside the plate for ``Predictive``; refusing would make users edit a correct model. Why
+    not compute them: a per-row value is ``n`` numbers per draw gathered from every device
+    (what the sharded potential avoids), and the probe holds one row.
+
+    Depending on the data is found as in :func:`data_dependent` (the jaxpr), and on the number
+    of rows by evaluating the other sites at one point on a one-row and a two-row probe (a
+    value using ``x.shape[0]``, which the one-row probe would get wrong, differs).
+    """
+    in_rows: list[str] = []
+
+    def global_values(values: Params, batch: dict[str, Any]) -> dict[str, Array]:
+        tr = handlers.trace(handlers.substitute(model, data=values)).get_trace(
+            *args, **kwargs, **batch)
+        dets = {n: s for n, s in tr.items() if s["type"] == "deterministic"}
+        in_rows[:] = [n for n, s in dets.items() if in_plate(s, plate)]
+        return {n: jnp.asarray(s["value"]) for n, s in dets.items() if n not in in_rows}
+
+    tainted = _tainted(global_values, values, probe)
+    dropped = set(in_rows) | {n for n, t in tainted.items() if t}
+    kept = [n for n in sorted(tainted) if n not in dropped]
+    if kept:  # a value that follows the number of rows differs between a 1- and 2-row probe
+        point = jax.tree.map(lambda s: jnp.full(s.shape, 0.731, s.dtype), values)
+        one = global_values(point, probe)
+        two = global_values(point, {k: np.concatenate([a, a]) for k, a in probe.items()})
+        dropped |= {n for n in kept
+                    if not np.allclose(one[n], two[n], rtol=1e-6, equal_nan=True)}
+    if dropped:
+        warnings.warn(
+            f"deterministic site(s) {sorted(dropped)} sit inside plate {plate!r} or depend on "
+            "the sharded data, so postprocess_fn and MCMC.get_samples() leave them out; compute "
+            "them after sampling with numpyro.infer.Predictive(model, mcmc.get_samples(), "
+            f"return_sites={sorted(dropped)}).", DeterministicSiteWarning, stacklevel=3)
+    return [n for n in kept if n not in dropped]

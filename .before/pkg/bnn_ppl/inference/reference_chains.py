@@ -1,0 +1,280 @@
+"""The chains of a reference run: built, warmed up within a time budget, sampled in segments.
+
+:func:`~bnn_ppl.inference.reference_hmc` decides *when to stop*; this module moves the chains,
+on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
+``post_warmup_state``):
+
+* :class:`Chains` - the run's chains in memory: :meth:`~Chains.start` warms them up and runs
+  the first segment, :meth:`~Chains.next` one more; each gives a :class:`Segment` (numpy
+  draws, extra fields and the kernel's summary of the last state: its step size and the
+  kernel's own figures), which is also what
+  :class:`~bnn_ppl.inference.reference_checkpoint.CheckpointedChains` commits and replays.
+* :func:`build_chains` - the kernel the config asks for
+  (:func:`~bnn_ppl.inference.reference_kernels.chain_kernel`: the checked
+  :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would build, or parallel tempering), its
+  ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains' initial
+  parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
+* :func:`warm_up` - warmup, and the first sampling segment. Without a deadline it is one
+  ``MCMC.run`` (warmup and the first segment together, as :func:`hmc` runs them). With one,
+  warmup runs in segments of ``warmup_segment`` iterations from the kernel's public ``init``:
+  NumPyro adapts while the state's iteration counter is below the ``num_warmup`` the kernel was
+  set up for, so a segment continued from the last state carries on the same adaptation
+  schedule - the draws are bit for bit those of the one-piece run - and the deadline is checked
+  between segments: warmup stops before a segment that, at the previous segment's pace,
+  would end past it (:func:`segment_fits`). A warmup cut short by the deadline runs no
+  sampling segment; with
+  ``first_segment=False`` warmup runs alone (in one ``MCMC.run`` without a deadline) and
+  ``Warmup.state`` is the state it ends in.
+* :func:`continue_chains` - more draws from a given state (nothing re-adapted).
+* :func:`segment_fits` - whether one more segment, at the last one's pace, ends within the
+  time budget (warmup and the sampling loop both stop before one that would not).
+* :func:`segment_health` - :func:`bnn_ppl.chain_health.check_chains` on one segment: frozen,
+  stuck or crawling chains.
+
+Example:
+    >>> import jax, numpy as np
+    >>> import bnn_ppl as bp
+    >>> from bnn_ppl.config import ReferenceHMCConfig
+    >>> from bnn_ppl.models import MLP
+    >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    >>> c = ReferenceHMCConfig(num_warmup=40, segment_draws=10, max_seconds=1e-6)
+    >>> mcmc, pot, init, key = build_chains(model, x, x[:, 0], c, jax.random.key(0))
+    >>> fields = chain_kernel(c).extra_fields
+    >>> done = warm_up(mcmc, pot, init, key, c, fields, deadline=0.0)  # the deadline has passed
+    >>> done.warmup_done, done.cut_short     # one warmup segment, then it stopped
+    (10, True)
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from bnn_ppl.chain_health import ChainHealth, check_chains
+from bnn_ppl.config import ReferenceHMCConfig
+from bnn_ppl.inference.chain_starts import Starts, optimised_starts
+from bnn_ppl.inference.hmc_checks import CheckedMCMC, as_key
+from bnn_ppl.inference.potential import FullBatchPotential, full_batch_potential
+from bnn_ppl.inference.reference_kernels import ChainKernel, chain_kernel
+from bnn_ppl.inference.resume import joined_arrays, segment_arrays
+from bnn_ppl.inference.stopping_rule import check_convergence
+from bnn_ppl.model import BNN
+
+__all__ = [
+    "Chains",
+    "Segment",
+    "Warmup",
+    "as_segment",
+    "build_chains",
+    "continue_chains",
+    "health_record",
+    "segment_arrays_of",
+    "segment_fits",
+    "segment_health",
+    "warm_up",
+]
+
+
+class Warmup(NamedTuple):
+    """How warmup went: ``warmup_done`` iterations of ``num_warmup``; ``cut_short``: the
+    deadline passed first (no sampling segment was run; ``mcmc`` holds the last warmup
+    segment's draws); ``seconds``: its wall time (with the first segment, when run together);
+    ``state``: the chains' state at its end, when it ran without the first segment;
+    ``starts``: with ``init_steps``, the chains' optimised starts
+    (:class:`~bnn_ppl.inference.chain_starts.Starts`; read back from a checkpoint without their
+    parameters)."""
+
+    warmup_done: int
+    cut_short: bool
+    seconds: float
+    state: Any = None
+    starts: Starts | None = None
+
+
+class Segment(NamedTuple):
+    """One segment of draws: ``samples`` and flattened ``extra`` fields, ``(chain, draw, ...)``
+    numpy arrays; ``state``: the kernel's summary of the state after it
+    (:meth:`~bnn_ppl.inference.reference_kernels.ChainKernel.summary`: ``step_size`` per chain,
+    fixed after warmup, and the kernel's figures); ``seconds``: the wall time the run had
+    committed at its end (a checkpointed run: a rerun replays the same figure), ``None`` in
+    memory (read at the check)."""
+
+    samples: dict[str, np.ndarray]
+    extra: dict[str, np.ndarray]
+    state: dict[str, np.ndarray]
+    seconds: float | None = None
+
+    @property
+    def step_size(self) -> np.ndarray:
+        return self.state["step_size"]
+
+
+def segment_arrays_of(mcmc: CheckedMCMC, kernel: ChainKernel) -> dict[str, np.ndarray]:
+    """The last ``MCMC.run``'s draws and extra fields (``"sample/<site>"``,
+    ``"extra/<field>"``), with ``kernel``'s summary of its last state (``"state/<name>"``):
+    what a checkpointed run commits per segment."""
+    summary = kernel.summary(mcmc.last_state)
+    return segment_arrays(mcmc) | {f"state/{k}": np.asarray(v) for k, v in summary.items()}
+
+
+def as_segment(arrays: dict[str, np.ndarray], seconds: float | None = None) -> Segment:
+    """The :class:`Segment` of :func:`segment_arrays_of`'s arrays (or the same read back)."""
+    samples, extra = joined_arrays([arrays])
+    state = {k[6:]: v for k, v in arrays.items() if k.startswith("state/")}
+    return Segment(samples, extra, state, seconds)
+
+
+def build_chains(
+    model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any
+) -> tuple[CheckedMCMC, FullBatchPotential, Any, jax.Array]:
+    """``(mcmc, potential, initial parameters, run key)`` for ``c``'s chains (checked data)."""
+    kernel = chain_kernel(c)
+    pot = full_batch_potential(
+        model, x, y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
+        chain_batching=c.chain_batching,
+    )  # fmt: skip
+    mcmc = CheckedMCMC(
+        kernel.build(model, x, pot), num_warmup=c.num_warmup,
+        num_samples=min(c.segment_draws, c.max_draws), num_chains=c.num_chains,
+        chain_method="vectorized", progress_bar=False, jit_model_args=True,
+    )  # fmt: skip
+    init_key, run_key = jax.random.split(as_key(rng_key))  # as hmc() splits it
+    return mcmc, pot, kernel.init_params(pot, init_key), run_key
+
+
+def continue_chains(mcmc: CheckedMCMC, pot: FullBatchPotential, state: Any, n: int,
+                    fields: tuple[str, ...]) -> None:  # fmt: skip
+    """``n`` more iterations per chain from ``state`` (warmup ones while its counter is below
+    ``num_warmup``), the continuation NumPyro documents for ``post_warmup_state``, collecting
+    the extra ``fields``."""
+    mcmc.num_samples = n
+    mcmc.post_warmup_state = state
+    mcmc.run(state.rng_key, *pot.args, extra_fields=fields)
+
+
+def warm_up(
+    mcmc: CheckedMCMC,
+    pot: FullBatchPotential,
+    init: Any,
+    run_key: jax.Array,
+    c: ReferenceHMCConfig,
+    fields: tuple[str, ...],
+    deadline: float | None,
+    first_segment: bool = True,
+) -> Warmup:
+    """Warm the chains up and run the first sampling segment (unless ``first_segment`` is
+    False: then ``Warmup.state`` is warmup's last state), unless ``deadline`` (a
+    ``time.monotonic()`` value; ``None``: none) passes between two warmup segments of
+    ``c.segment_draws`` iterations; ``fields``: the extra fields to collect. With
+    ``c.init_steps`` the starts ``init`` are optimised first
+    (:func:`~bnn_ppl.inference.chain_starts.optimised_starts`; its time is warmup's)."""
+    start = time.monotonic()
+    starts = None
+    if c.init_steps:
+        starts = optimised_starts(pot, init, c.init_steps, c.init_learning_rate)
+        init = starts.params
+    if first_segment and (deadline is None or c.num_warmup == 0):
+        mcmc.run(run_key, *pot.args, init_params=init, extra_fields=fields)
+        return Warmup(c.num_warmup, False, time.monotonic() - start, starts=starts)
+    # the state MCMC.run would start from: one key per chain, the kernel set up for num_warmup
+    keys = jax.random.split(run_key, c.num_chains)
+    state = mcmc.sampler.init(keys, c.num_warmup, init, pot.args, {})
+    size = c.num_warmup if deadline is None else c.segment_draws
+    done, pace = 0, None  # pace: seconds per iteration of the last segment (not the first's:
+    while done < c.num_warmup:  # it compiles)
+        n, began = min(size, c.num_warmup - done), time.monotonic()
+        continue_chains(mcmc, pot, state, n, fields)
+        state, done = mcmc.last_state, done + n
+        if deadline is None or done == c.num_warmup:
+            continue
+        jax.block_until_ready(state)
+        now = time.monotonic()
+        if not segment_fits(now, pace, min(size, c.num_warmup - done), deadline):
+            return Warmup(done, True, now - start, starts=starts)
+        pace = (now - began) / n
+    if not first_segment:
+        jax.block_until_ready(state)
+        return Warmup(done, False, time.monotonic() - start, state, starts)
+    continue_chains(mcmc, pot, state, min(c.segment_draws, c.max_draws), fields)
+    return Warmup(done, False, time.monotonic() - start, starts=starts)
+
+
+def segment_fits(now: float, pace: float | None, n: int, end: float | None) -> bool:
+    """Whether ``n`` more iterations at ``pace`` seconds each, started at ``now``, end by
+    ``end`` (the budget's end, on ``now``'s clock; ``None``: no budget). Without a pace (only
+    the first segment run, whose time includes compilation): whether any time is left.
+
+    >>> segment_fits(90.0, 1.0, 10, 100.0), segment_fits(90.0, 1.5, 10, 100.0)
+    (True, False)
+    >>> segment_fits(90.0, None, 10, 100.0), segment_fits(100.0, None, 10, 100.0)
+    (True, False)
+    """
+    if end is None:
+        return True
+    return now < end if pace is None else now + pace * n <= end
+
+
+class Chains:
+    """A run's chains, kept in memory: built by :func:`build_chains`; :meth:`start` warms them
+    up (:func:`warm_up`) and returns the first segment, :meth:`next` runs one more; ``kernel``
+    is what moves them (:func:`~bnn_ppl.inference.reference_kernels.chain_kernel`). A context
+    manager, as its checkpointed subclass is (nothing to hold here)."""
+
+    resumed_after: int | None = None  # (a checkpointed run: the segment it resumed after)
+
+    def __init__(self, model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any):
+        self.c, self.kernel = c, chain_kernel(c)
+        self.mcmc, self.pot, self.init, self.run_key = build_chains(model, x, y, c, rng_key)
+
+    def __enter__(self) -> Chains:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def start(self, deadline: float | None) -> tuple[Warmup, Segment]:
+        """Warmup and the first segment (warmup's last segment, if the deadline cut it)."""
+        fields = self.kernel.extra_fields
+        warm = warm_up(self.mcmc, self.pot, self.init, self.run_key, self.c, fields, deadline)
+        return warm, as_segment(segment_arrays_of(self.mcmc, self.kernel))
+
+    def next(self, n: int) -> Segment:
+        """``n`` more draws per chain, continued from where the chains stopped."""
+        continue_chains(self.mcmc, self.pot, self.mcmc.last_state, n, self.kernel.extra_fields)
+        return as_segment(segment_arrays_of(self.mcmc, self.kernel))
+
+    def check(self, values: list[np.ndarray], first: int) -> dict[str, Any]:
+        """The stopping rule (:func:`~bnn_ppl.inference.stopping_rule.check_convergence`) on
+        the checked values of every segment so far (one ``(chains, draws, ...)`` array each),
+        each chain's first ``first`` draws left out."""
+        return rule_check(np.concatenate(values, axis=1), first, self.c)
+
+
+RULE_FIELDS = ("max_rhat", "min_share", "min_ess")
+"""The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields the stopping rule reads."""
+
+
+def rule_settings(c: ReferenceHMCConfig) -> dict[str, Any]:
+    """``c``'s stopping-rule thresholds (:data:`RULE_FIELDS`), by name."""
+    return {k: getattr(c, k) for k in RULE_FIELDS}
+
+
+def rule_check(values: np.ndarray, first: int, c: ReferenceHMCConfig) -> dict[str, Any]:
+    """``c``'s stopping rule on ``values[:, first:]``."""
+    return check_convergence(values[:, first:], **rule_settings(c))
+
+
+def segment_health(segment: Segment) -> list[ChainHealth]:
+    """:func:`~bnn_ppl.chain_health.check_chains` on one segment (no warning)."""
+    return check_chains(segment.samples, segment.extra, segment.step_size, warn=False)
+
+
+def health_record(health: list[ChainHealth]) -> list[dict[str, Any]]:
+    """JSON-ready rows: chain, moving, problems and relative movement (``None`` if NaN)."""
+    return [{"chain": h.chain, "moving": h.moving, "problems": list(h.problems),
+             "relative_movement": None if np.isnan(h.relative_movement)
+             else h.relative_movement} for h in health]  # fmt: skip

@@ -1,0 +1,248 @@
+"""The ``config.json`` of a run folder: what a run was, and the claim of a folder for it.
+
+A run folder (:mod:`bnn_ppl.runs`) is claimed before anything runs: :func:`claim` writes
+:func:`make_config`'s record (the run's options, the identity of its data, the model's size,
+paths and library versions) or, when the folder already holds a run, refuses unless the options
+and data are the same, naming every difference. :func:`data_identity` fingerprints a data set
+so that a rerun on other data is refused and ``bnn-ppl compare`` only compares runs on one test set.
+
+Example:
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> from bnn_ppl import run_config
+    >>> from bnn_ppl.data import Dataset
+    >>> z = np.zeros(2)
+    >>> data = Dataset("toy", np.zeros((4, 2)), np.array([0, 1, 0, 1]), np.zeros((2, 2)),
+    ...                np.array([1, 0]), 2, z, z + 1, 0.0, 1.0)
+    >>> ident = run_config.data_identity(data)
+    >>> ident["num_train"], len(ident["test_sha256"])
+    (4, 64)
+    >>> folder = os.path.join(tempfile.mkdtemp(), "run")
+    >>> run_config.claim(folder, run_config.make_config({"seed": 0}, data=ident))
+    False
+    >>> run_config.claim(folder, run_config.make_config({"seed": 0}, data=ident))
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+from collections.abc import Collection, Mapping
+from typing import Any
+
+import numpy as np
+
+import bnn_ppl
+from bnn_ppl.io import read_json, remove_temporaries, write_json
+from bnn_ppl.validation import InputValueError
+
+__all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
+    "CONFIG",
+    "POSTERIOR",
+    "SAMPLES",
+    "PREDICTIONS",
+    "METRICS",
+    "EVALUATION",
+    "PROGRESS",
+    "CHECKPOINTS",
+    "versions",
+    "git_commit",
+    "array_sha256",
+    "data_identity",
+    "make_config",
+    "config_differences",
+    "read_config",
+    "read_record",
+    "claim",
+]
+
+FORMAT = "bnn_ppl.run"
+SCHEMA_VERSION = 1
+CONFIG = "config.json"
+SAMPLES = "samples.npz"
+PREDICTIONS = "predictions.npz"
+METRICS = "metrics.json"
+POSTERIOR = "posterior.nc"
+EVALUATION = "evaluation.json"
+PROGRESS = "progress.jsonl"
+CHECKPOINTS = "checkpoints"
+FILES = (CONFIG, POSTERIOR, SAMPLES, PREDICTIONS, METRICS, EVALUATION, PROGRESS)
+"""The files of a run folder (their atomic writers' temporaries are cleaned by :func:`claim`)."""
+
+_PACKAGES = ("jax", "jaxlib", "numpyro", "flax", "optax", "numpy", "arviz")
+
+
+def versions() -> dict[str, str]:
+    """Versions of bnn_ppl, Python and the libraries a run's numbers depend on."""
+    out = {"bnn_ppl": bnn_ppl.__version__, "python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_commit(where: str | os.PathLike) -> str | None:
+    """The commit checked out at ``where`` (a folder in a git checkout), with ``+dirty`` when
+    tracked files have uncommitted changes; ``None`` outside git or without git. Read it when
+    a run starts: it records the code that runs, not whatever HEAD is when the run ends.
+
+    Example:
+        >>> import tempfile
+        >>> git_commit(tempfile.mkdtemp()) is None  # not a checkout
+        True
+    """
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    try:
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def array_sha256(*arrays: Any) -> str:
+    """SHA-256 of the shapes, dtypes and bytes of ``arrays`` (a data fingerprint)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(np.asarray(a))
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def data_identity(
+    data: Any, *, name: str | None = None, split: int | None = None
+) -> dict[str, Any]:
+    """The ``data`` section of a run's config: the data set's name, split, task, sizes and the
+    SHA-256 fingerprints (:func:`array_sha256`) of its training and test arrays.
+
+    Args:
+        data: a :class:`~bnn_ppl.data.Dataset`.
+        name: the data set's name as the user gave it (default ``data.name``).
+        split: the split number where the data set has several.
+    """
+    return {
+        "name": str(data.name if name is None else name),
+        "split": split,
+        "task": data.task,
+        "num_classes": int(data.num_classes),
+        "num_train": int(len(data.x_train)),
+        "num_test": int(len(data.x_test)),
+        "train_sha256": array_sha256(data.x_train, data.y_train),
+        "test_sha256": array_sha256(data.x_test, data.y_test),
+    }
+
+
+def make_config(
+    arguments: Mapping[str, Any],
+    *,
+    data: Mapping[str, Any],
+    model: Mapping[str, Any] | None = None,
+    environment: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``config.json`` of a run: its options, its data's identity, the model's size, where
+    it ran from (``environment``: paths) and the library versions. Only ``arguments`` and
+    ``data`` are compared by :func:`claim`; the rest may change between a run and its resume."""
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "arguments": dict(arguments),
+        "data": dict(data),
+        "model": dict(model or {}),
+        "environment": dict(environment or {}),
+        "versions": versions(),
+    }
+
+
+def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """One line per differing option or data field between two run configs (versions and the
+    model summary are not compared: they follow from the rest)."""
+    lines = []
+    for section, prefix in (("arguments", ""), ("data", "data.")):
+        a, b = saved.get(section) or {}, new.get(section) or {}
+        for key in sorted(set(a) | set(b), key=str):
+            old, now = a.get(key, "(absent)"), b.get(key, "(absent)")
+            if old != now:
+                lines.append(f"  {prefix}{key}: {old!r} ({CONFIG}) != {now!r} (this run)")
+    return lines
+
+
+def read_record(path: str, missing: str) -> Any:
+    """A run folder's JSON file; ``InputValueError(missing)`` if it does not exist, one naming
+    the file if it cannot be read or parsed."""
+    try:
+        return read_json(path)
+    except FileNotFoundError:
+        raise InputValueError(missing) from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputValueError(f"{path} is unreadable (damaged?): {e}") from e
+
+
+def read_config(folder: str) -> dict[str, Any]:
+    path = os.path.join(folder, CONFIG)
+    cfg = read_record(path, f"{folder} is not a bnn-ppl run folder (it has no {CONFIG}); pass "
+                            "the --out folder of a `bnn-ppl run`.")  # fmt: skip
+    if not isinstance(cfg, dict) or cfg.get("format") != FORMAT:
+        raise InputValueError(f"{path} is not the config of a bnn-ppl run (format {FORMAT!r}).")
+    if cfg.get("schema_version") != SCHEMA_VERSION:
+        raise InputValueError(
+            f"{path} has schema version {cfg.get('schema_version')!r}; this bnn_ppl reads "
+            f"version {SCHEMA_VERSION}. Use the bnn_ppl version that wrote it."
+        )
+    return cfg
+
+
+def claim(folder: str | os.PathLike, config: Mapping[str, Any],
+          may_change: Collection[str] = ()) -> bool:  # fmt: skip
+    """Make ``folder`` the folder of the run ``config``; return whether it already was.
+
+    A new or empty folder gets ``config.json``. A folder written by the same configuration is
+    reused (a killed run resumes from its checkpoints; a finished one is redone with the same
+    result, its files replaced atomically, so a kill meanwhile leaves the finished results
+    readable). ``may_change``: ``arguments`` that may differ from the folder's (a reference
+    run's budget: a rerun continues its chains); ``config.json`` is left as it is, for the
+    caller to rewrite once the run has succeeded (so that a run refused later, e.g. by a
+    checkpoint folder in use, changes nothing). Temporary files that a killed write left
+    behind (``.<name>.<hex>.tmp`` of the run's own files) are removed first; a folder holding
+    nothing else counts as new.
+
+    Raises:
+        ValueError: the folder holds a run with a different configuration (every differing
+            option is named with both values), or files that are not a bnn-ppl run.
+    """
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InputValueError(f"--out {folder} exists and is not a folder.")
+    remove_temporaries(folder, FILES)
+    if os.path.isdir(folder) and os.listdir(folder):
+        if not os.path.exists(os.path.join(folder, CONFIG)):
+            raise InputValueError(
+                f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
+                "choose a new or empty folder."
+            )
+        saved = read_config(folder)
+        kept = {k: v for k, v in (config.get("arguments") or {}).items() if k not in may_change}
+        then = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in may_change}
+        diff = config_differences({**saved, "arguments": then}, {**config, "arguments": kept})
+        if diff:
+            raise InputValueError(
+                f"--out {folder} holds a run with a different configuration; refusing to reuse "
+                "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
+                "original options."
+            )
+        return True
+    write_json(os.path.join(folder, CONFIG), dict(config))
+    return False

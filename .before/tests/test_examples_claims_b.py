@@ -1,0 +1,311 @@
+"""The paper-claim examples ``priors.py``, ``agreement.py``, ``covariate_shift.py`` and
+``against_reference.py`` run end to end with tiny settings, print their table and claim lines,
+and write their PNG or summary; ``against_reference.py``'s loader and gradient accounting are
+also checked without fitting anything.
+
+Same conventions and runner as ``tests/test_examples.py`` (``{out}`` stands for a folder in a
+fresh temporary working directory); this module keeps its own registries, which
+``test_examples.py`` can merge for its registration check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_examples import EXAMPLES, _check_ok, _run, check_run_folders
+from test_examples_claims_a import _load_example
+
+from bnn_ppl import runs
+from bnn_ppl.io import load_npz, read_json, write_json
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+_TINY_FITS = [
+    "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
+    "--map-steps", "50", "--num-steps", "50", "--svi-samples", "10", "--num-members", "2",
+]  # fmt: skip
+
+# script name -> flags that make it finish in well under a minute of compute
+TINY_FLAGS: dict[str, list[str]] = {
+    "priors.py": [
+        "--width", "8", "--num-warmup", "10", "--num-samples", "10", "--max-train", "200",
+        "--families", "normal", "laplace", "--scales", "0.1", "0.3", "--out", "{out}",
+    ],
+    "agreement.py": [
+        *_TINY_FITS, "--cycle-length", "20", "--burnin-cycles", "1", "--cycles", "2",
+        "--out", "{out}",
+    ],
+    "covariate_shift.py": [
+        *_TINY_FITS, "--kinds", "gaussian_noise", "contrast", "--cifar10", "auto",
+        "--out", "{out}",
+    ],
+    "against_reference.py": [
+        "--samples", "2", "--gradients", "60", "--hmc-warmup", "2", "--map-steps", "20",
+        "--svi-steps", "20", "--svi-samples", "4", "--sg-map-steps", "5", "--cycle-length", "10",
+        "--burnin-cycles", "1", "--out", "{out}",
+    ],
+}  # fmt: skip
+
+# script name -> strings its stdout must contain
+EXPECTED_ROWS: dict[str, list[str]] = {
+    "priors.py": ["normal:0.1", "laplace:0.3", "family effect", "scale effect", "claim"],
+    "agreement.py": ["agree w/ HMC", "TV w/ HMC", "ensemble", "SVI", "SGHMC", "HMC chains",
+                     "noise floor", "TV gap", "claim"],
+    "covariate_shift.py": ["severity", "clean", "HMC acc", "ensemble NLL", "SVI acc",
+                           "accuracy drop", "claim", "CIFAR-10-C part"],
+    "against_reference.py": ["equal samples:", "equal gradients:", "agree w/ ref", "TV w/ ref",
+                             "ECE", "gradients", "reference", "HMC chains", "noise floor"],
+}  # fmt: skip
+
+
+def _claim_line(stdout: str) -> str:
+    lines = [line for line in stdout.splitlines() if line.startswith("claim")]
+    assert len(lines) == 1, stdout
+    assert lines[0].endswith(("supported here", "NOT supported here")), lines[0]
+    return lines[0]
+
+
+def _check_files(out_dir: Path, png: str, stdout: str, summary: str = "metrics.json") -> dict:
+    assert (out_dir / png).read_bytes()[:8] == PNG_MAGIC
+    assert str(out_dir / png) in stdout
+    return json.loads((out_dir / summary).read_text())
+
+
+def _check_priors(stdout: str, out_dir: Path, variant: str) -> None:
+    """One row per (family, scale) with accuracy and NLL in range; PNG and JSON written."""
+    _claim_line(stdout)
+    payload = _check_files(out_dir, "priors.png", stdout, "summary.json")
+    assert {f: set(r) for f, r in payload["results"].items()} == {
+        "normal": {"0.1", "0.3"},
+        "laplace": {"0.1", "0.3"},
+    }
+    assert check_run_folders(out_dir) == ["laplace/0.1", "laplace/0.3", "normal/0.1", "normal/0.3"]
+    for family, by_scale in payload["results"].items():
+        for scale, r in by_scale.items():
+            assert 0.1 < r["accuracy"] <= 1.0 and r["nll"] > 0.0
+            # the summary holds what the run folder holds
+            saved = runs.load_run(out_dir / family / scale).record["metrics"]
+            assert r == {k: saved[k] for k in ("accuracy", "nll")}
+    rows = [line.split() for line in stdout.splitlines()]
+    assert sum(1 for r in rows if r and r[0] in ("normal:0.1", "laplace:0.3")) == 2
+
+
+def _check_agreement(stdout: str, out_dir: Path, variant: str) -> None:
+    """HMC is its own reference; every other row has agreement and TV in [0, 1]."""
+    _claim_line(stdout)
+    payload = _check_files(out_dir, "agreement.png", stdout, "summary.json")
+    results = payload["results"]
+    assert set(results) == {"HMC", "ensemble", "SVI", "SGHMC", "HMC chains"}
+    assert check_run_folders(out_dir) == ["ensemble", "hmc", "sghmc", "svi"]
+    for name in ("HMC", "ensemble", "SVI", "SGHMC"):  # the table holds what the folders hold
+        saved = runs.load_run(out_dir / name.lower()).record["metrics"]
+        assert {k: results[name][k] for k in saved} == pytest.approx(saved, rel=1e-6)
+    assert results["HMC"]["agreement"] == 1.0 and results["HMC"]["tv"] == 0.0
+    for r in results.values():
+        assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
+    assert payload["supported"] == (
+        results["ensemble"]["agreement"] > results["SVI"]["agreement"]
+        and results["ensemble"]["tv"] < results["SVI"]["tv"]
+    )
+
+
+def _check_covariate_shift(stdout: str, out_dir: Path, variant: str) -> None:
+    """Every method has a curve over severities 0..5; the CIFAR part runs or says it skipped."""
+    _claim_line(stdout)
+    payload = _check_files(out_dir, "covariate_shift.png", stdout, "summary.json")
+    digits = payload["digits"]
+    folders = check_run_folders(out_dir)
+    assert [f for f in folders if f.startswith("digits/")] == [
+        "digits/ensemble", "digits/hmc", "digits/svi"]  # fmt: skip
+    for name in ("HMC", "ensemble", "SVI"):  # severity 0 is the folder's clean test set
+        saved = runs.load_run(out_dir / "digits" / name.lower()).record["metrics"]
+        clean = digits["results"][name]["clean/0"]
+        assert clean == pytest.approx({k: saved[k] for k in clean}, rel=1e-6)
+    assert set(digits["by_severity"]) == {"HMC", "ensemble", "SVI"}
+    for curve in digits["by_severity"].values():
+        assert sorted(curve) == ["0", "1", "2", "3", "4", "5"]
+        for r in curve.values():
+            assert 0.0 <= r["accuracy"] <= 1.0 and r["nll"] > 0.0
+    # clean + 2 kinds x 5 severities
+    assert all(len(r) == 11 for r in digits["results"].values())
+    assert "skipped" in payload["cifar10"] or "by_severity" in payload["cifar10"]
+
+
+ROWS = {"reference", "ensemble", "SVI", "SGHMC", "HMC", "HMC chains"}
+# variant -> the stored reference it runs against (default: the script's, digits)
+REFERENCES = {"default": "digits.json", "yacht": "uci_yacht_split0_noise0.05.json"}
+
+
+def _check_against_reference(stdout: str, out_dir: Path, variant: str) -> None:
+    """Both regimes: the reference's row is the stored file's (its metrics, closeness 0 to
+    itself, its recorded gradients and kept draws); each method's gradients are what its
+    settings cost; each claim line says what the numbers say."""
+    payload = json.loads((out_dir / "summary.json").read_text())
+    record = read_json(EXAMPLES / "references" / REFERENCES[variant])
+    conv = record["recipe"]["convergence"]
+    kept = (conv["draws"] - (conv.get("burn_in_draws") or 0)) * record["recipe"]["num_chains"]
+    arrays = load_npz(EXAMPLES / "references" / record["predictions"]["file"])
+    regression = payload["task"] == "regression"
+    assert regression == ("mean" in arrays)
+    claims = [line for line in stdout.splitlines() if line.startswith("claim")]
+    assert len(claims) == 4 and all(c.endswith("supported here") for c in claims), claims
+    assert set(payload["regimes"]) == {"equal samples", "equal gradients"}
+    for regime, body in payload["regimes"].items():
+        rows, verdicts = body["results"], body["verdicts"]
+        # the reference's own chains give the noise floor when its .npz stores them
+        per_chain = "chain_probs" in arrays or "chain_mean" in arrays
+        assert set(rows) == ROWS | ({"reference chains"} if per_chain else set())
+        ref, ens, svi = rows["reference"], rows["ensemble"], rows["SVI"]
+        assert ref["samples"] == kept and ref["gradients"] == conv["gradients"]
+        if regression:  # the record's figures in the target's units, recomputed from the .npz
+            want = {"test_ll": record["metrics"]["test_ll_original"],
+                    "rmse": record["metrics"]["rmse_original"]}  # fmt: skip
+            assert ref["w2"] == 0.0 and ref["rmse_vs_reference"] == 0.0
+            assert all(r["w2"] >= 0.0 and r["test_ll"] == -r["nll"] for r in rows.values())
+            assert verdicts["ensemble_closer_than_svi"] == (ens["w2"] < svi["w2"])
+            assert verdicts["hmc_beats_ensemble"] == (
+                ref["test_ll"] > ens["test_ll"] and ref["rmse"] <= ens["rmse"]
+            )
+        else:
+            want = record["metrics"]
+            assert ref["agreement"] == 1.0 and ref["tv"] == 0.0
+            for r in rows.values():
+                assert 0.0 <= r["agreement"] <= 1.0 and 0.0 <= r["tv"] <= 1.0
+            assert verdicts["ensemble_closer_than_svi"] == (
+                ens["agreement"] > svi["agreement"] and ens["tv"] < svi["tv"]
+            )
+            assert verdicts["hmc_beats_ensemble"] == (
+                ref["nll"] < ens["nll"] and ref["accuracy"] >= ens["accuracy"]
+            )
+        for k, v in want.items():  # float32 sums over at most a few hundred rows
+            assert ref[k] == pytest.approx(v, rel=1e-5), k
+        assert ens["gradients"] == 20 * ens["samples"]
+        assert rows["HMC"]["gradients"] > 0 and rows["SGHMC"]["gradients"] > 0
+        if regime == "equal samples":
+            assert {rows[m]["samples"] for m in ("ensemble", "SVI", "SGHMC", "HMC")} == {2}
+        else:  # 60 gradients: 3 members, 20 MAP + 40 SVI steps
+            assert ens["gradients"] == svi["gradients"] == 60
+
+
+# script name -> check(stdout, out_dir, variant) after a successful run
+CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "priors.py": _check_priors,
+    "agreement.py": _check_agreement,
+    "covariate_shift.py": _check_covariate_shift,
+    "against_reference.py": _check_against_reference,
+}
+
+
+def test_registered_scripts_exist() -> None:
+    for registry in (TINY_FLAGS, EXPECTED_ROWS, CHECKS):
+        missing = sorted(s for s in registry if not (EXAMPLES / s).is_file())
+        assert not missing, f"registered but not in {EXAMPLES}: {missing}"
+
+
+# each run is 60-90 s of compilation on a 2-core CI machine: these with -m slow only, so that
+# the default suite stays within its budget (their checks are the same code paths)
+# (against_reference.py: eight fits of the reference's MLP(50) on all digits rows, ~170 s of
+# CPU at these flags, most of it compilation)
+SLOW = {"agreement.py", "covariate_shift.py", "priors.py", "against_reference.py"}
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in sorted(TINY_FLAGS)],
+)
+def test_example_runs(script: str, tmp_path: Path) -> None:
+    out_dir = tmp_path / "out"
+    flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS[script]]
+    proc = _run(script, flags, cwd=tmp_path)
+    _check_ok(proc)
+    for row in EXPECTED_ROWS[script]:
+        assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"
+    CHECKS[script](proc.stdout, out_dir, "default")
+
+
+def _needs_uci(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conftest import UCI_DIR
+
+    if not (UCI_DIR / "yacht").is_dir():
+        pytest.skip(f"no UCI data at {UCI_DIR}")
+    monkeypatch.setenv("BNN_PPL_DATA", str(UCI_DIR))
+
+
+@pytest.mark.slow  # eight tiny fits of MLP(50) on yacht: ~150 s on 2 shared cores, compiling
+def test_against_reference_runs_on_the_yacht_reference(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The regression reference: test LL, RMSE and W2 columns, the record's figures in the
+    reference's row, its chains' noise floor, the claims judged on LL/RMSE and W2."""
+    _needs_uci(monkeypatch)
+    out_dir = tmp_path / "out"
+    flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS["against_reference.py"]]
+    ref = EXAMPLES / "references" / REFERENCES["yacht"]
+    proc = _run("against_reference.py", [*flags, "--reference", str(ref)], cwd=tmp_path)
+    _check_ok(proc)
+    for row in ("test LL", "RMSE", "W2 w/ ref", "reference chains", "W2 gap", "noise sd 0.05"):
+        assert row in proc.stdout, f"{row!r} not in the output:\n{proc.stdout}"
+    _check_against_reference(proc.stdout, out_dir, "yacht")
+
+
+def test_against_reference_loads_the_checked_reference_and_refuses_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored files load (checksum checked) with the data and model their records name; a
+    corrupted copy, a model the script cannot build and a record of other rows are refused,
+    naming the file."""
+    script = _load_example("against_reference.py")
+    record, arrays, data, task = script.load_reference(script.REFERENCE)
+    probs = arrays["probs"]
+    assert task == "classification" and data.name == "digits"
+    assert probs.shape == (len(data.x_test), 10) and record["converged"] is True
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert script.reference_model(record, script.REFERENCE) == (50, 0.3, None)
+    npz = (script.REFERENCE.parent / "digits.npz").read_bytes()
+    (tmp_path / "digits.npz").write_bytes(npz[:-1] + bytes([npz[-1] ^ 1]))
+    write_json(tmp_path / "digits.json", record)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        script.load_reference(tmp_path / "digits.json")
+    (tmp_path / "digits.npz").write_bytes(npz)
+    write_json(tmp_path / "digits.json", record | {"data": record["data"] | {"test_rows": 359}})
+    with pytest.raises(ValueError, match="another model or data"):
+        script.load_reference(tmp_path / "digits.json")
+    deeper = record | {"model": record["model"] | {"network": "MLP(hidden=(20, 20))"}}
+    with pytest.raises(ValueError, match="cannot build"):
+        script.reference_model(deeper, tmp_path / "digits.json")
+    _needs_uci(monkeypatch)  # the regression reference: its task, model and target scale
+    path = script.REFERENCE.parent / REFERENCES["yacht"]
+    record, arrays, data, task = script.load_reference(path)
+    assert task == "regression" and data.name == "uci/yacht" and len(data.x_train) == 277
+    assert script.reference_model(record, path) == (50, 1.0, 0.05)
+    assert float(arrays["y_std"]) == pytest.approx(float(data.y_std))
+
+
+def test_against_reference_spends_about_equal_gradients() -> None:
+    """At equal gradients the ensemble and SVI spend exactly the budget and SGHMC within one
+    cycle of it (its MAP and burn-in counted); at equal samples each draws ``--samples``."""
+    script = _load_example("against_reference.py")
+    args = script.parse_args(
+        ["--gradients", "50000", "--map-steps", "5000", "--samples", "4", "--hmc-warmup", "100"]
+    )
+    assert args.svi_steps == "auto"  # the reference's task decides
+    args = script.task_defaults(args, "classification")
+    assert args.svi_steps == 3000 and args.gradients == 50_000
+    assert script.task_defaults(script.parse_args([]), "regression").gradients == 500_000
+    regimes = script.configs(args, 1437, per_draw=50.0)
+    eq = regimes["equal gradients"]
+    count = {m: script.gradients(None, c, 1437, "") for m, c in eq.items() if m != "HMC"}
+    assert count["ensemble"] == count["SVI"] == 50_000 and eq["ensemble"].num_members == 10
+    per_cycle = 2 * 1000 * 128 / 1437
+    assert abs(count["SGHMC"] - 50_000) <= per_cycle / 2
+    assert eq["HMC"].num_samples == 50_000 / (2 * 50.0) - 100  # after 100 warmup
+    assert eq["HMC"].max_num_steps == 1024  # the reference's cap, passed on
+    assert script.configs(args, 277, 256.0, max_num_steps=256)["equal gradients"][
+        "HMC"].max_num_steps == 256  # fmt: skip
+    same = regimes["equal samples"]
+    assert same["ensemble"].num_members == same["SVI"].num_samples == 4
+    assert same["SGHMC"].num_samples * 2 == same["HMC"].num_samples * 2 == 4

@@ -1,0 +1,148 @@
+"""The SG-MCMC fit recipe at its defaults (``step_size=None``, default burn-in): the posterior
+variance of conjugate regression within Monte Carlo error for every kernel, the momentum
+kernels' kinetic temperature within ±10 % of 1 on real data, and the checks that warn."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import jax
+import numpy as np
+import pytest
+from conjugate import closed_form, data, linear_model, theta
+
+import bnn_ppl as bp
+from bnn_ppl import config as cfg
+from bnn_ppl.inference import SGMCMCAccuracyWarning, fit, recommended_friction
+from bnn_ppl.models import MLP
+
+UCI = "/work/shared/data/uci"
+Z = 4.0  # tolerance in standard errors
+KEY = jax.random.key(0)
+
+
+def _variance_ratio(method, batch, chains, cycles):
+    x, y = data(n=500)
+    mean, cov = closed_form(x, y)
+    c = cfg.CONFIGS[method](num_samples=cycles, num_chains=chains, batch_size=batch,
+                            cycle_length=200)  # fmt: skip
+    post = fit(linear_model(), (x, y), c, KEY)
+    per_chain = theta(post.samples)  # (chains, cycle ends, 3)
+    draws = per_chain.reshape(-1, 3)
+    var = draws.var(0, ddof=1)
+    # MCSE: the larger of a sample variance's of independent Gaussian draws, 2σ⁴/(n-1), and
+    # the spread of the chains' own estimates (which holds correlated cycle ends too)
+    iid = np.diag(cov) * math.sqrt(2 / (len(draws) - 1))
+    chains_se = (((per_chain - mean) ** 2).mean(1)).std(0, ddof=1) / math.sqrt(chains)
+    return var, np.diag(cov), np.maximum(iid, chains_se)
+
+
+def _cases():
+    for method in ("sgld", "sghmc", "sgnht", "atmc"):
+        for batch in (32, 128):
+            if (method, batch) == ("sgld", 32):
+                continue  # warns before sampling (below)
+            slow = () if (method, batch) == ("sgld", 128) else (pytest.mark.slow,)
+            yield pytest.param(method, batch, marks=slow, id=f"{method}-{batch}")
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("method,batch", list(_cases()))
+def test_default_fit_has_the_exact_posterior_variance(method, batch):
+    if method == "sgld":  # its burn-in spans < 2 relaxation times of the stiffest direction:
+        # told before sampling (a bound: the variance below is still within MCSE)
+        with pytest.warns(SGMCMCAccuracyWarning, match="not yet stationary"):
+            var, exact, se = _variance_ratio(method, batch, chains=8, cycles=25)
+    else:
+        var, exact, se = _variance_ratio(method, batch, chains=8, cycles=25)
+    assert np.all(np.abs(var - exact) < Z * se), (method, batch, var / exact, se / exact)
+
+
+def test_sgld_whose_burn_in_cannot_reach_the_posterior_warns_before_sampling():
+    """SGLD at batch 32 of 500 rows: its step (∝ 1/σ²) is so small that 2 burn-in cycles span
+    less than two relaxation times of the stiffest direction; the fit says so, with a number."""
+    x, y = data(n=500)
+    c = cfg.SGLDConfig(num_samples=2, batch_size=32, cycle_length=200, map_steps=200)
+    with pytest.warns(SGMCMCAccuracyWarning) as caught:
+        fit(linear_model(), (x, y), c, KEY)
+    told = [str(w.message) for w in caught
+            if "not yet stationary. Use num_warmup=" in str(w.message)]  # fmt: skip
+    assert told, [str(w.message) for w in caught]
+    assert int(told[0].split("num_warmup=")[1].split()[0]) > c.num_warmup
+
+
+# data set: (options, outputs, likelihood)
+MATRIX = {
+    "diabetes": ({}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
+    "digits": ({}, 10, bp.likelihoods.Categorical),
+    "iris": ({}, 3, bp.likelihoods.Categorical),
+    "uci/boston": ({"split": 0, "data_dir": UCI}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
+}
+CHEAP = {("diabetes", 64, 16, "atmc"), ("iris", None, 16, "sghmc")}
+
+
+def _matrix():
+    for name in MATRIX:
+        for batch in (64 if name == "diabetes" else 32, None):
+            for width in (16, 64):
+                for method in ("sghmc", "sgnht", "atmc"):
+                    case = (name, batch, width, method)
+                    marks = () if case in CHEAP else (pytest.mark.slow,)
+                    yield pytest.param(*case, marks=marks, id="-".join(map(str, case)))
+
+
+@pytest.mark.parametrize("name,batch,width,method", list(_matrix()))
+def test_default_fit_runs_at_kinetic_temperature_one(name, batch, width, method):
+    """The README's fit (cycles of 200 steps, default burn-in) on each problem: every sampling
+    step's mean kinetic temperature within ±10 % of 1, and nothing for the check to warn
+    about (warnings are errors in the suite)."""
+    options, out, likelihood = MATRIX[name]
+    d = bp.data.load(name, **options)
+    model = bp.BNN(MLP(hidden=(width,), out=out), bp.priors.Normal(1.0), likelihood())
+    c = cfg.CONFIGS[method](cycle_length=200, num_samples=5, batch_size=batch)
+    post = fit(model, d, c, KEY)
+    acc = post.config["accuracy"]
+    assert abs(acc["kinetic_temperature"] - 1) < 0.1, acc
+    assert acc["problems"] == []
+
+
+def test_a_run_still_settling_warns_with_a_longer_burn_in():
+    """From a MAP of a few Adam steps the chain is still descending: the potential energy's
+    drift over the sampling steps warns, naming a burn-in longer than the run's."""
+    d = bp.data.load("diabetes")
+    model = bp.BNN(MLP(hidden=(16,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    c = cfg.ATMCConfig(cycle_length=100, num_samples=5, batch_size=64, map_steps=20)
+    with pytest.warns(SGMCMCAccuracyWarning):
+        post = fit(model, d, c, KEY)
+    problem = [p for p in post.config["accuracy"]["problems"] if "stationary" in p][0]
+    assert "num_warmup=" in problem and "(this run: 2)" in problem
+    cycles = int(problem.split("num_warmup=")[1].split()[0])
+    assert cycles > 2
+
+
+def test_a_batch_too_small_for_any_step_size_warns_before_sampling_naming_one():
+    """SGLD at a batch of 2 of 500 rows: the noise forces the step far below the curvature's
+    bound; the fit warns before sampling and names a batch size at which it does not."""
+    x, y = data(n=500)
+    c = cfg.SGLDConfig(num_warmup=1, num_samples=2, cycle_length=20, batch_size=2, map_steps=50)
+    with pytest.warns(SGMCMCAccuracyWarning) as caught:
+        fit(linear_model(), (x, y), c, KEY)
+    first = [str(w.message) for w in caught if "Use batch_size=" in str(w.message)][0]
+    assert first.startswith("SGLD at batch_size=2")
+    need = int(first.split("Use batch_size=")[1].split()[0])
+    assert need > 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SGMCMCAccuracyWarning)
+        try:
+            fit(linear_model(), (x, y), dataclasses.replace(c, batch_size=need), KEY)
+        except SGMCMCAccuracyWarning as e:  # only the after-sampling checks may speak
+            assert not str(e).startswith("SGLD at batch_size="), str(e)
+
+
+def test_recommended_friction_ties_the_momentum_time_to_the_step():
+    assert recommended_friction("SGHMC", 1e-3) == {"friction": pytest.approx(100.0)}
+    assert recommended_friction("SGNHT", 1e-3) == {"diffusion": pytest.approx(10.0)}
+    assert recommended_friction("ATMC", 1.0) == {"momentum_noise": 1.0}  # never below 1
+    assert recommended_friction("SGLD", 1e-3) == {}
