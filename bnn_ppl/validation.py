@@ -152,7 +152,7 @@ def check_positive(name: str, value: Any) -> float:
 
 def check_chunk_size(value: Any) -> int | str | None:
     """A ``chunk_size`` of the full-batch potential: a positive int, ``None`` (the default rule)
-    or ``"auto"`` (the memory rule of :mod:`bnn_ppl.inference.potential.chunking`).
+    or ``"auto"`` (the memory rule of :mod:`bnn_ppl.inference.potential.bnn`).
 
     Example:
         >>> check_chunk_size("auto"), check_chunk_size(None), check_chunk_size(64)

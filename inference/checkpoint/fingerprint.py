@@ -18,7 +18,7 @@
   changed constant that the jaxpr shows only by name, such as an array the network closes over);
 * ``versions`` - jax, jaxlib and numpyro (bit-exact resumes need the same programs);
 * ``potential.memory_chunk`` - only where the chunk was chosen from free device memory
-  (:mod:`bnn_ppl.inference.potential.chunking`): the chunk, which a resume takes again (the rounding
+  (:mod:`bnn_ppl.inference.potential.bnn`): the chunk, which a resume takes again (the rounding
   of float32 sums depends on it).
 
 ``digest`` is the SHA-256 of all fields; :func:`check_same` compares two fingerprints and names
@@ -156,8 +156,8 @@ def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, i
 
 def recorded_chunk(pot: Any, resumed: int | None) -> int | None:
     """The ``memory_chunk`` to fingerprint: the resumed run's, else the chunk of ``pot`` if
-    a memory rule chose it (:data:`~bnn_ppl.inference.potential.chunking.MEMORY_RULES`), else ``None``."""
-    from bnn_ppl.inference.potential.chunking import MEMORY_RULES
+    a memory rule chose it (:data:`~bnn_ppl.inference.potential.bnn.MEMORY_RULES`), else ``None``."""
+    from bnn_ppl.inference.potential.bnn import MEMORY_RULES
 
     if resumed is not None:
         return resumed

@@ -94,7 +94,15 @@ from numpyro.infer.initialization import init_to_uniform
 from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
-from bnn_ppl.inference.potential.bnn import FullBatchPotential, _is_real, compute_dtype
+from bnn_ppl.flat_draws import init_to_prior_draw
+from bnn_ppl.inference.potential.bnn import FullBatchPotential, compute_dtype, is_real
+from bnn_ppl.inference.potential.distributed import (
+    check_process_local,
+    describe_arguments,
+    first_row,
+    gather_layout,
+    place_local,
+)
 from bnn_ppl.inference.potential.model_structure import (
     check_globals,
     check_sites,
@@ -104,7 +112,6 @@ from bnn_ppl.inference.potential.model_structure import (
     site_lp,
     structure,
 )
-from bnn_ppl.inference.potential.process_layout import check_process_local
 from bnn_ppl.inference.potential.sharded_sum import (
     CHAIN_BATCHING,
     DATA_AXIS,
@@ -158,7 +165,7 @@ class ModelPotential(FullBatchPotential, Tempered):
         """Per global latent, the bijection to its support at the initial values (the
         potential recomputes it at every evaluation, so dependent supports work)."""
         tr = self._trace(self.postprocess_fn(self.init_params(jax.random.key(0))), self.probe)
-        return {k: (None if _is_real(s["fn"].support) else biject_to(s["fn"].support))
+        return {k: (None if is_real(s["fn"].support) else biject_to(s["fn"].support))
                 for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"]}
 
     @cached_property
@@ -180,7 +187,7 @@ class ModelPotential(FullBatchPotential, Tempered):
             if site["type"] != "sample" or site["name"] not in unconstrained:
                 return None
             u, t = unconstrained[site["name"]], biject_to(site["fn"].support)
-            if _is_real(site["fn"].support):
+            if is_real(site["fn"].support):
                 return u
             value = t(u)
             log_det = jnp.sum(t.log_abs_det_jacobian(u, value))
@@ -223,8 +230,6 @@ class ModelPotential(FullBatchPotential, Tempered):
         ``num_chains`` if given): ``method=None`` the potential's ``init_strategy``,
         ``"prior"`` a draw from the prior (``init_to_sample``'s values, drawn flat:
         :func:`bnn_ppl.flat_draws.init_to_prior_draw`), or any strategy."""
-        from bnn_ppl.flat_draws import init_to_prior_draw
-
         key = validation.check_key("key", key)
         strategy = {None: self.init_strategy, "prior": init_to_prior_draw}.get(method, method)
         if not callable(strategy):
@@ -369,12 +374,6 @@ def model_potential(
 
     layout = None
     if len({d.process_index for d in devices}) > 1:  # several processes: this process's rows
-        from bnn_ppl.inference.potential.process_layout import (
-            describe_arguments,
-            first_row,
-            gather_layout,
-        )
-
         agree = ("the keys, trailing shapes or dtypes of data, chunk_size, dtype, temperature, "
                  "temper, data_plate, devices, or the structure, shapes or scalar values of "
                  "model_args/model_kwargs")
@@ -395,8 +394,6 @@ def model_potential(
     kept = deterministic_sites(model, model_args, model_kwargs, values, probe, data_plate)
 
     if layout is not None:
-        from bnn_ppl.inference.potential.process_layout import place_local
-
         mesh, placed, mask = place_local(arrays, layout)
         sharded, chunk, num_chunks = ModelData(placed, mask), layout.chunk, layout.num_chunks
     else:

@@ -32,7 +32,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +44,7 @@ from bnn_ppl import config, validation
 from bnn_ppl.types import Array, PyTree
 
 __all__ = [
+    "ShardedData",
     "CHAIN_BATCHING",
     "DATA_AXIS",
     "DEFAULT_MAX_CHUNK",
@@ -58,6 +59,19 @@ __all__ = [
 DATA_AXIS = "data"
 CHAIN_BATCHING = config.CHAIN_BATCHING
 DEFAULT_MAX_CHUNK = 1024
+
+
+
+class ShardedData(NamedTuple):
+    """Padded data, sharded on the batch axis over the mesh.
+
+    ``mask[i]`` is False for padding rows. All three arrays have ``num_devices * num_chunks *
+    chunk_size`` rows.
+    """
+
+    x: Array
+    y: Array
+    mask: Array
 
 
 def device_rows(n: int, num_devices: int, chunk_size: int | None) -> tuple[int, int]:

@@ -373,7 +373,7 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
     monkeypatch.setattr(CheckpointStore, "commit", commit)
     saved = json.loads((tmp_path / "run.json").read_text())
     assert saved["fingerprint"]["fields"]["potential.memory_chunk"] == 16
-    monkeypatch.setattr("bnn_ppl.inference.potential.chunking.free_device_bytes", lambda devices: 1)
+    monkeypatch.setattr("bnn_ppl.inference.potential.bnn.free_device_bytes", lambda devices: 1)
     assert full_batch_potential(_model(), X, Y, chunk_size="auto").chunk_size == 1
     resumed = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path,
                   checkpoint_every=2)  # fmt: skip

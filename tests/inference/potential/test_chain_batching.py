@@ -40,7 +40,7 @@ from bnn_ppl.inference import (
     model_potential,
     nuts,
 )
-from bnn_ppl.inference.potential import chunking
+from bnn_ppl.inference.potential import bnn as chunking
 from bnn_ppl.inference.sgmcmc.step_size import gradient_scales
 from bnn_ppl.models import MLP
 from bnn_ppl.models.conv import conv_general_dilated
