@@ -46,13 +46,13 @@ from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData, ful
 from bnn_ppl.inference.potential.model_structure import DeterministicSiteWarning
 from bnn_ppl.inference.potential.numpyro_model import ModelData, ModelPotential, model_potential
 from bnn_ppl.inference.reference.noise import HeldoutNoise, heldout_noise
-from bnn_ppl.inference.reference.projection import Projection, project_convergence
 from bnn_ppl.inference.reference.recipe import (
     ConvergenceCheck,
     ReferenceNotConvergedWarning,
     ReferenceRun,
     reference_hmc,
 )
+from bnn_ppl.inference.reference.stopping import Projection, project_convergence
 from bnn_ppl.inference.reference.tempering import ParallelTempering, TemperingState
 from bnn_ppl.inference.results import as_posterior, from_map, from_mcmc, from_svi
 from bnn_ppl.inference.run_folder import (
@@ -62,7 +62,8 @@ from bnn_ppl.inference.run_folder import (
     convergence_summary,
     fit_run,
 )
-from bnn_ppl.inference.sgmcmc import cycles, schedules
+from bnn_ppl.inference.sgmcmc import schedules
+from bnn_ppl.inference.sgmcmc import schedules as cycles
 from bnn_ppl.inference.sgmcmc.accuracy import (
     SGMCMCAccuracyWarning,
     accuracy_summary,

@@ -227,7 +227,7 @@ def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
 
 def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
     from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
-    from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
+    from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples
 
     kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
     n = c.cycle_length
@@ -285,7 +285,7 @@ def fit(
             (:mod:`bnn_ppl.inference.checkpoint.fit`). Warmup's cost, then after each
             segment the running metrics (with test targets: the BMA's test metrics over the
             draws so far) get lines in ``progress.jsonl`` there
-            (:mod:`bnn_ppl.inference.checkpoint.progress_log`). A ``ReferenceHMCConfig`` run commits
+            (:mod:`bnn_ppl.inference.checkpoint.fit`). A ``ReferenceHMCConfig`` run commits
             every segment of ``segment_draws`` draws instead (no ``checkpoint_every``,
             ``progress_every`` or ``progress.jsonl``; :func:`~bnn_ppl.inference.reference_hmc`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of

@@ -65,7 +65,7 @@ def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
     ``converged``, ``stop_reason``, ``rhat_max``, ``share_rhat_ok`` (of the test quantities,
     R-hat <= the threshold), ``ess_bulk_min``, ``draws`` per chain, ``gradients`` (leapfrog
     steps after warmup, all chains), ``seconds`` and ``draws_needed`` (per chain, projected:
-    :mod:`~bnn_ppl.inference.reference.projection`; ``None`` when converged or not projected); a run
+    :mod:`~bnn_ppl.inference.reference.stopping`; ``None`` when converged or not projected); a run
     stopped in warmup has ``None`` for the figures. ``None`` for a posterior of another method.
 
     Example:

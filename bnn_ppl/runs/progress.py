@@ -17,7 +17,7 @@ Everything here is pure: :func:`chain_point` computes one point from arrays, and
 write the same file. :func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` writes the chain
 points after each committed segment as it runs, at its end or every ``progress_every`` draws
 (``<checkpoint_dir>/progress.jsonl``, via :func:`chain_point`; its lines add ``segment`` and
-``wall_seconds``, after a first line of warmup's cost: :mod:`bnn_ppl.inference.checkpoint.progress_log`).
+``wall_seconds``, after a first line of warmup's cost: :mod:`bnn_ppl.inference.checkpoint.fit`).
 
 Example:
     >>> import numpy as np

@@ -10,7 +10,7 @@ predictions Izmailov et al. (2021) published:
 * **Starts far out.** On a sharp likelihood a prior draw can start so far from the posterior
   that warmup adapts the step size and metric to where the chain is stuck, and it never
   arrives. ``init_steps`` > 0 first moves every prior draw by that many full-batch Adam steps
-  on the run's potential (:mod:`bnn_ppl.inference.reference.starts`; each chain still starts from
+  on the run's potential (:mod:`bnn_ppl.inference.reference.chains`; each chain still starts from
   its own draw and ends in its own basin); the potentials before and after are in the
   record's ``"starts"``. Off by default.
 * **Kernel.** :func:`~bnn_ppl.inference.hmc` with its step size adapted in warmup (dual
@@ -70,7 +70,7 @@ predictions Izmailov et al. (2021) published:
   the best chain and its drift between the halves of the draws), and the warning names chains
   that sit apart or still drift (chains tens of nats apart are in different modes or not yet
   in the typical set: more draws alone will not converge them). Mixing chains stopped by the
-  budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.reference.projection`); every
+  budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.reference.stopping`); every
   run lists the values that fail the rule, worst first, with the chain furthest from the
   others on each (``"laggards"``, the first :data:`~bnn_ppl.diagnostics.slow_values.LISTED`, and
   ``"laggards_count"``; :mod:`bnn_ppl.diagnostics.slow_values`), and the warning says it in a sentence.
@@ -121,9 +121,12 @@ from bnn_ppl.inference.reference.chains import (
     segment_fits,
     segment_health,
 )
-from bnn_ppl.inference.reference.messages import not_converged_message
-from bnn_ppl.inference.reference.projection import project_run
-from bnn_ppl.inference.reference.stopping import ConvergenceCheck, check_convergence
+from bnn_ppl.inference.reference.stopping import (
+    ConvergenceCheck,
+    check_convergence,
+    not_converged_message,
+    project_run,
+)
 from bnn_ppl.inference.results import from_draws
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior

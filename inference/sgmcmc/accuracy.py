@@ -3,7 +3,7 @@ finished runs.
 
 Settings known to be inaccurate warn at construction (:func:`warn_minibatch_settings`, called by
 each kernel's ``__init__``), and :func:`check_accuracy` reads the statistics of every sampling
-step of a finished run (:mod:`bnn_ppl.inference.sgmcmc.step_stats`: not only the kept draws, which a
+step of a finished run (:mod:`bnn_ppl.inference.sgmcmc.kernel`: not only the kept draws, which a
 cyclical schedule takes where the step size is near zero) through the kernel's
 ``accuracy_problems``: the gradient noise's share of the heat and how often the friction hit its
 cap, the mean kinetic temperature of SGHMC, SGNHT and ATMC, SGNHT's Euler bias ``hξ/2`` and
@@ -28,8 +28,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from bnn_ppl.inference.sgmcmc.kernel import SGMCMCKernel
-from bnn_ppl.inference.sgmcmc.step_stats import RunStats, pool, pool_fields
+from bnn_ppl.inference.sgmcmc.kernel import RunStats, SGMCMCKernel, pool, pool_fields
 from bnn_ppl.validation import InputTypeError
 
 __all__ = [
@@ -86,7 +85,7 @@ def check_accuracy(mcmc: Any) -> list[str]:
     an SG-MCMC kernel shows went wrong, and return the messages.
 
     Reads the statistics of every sampling step that the last state carries
-    (:mod:`bnn_ppl.inference.sgmcmc.step_stats`; whatever was collected or thinned, every chain): the
+    (:mod:`bnn_ppl.inference.sgmcmc.kernel`; whatever was collected or thinned, every chain): the
     gradient noise's share of the heat (``info.noise_share``: above the kernel's
     ``noise_share`` the friction hit its limit; above 1 the noise is not compensated), the mean
     kinetic temperature (1 at equilibrium) and kernel-specific biases (SGNHT's ``hξ/2``,

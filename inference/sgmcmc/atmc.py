@@ -120,6 +120,7 @@ from bnn_ppl.inference.sgmcmc.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.sgmcmc.kernel import (
+    RunStats,
     SGMCMCKernel,
     SGMCMCOptions,
     SGMCMCState,
@@ -128,7 +129,6 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
-from bnn_ppl.inference.sgmcmc.step_stats import RunStats
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 
@@ -272,7 +272,7 @@ class ATMC(SGMCMCKernel):
         >>> from numpyro.infer import MCMC
         >>> from bnn_ppl.models import MLP
         >>> from bnn_ppl.inference import ATMC, full_batch_potential
-        >>> from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
+        >>> from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples
         >>> from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
         >>> data = bp.data.load("digits")
         >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),

@@ -73,6 +73,7 @@ from bnn_ppl.inference.sgmcmc.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.sgmcmc.kernel import (
+    RunStats,
     SGMCMCKernel,
     SGMCMCOptions,
     SGMCMCState,
@@ -82,7 +83,6 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
-from bnn_ppl.inference.sgmcmc.step_stats import RunStats
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 

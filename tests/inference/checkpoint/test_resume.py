@@ -24,7 +24,7 @@ from flax import nnx
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.inference import fit
-from bnn_ppl.inference.checkpoint.fingerprint import run_fingerprint
+from bnn_ppl.inference.checkpoint.store import run_fingerprint
 from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore, record_checksum
 from bnn_ppl.inference.potential.bnn import full_batch_potential
 from bnn_ppl.models import MLP, NnxMLP

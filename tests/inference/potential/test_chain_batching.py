@@ -446,7 +446,7 @@ def test_fit_builds_its_potential_with_the_configs_chain_batching(
     compiles."""
     import dataclasses
 
-    from bnn_ppl.inference.potential.bnn import bnn as potential
+    from bnn_ppl.inference.potential import bnn as potential
 
     seen = []
 
@@ -476,7 +476,7 @@ def test_the_fingerprint_records_chain_batching_only_when_forced():
     """At ``"auto"`` a run's fingerprint is the one written before ``chain_batching`` existed
     (the same fields and digest: old checkpoint folders resume); forced either way it is a
     field, so a resume with the other value is refused, naming it."""
-    from bnn_ppl.inference.checkpoint.fingerprint import check_same, run_fingerprint
+    from bnn_ppl.inference.checkpoint.store import check_same, run_fingerprint
     from bnn_ppl.inference.checkpoint.store import CheckpointError
 
     model, x, y = _mlp_problem()
