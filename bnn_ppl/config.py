@@ -41,10 +41,12 @@ __all__ = [
     "EnsembleConfig",
     "HMCConfig",
     "MAPConfig",
+    "MCMCConfig",
     "NUTSConfig",
     "ReferenceHMCConfig",
     "SGHMCConfig",
     "SGLDConfig",
+    "SGMCMCConfig",
     "SGNHTConfig",
     "SVIConfig",
     "from_dict",
@@ -121,13 +123,16 @@ class Config:
 
 
 @dataclass(frozen=True)
-class _MCMCConfig(Config):
+class MCMCConfig(Config):
+    """Shared by HMC and NUTS: warmup, draws, chains, the step size and the mass matrix
+    (``mass_matrix``: ``"diagonal"`` or ``"dense"`` adapted in warmup, ``"identity"`` fixed)."""
+
     num_warmup: int = 200  # warmup iterations per chain
     num_samples: int = 200  # draws per chain
     num_chains: int = 1  # chains, vectorised
     thinning: int = 1  # keep every k-th draw
     step_size: float = 0.01  # initial step size
-    adapt_mass_matrix: bool = True  # adapt a diagonal mass matrix
+    mass_matrix: str = "diagonal"  # diagonal or dense (adapted in warmup), or identity
     target_accept_prob: float = 0.8  # step-size adaptation target
 
     def __post_init__(self) -> None:
@@ -136,7 +141,7 @@ class _MCMCConfig(Config):
         for name in ("num_samples", "num_chains", "thinning"):
             _count(name, getattr(self, name))
         validation.check_positive("step_size", self.step_size)
-        validation.check_bool("adapt_mass_matrix", self.adapt_mass_matrix)
+        validation.check_choice("mass_matrix", self.mass_matrix, MASS_MATRICES)
         validation.check_number(
             "target_accept_prob",
             self.target_accept_prob,
@@ -148,7 +153,7 @@ class _MCMCConfig(Config):
 
 
 @dataclass(frozen=True)
-class HMCConfig(_MCMCConfig):
+class HMCConfig(MCMCConfig):
     """Full-batch HMC (:func:`bnn_ppl.inference.hmc`): ``trajectory_length=None`` is a quarter
     period in the current metric; ``max_num_steps`` bounds the leapfrog steps."""
 
@@ -166,7 +171,7 @@ class HMCConfig(_MCMCConfig):
 
 
 @dataclass(frozen=True)
-class NUTSConfig(_MCMCConfig):
+class NUTSConfig(MCMCConfig):
     """NUTS (:func:`bnn_ppl.inference.nuts`) with trees of depth at most ``max_tree_depth``."""
 
     method: ClassVar[str] = "nuts"
@@ -235,7 +240,7 @@ class SVIConfig(MAPConfig):
 
 
 @dataclass(frozen=True)
-class _SGMCMCConfig(Config):
+class SGMCMCConfig(Config):
     """Shared by the SG-MCMC samplers: a cyclical cosine step size of ``cycle_length`` steps
     starting each cycle at ``step_size`` and one draw at the end of each cycle;
     ``num_warmup`` burn-in cycles, then ``num_samples`` cycles (draws) per chain.
@@ -261,28 +266,28 @@ class _SGMCMCConfig(Config):
 
 
 @dataclass(frozen=True)
-class SGLDConfig(_SGMCMCConfig):
+class SGLDConfig(SGMCMCConfig):
     """Stochastic-gradient Langevin dynamics (:class:`bnn_ppl.inference.SGLD`)."""
 
     method: ClassVar[str] = "sgld"
 
 
 @dataclass(frozen=True)
-class SGHMCConfig(_SGMCMCConfig):
+class SGHMCConfig(SGMCMCConfig):
     """Stochastic-gradient HMC (:class:`bnn_ppl.inference.SGHMC`)."""
 
     method: ClassVar[str] = "sghmc"
 
 
 @dataclass(frozen=True)
-class SGNHTConfig(_SGMCMCConfig):
+class SGNHTConfig(SGMCMCConfig):
     """The stochastic-gradient Nosé-Hoover thermostat (:class:`bnn_ppl.inference.SGNHT`)."""
 
     method: ClassVar[str] = "sgnht"
 
 
 @dataclass(frozen=True)
-class ATMCConfig(_SGMCMCConfig):
+class ATMCConfig(SGMCMCConfig):
     """Adaptive thermostat Monte Carlo (:class:`bnn_ppl.inference.ATMC`)."""
 
     method: ClassVar[str] = "atmc"
@@ -403,6 +408,8 @@ def from_dict(record: Mapping[str, Any]) -> Config:
     method = fields.pop("method", None)
     if method not in CONFIGS:
         raise InputValueError(f"record['method'] must be one of {sorted(CONFIGS)}, got {method!r}.")
+    if method in ("hmc", "nuts") and "adapt_mass_matrix" in fields:  # a record before mass_matrix
+        fields["mass_matrix"] = "diagonal" if fields.pop("adapt_mass_matrix") else "identity"
     _fields(CONFIGS[method], fields)
     return CONFIGS[method](**fields)
 

@@ -230,27 +230,6 @@ class Posterior:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
-    def with_data(
-        self,
-        model: Any,
-        x: Any,
-        y: Any,
-        x_test: Any = None,
-        y_test: Any = None,
-        *,
-        chunk_size: int | None = None,
-        predictions: Mapping[str, np.ndarray] | None = None,
-    ) -> Posterior:
-        """A copy with ``observed``, per-row ``log_likelihood`` (``"y"``, and ``"y_test"``
-        given test targets) and ``predictions`` at ``x_test`` computed for every draw by
-        ``model`` (a :class:`~bnn_ppl.BNN`; ``predictions`` given: those, already computed);
-        see :func:`bnn_ppl.pointwise.attach_data`."""
-        from bnn_ppl.pointwise import attach_data
-
-        return attach_data(
-            self, model, x, y, x_test, y_test, chunk_size=chunk_size, predictions=predictions
-        )
-
     # ------------------------------------------------------------------------- ArviZ
     def to_inference_data(self) -> Any:
         """An ArviZ ``DataTree``: posterior, sample_stats, observed_data, predictions,

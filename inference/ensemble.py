@@ -36,7 +36,7 @@ import optax
 from bnn_ppl import validation
 from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData, full_batch_potential
-from bnn_ppl.inference.sgmcmc.gradients import epoch_init, next_batch
+from bnn_ppl.inference.potential.minibatch import epoch_init, next_batch
 from bnn_ppl.inference.svi import default_optimizer
 from bnn_ppl.model import BNN
 from bnn_ppl.network import NnxNetwork

@@ -36,33 +36,42 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
-import numpy as np
-from numpyro.infer import MCMC
 
 from bnn_ppl import validation
 from bnn_ppl.config import (
+    ATMCConfig,
     Config,
     EnsembleConfig,
     HMCConfig,
     MAPConfig,
+    MCMCConfig,
     NUTSConfig,
     ReferenceHMCConfig,
+    SGHMCConfig,
+    SGLDConfig,
+    SGMCMCConfig,
+    SGNHTConfig,
     SVIConfig,
-    _MCMCConfig,
-    _SGMCMCConfig,
 )
 from bnn_ppl.data import Dataset
-from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args, fit_checkpointed
+from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
+from bnn_ppl.inference.mcmc.run import run_mcmc
+from bnn_ppl.inference.reference.recipe import reference_hmc
+from bnn_ppl.inference.results import from_map, from_mcmc, from_svi
+from bnn_ppl.inference.sgmcmc.recipe import run_sgmcmc
+from bnn_ppl.inference.svi import svi_mean_field
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
+from bnn_ppl.predictive import attach_data
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["FitData", "fit"]
+__all__ = ["FitData", "RUNNERS", "fit"]
 
 
 class FitData(NamedTuple):
@@ -89,40 +98,22 @@ def _fit_data(data: Any) -> FitData:
     )
 
 
-def _numpy(tree: Any) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in tree.items()}
+class _Run(NamedTuple):
+    """What a runner gets besides the model: the checked data, config and key, and where the
+    potential lives (``devices``, ``dtype``; HMC, NUTS and SG-MCMC only)."""
+
+    d: FitData
+    config: Config
+    key: PRNGKey
+    devices: Sequence[jax.Device] | None
+    dtype: Any
+    on_check: Callable[[Any], Any] | None
+    checkpoint_dir: Any
 
 
-def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.mcmc.run import hmc, nuts
-    from bnn_ppl.inference.results import from_mcmc
-
-    common = {
-        "rng_key": key,
-        "num_warmup": c.num_warmup,
-        "num_samples": c.num_samples,
-        "num_chains": c.num_chains,
-        "thinning": c.thinning,
-        "step_size": c.step_size,
-        "adapt_mass_matrix": c.adapt_mass_matrix,
-        "target_accept_prob": c.target_accept_prob,
-        "init_method": c.init_method,
-        "chunk_size": c.chunk_size,
-        "chain_batching": c.chain_batching,
-    }
-    if isinstance(c, HMCConfig):
-        mcmc = hmc(
-            model,
-            d.x,
-            d.y,
-            trajectory_length=c.trajectory_length,
-            adapt_step_size=c.adapt_step_size,
-            max_num_steps=c.max_num_steps,
-            **common,
-        )
-    else:
-        assert isinstance(c, NUTSConfig)
-        mcmc = nuts(model, d.x, d.y, max_tree_depth=c.max_tree_depth, **common)
+def _mcmc(model: BNN, r: _Run) -> Posterior:
+    c = r.config
+    mcmc = run_mcmc(model, r.d.x, r.d.y, c, r.key, devices=r.devices, dtype=r.dtype)
     return from_mcmc(mcmc, method=c.method, config=c.to_dict())
 
 
@@ -138,26 +129,24 @@ def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[
     }
 
 
-def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
-    from bnn_ppl.inference.results import from_map
-
-    kwargs = _map_kwargs(c, c.num_steps, key)
-    if isinstance(c, EnsembleConfig):
-        result = deep_ensemble(
-            model, d.x, d.y, c.num_members, chain_batching=c.chain_batching, **kwargs
-        )
-    else:
-        result = map_estimate(model, d.x, d.y, **kwargs)
+def _map(model: BNN, r: _Run) -> Posterior:
+    c, d = r.config, r.d
+    result = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.num_steps, r.key))
     return from_map(result, method=c.method, config=c.to_dict())
 
 
-def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.ensemble import map_estimate
-    from bnn_ppl.inference.results import from_svi
-    from bnn_ppl.inference.svi import svi_mean_field
+def _ensemble(model: BNN, r: _Run) -> Posterior:
+    c, d = r.config, r.d
+    result = deep_ensemble(
+        model, d.x, d.y, c.num_members, chain_batching=c.chain_batching,
+        **_map_kwargs(c, c.num_steps, r.key),
+    )  # fmt: skip
+    return from_map(result, method=c.method, config=c.to_dict())
 
-    map_key, svi_key, draw_key = jax.random.split(key, 3)
+
+def _svi(model: BNN, r: _Run) -> Posterior:
+    c, d = r.config, r.d
+    map_key, svi_key, draw_key = jax.random.split(r.key, 3)
     init_loc, extra = None, {}
     if c.map_steps > 0:
         found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key))
@@ -179,84 +168,45 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey) -> Posterior:
     return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
 
 
-def _sgmcmc_setup(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
-    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
-    the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
-    from bnn_ppl import inference
-    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
+def _sgmcmc(model: BNN, r: _Run) -> Posterior:
+    return run_sgmcmc(model, r.d.x, r.d.y, r.config, r.key, devices=r.devices, dtype=r.dtype)
 
-    kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
-                  "atmc": inference.ATMC}[c.method]  # fmt: skip
-    pot = inference.full_batch_potential(  # chains are vectorized
-        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
-        chain_batching=c.chain_batching,
-    )  # fmt: skip
-    batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
-    map_key, scale_key, init_key, run_key = jax.random.split(key, 4)
-    step, extra = c.step_size, {}
-    if step is None:
-        found = inference.map_estimate(
-            model, d.x, d.y, num_steps=c.map_steps, batch_size=batch,
-            init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
-        )  # fmt: skip
-        scales = inference.gradient_scales(
-            pot, pot.unconstrain(found.params), batch, rng_key=scale_key
+
+def _reference(model: BNN, r: _Run) -> Posterior:
+    d = r.d
+    if d.x_test is None:
+        raise InputValueError(
+            "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
+            "or (x, y, x_test[, y_test])."
         )
-        step = inference.recommended_step_size(c.method.upper(), scales)
-        extra = {"step_size_used": step, "scales": scales._asdict()}
-    n, chains = c.cycle_length, c.num_chains
-    init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
-    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
-    extra["scales"] = {k: float(v) for k, v in extra.get("scales", {}).items()} or None
-
-    def kernel() -> Any:
-        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n))
-
-    return kernel, pot, init, run_key, extra
-
-
-def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
-    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
-    for name, value in samples.items():
-        if not np.all(np.isfinite(value)):
-            raise DivergedError(
-                c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
-            )
-    return Posterior(c.method, samples, config=c.to_dict() | extra)
-
-
-def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey) -> Posterior:
-    from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
-    from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples
-
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
-    n = c.cycle_length
-    mcmc = MCMC(
-        kernel(),
-        num_warmup=c.num_warmup * n,
-        num_samples=c.num_samples * n,
-        thinning=n,  # the last step of every cycle, and only it
-        num_chains=c.num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
-        jit_model_args=True,
-    )
-    mcmc.run(run_key, *pot.args, init_params=init)
-    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
-    # what the statistics of every sampling step show went wrong: warned and kept
-    return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
-
-
-def _reference(
-    model: BNN, d: FitData, c: ReferenceHMCConfig, key: PRNGKey, checkpoint_dir: Any,
-    on_check: Callable[[Any], Any] | None = None,
-) -> Posterior:
-    from bnn_ppl.inference.reference.recipe import reference_hmc
-
-    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
-                        rng_key=key, checkpoint_dir=checkpoint_dir,
-                        on_check=on_check)  # fmt: skip
+    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=r.config,
+                        rng_key=r.key, checkpoint_dir=r.checkpoint_dir,
+                        on_check=r.on_check)  # fmt: skip
     return run.posterior
+
+
+RUNNERS: dict[type[Config], Callable[[BNN, _Run], Posterior]] = {
+    HMCConfig: _mcmc,
+    NUTSConfig: _mcmc,
+    MAPConfig: _map,
+    EnsembleConfig: _ensemble,
+    SVIConfig: _svi,
+    SGLDConfig: _sgmcmc,
+    SGHMCConfig: _sgmcmc,
+    SGNHTConfig: _sgmcmc,
+    ATMCConfig: _sgmcmc,
+    ReferenceHMCConfig: _reference,
+}
+"""The runner of each config type (a subclass of a config uses its nearest listed base)."""
+PLACED = (MCMCConfig, SGMCMCConfig)
+"""The configs whose potential ``fit``'s ``devices`` and ``dtype`` place."""
+
+
+def _runner(config: Config) -> Callable[[BNN, _Run], Posterior]:
+    for cls in type(config).__mro__:
+        if cls in RUNNERS:
+            return RUNNERS[cls]
+    raise InputTypeError(f"fit has no method for {type(config).__name__}.")
 
 
 def fit(
@@ -269,6 +219,8 @@ def fit(
     checkpoint_every: int | None = None,
     progress_every: int | None = None,
     on_check: Callable[[Any], Any] | None = None,
+    devices: Sequence[jax.Device] | None = None,
+    dtype: Any = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -296,6 +248,9 @@ def fit(
         on_check: ``ReferenceHMCConfig`` only: called with each
             :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
             print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
+        devices, dtype: HMC, NUTS and SG-MCMC only: the devices the data are sharded over
+            (default ``jax.devices()``) and the dtype the log-likelihood is summed in, as in
+            :func:`~bnn_ppl.inference.full_batch_potential`.
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -319,9 +274,14 @@ def fit(
             f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
             f"{type(config).__name__}; leave it out."
         )
+    run = _runner(config)
+    if (devices is not None or dtype is not None) and not isinstance(config, PLACED):
+        what = "devices" if devices is not None else "dtype"
+        raise InputValueError(
+            f"{what} applies to HMC, NUTS and the SG-MCMC methods, not {config.method!r}; "
+            f"leave {what} out."
+        )
     if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
-        from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args
-
         checkpoint_every = check_checkpoint_args(
             config, checkpoint_dir, checkpoint_every, progress_every
         )
@@ -337,27 +297,10 @@ def fit(
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
-        from bnn_ppl.inference.checkpoint.fit import fit_checkpointed
-
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(
-            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every
-        )
-    if isinstance(config, ReferenceHMCConfig):
-        if d.x_test is None:
-            raise InputValueError(
-                "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
-                "or (x, y, x_test[, y_test])."
-            )
-        post = _reference(model, d, config, key, checkpoint_dir, on_check)
-    elif isinstance(config, _MCMCConfig):
-        post = _mcmc(model, d, config, key)
-    elif isinstance(config, SVIConfig):
-        post = _svi(model, d, config, key)
-    elif isinstance(config, MAPConfig):
-        post = _map(model, d, config, key)
-    elif isinstance(config, _SGMCMCConfig):
-        post = _sgmcmc(model, d, config, key)
-    else:  # a Config subclass defined elsewhere
-        raise InputTypeError(f"fit has no method for {type(config).__name__}.")
-    return post.with_data(model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every,
+            devices=devices, dtype=dtype,
+        )  # fmt: skip
+    post = run(model, _Run(d, config, key, devices, dtype, on_check, checkpoint_dir))
+    return attach_data(post, model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)

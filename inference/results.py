@@ -14,7 +14,7 @@
 * :func:`as_posterior` - any of these by the result's type.
 
 Add the data groups (per-row log-likelihoods, predictions) with
-:meth:`~bnn_ppl.posterior.Posterior.with_data`.
+:func:`~bnn_ppl.predictive.attach_data`.
 
 Example:
     >>> import numpy as np

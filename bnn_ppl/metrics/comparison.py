@@ -75,7 +75,7 @@ def posterior_predictions(posterior: Any, *, chains: bool = False) -> Prediction
     if not posterior.predictions:
         raise InputValueError(
             "the Posterior holds no test predictions; fit it with test data (a Dataset, or "
-            "(x, y, x_test, y_test)) or call posterior.with_data(...)."
+            "(x, y, x_test, y_test)) or call bnn_ppl.predictive.attach_data(posterior, ...)."
         )
     pred = prediction_from_fields(dict(posterior.predictions))
     return pred if chains else flat_draws(pred, True)

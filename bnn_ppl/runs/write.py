@@ -214,7 +214,7 @@ def save_posterior(
     if not posterior.predictions or "y_test" not in posterior.observed:
         raise InputValueError(
             "the Posterior holds no test predictions and targets; fit it with test data "
-            "(a Dataset, or (x, y, x_test, y_test)) or call posterior.with_data(...)."
+            "(a Dataset, or (x, y, x_test, y_test)) or call bnn_ppl.predictive.attach_data(posterior, ...)."
         )
     from bnn_ppl.runs.progress import running_metrics
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -40,14 +41,28 @@ import numpy as np
 from bnn_ppl import io, validation
 from bnn_ppl.config import (
     Config,
-    HMCConfig,
-    NUTSConfig,
+    MCMCConfig,
     ReferenceHMCConfig,
-    _MCMCConfig,
-    _SGMCMCConfig,
+    SGMCMCConfig,
 )
+from bnn_ppl.diagnostics.chain_health import check_chains
+from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
+from bnn_ppl.inference.checkpoint.store import (
+    CheckpointStore,
+    recorded_chunk,
+    resume_chunk,
+    run_fingerprint,
+)
+from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, mcmc_kernel
+from bnn_ppl.inference.potential.bnn import full_batch_potential
+from bnn_ppl.inference.results import NUMPYRO_STATS, from_draws
+from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, stats_accuracy_summary
+from bnn_ppl.inference.sgmcmc.recipe import sgmcmc_posterior, sgmcmc_setup
+from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
+from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
+from bnn_ppl.predictive import attach_data
 from bnn_ppl.runs.progress import chain_point, chain_points
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -78,7 +93,7 @@ def check_checkpoint_args(
     return ``checkpoint_every`` (default: a tenth of the draws per chain, at least 1; ``None``
     for a :class:`~bnn_ppl.config.ReferenceHMCConfig`, which commits every segment)."""
     reference = isinstance(config, ReferenceHMCConfig)
-    if not isinstance(config, _MCMCConfig | _SGMCMCConfig) and not reference:
+    if not isinstance(config, MCMCConfig | SGMCMCConfig) and not reference:
         raise InputValueError(
             f"checkpoint_dir applies to MCMC and SG-MCMC methods, not {config.method!r}; "
             "drop checkpoint_dir and checkpoint_every."
@@ -99,40 +114,19 @@ def check_checkpoint_args(
         return None
     if checkpoint_every is None:
         draws = config.num_samples
-        if isinstance(config, _MCMCConfig):
+        if isinstance(config, MCMCConfig):
             draws //= config.thinning
         return max(1, math.ceil(draws / 10))
     return validation.check_int("checkpoint_every", checkpoint_every)
 
 
-def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
-    from bnn_ppl.inference.checkpoint.segments import MCMCPlan
-    from bnn_ppl.inference.mcmc.checks import check_nuts_kwargs
-    from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, NUTS, _hmc_kwargs
-    from bnn_ppl.inference.potential.bnn import full_batch_potential
-
-    common = dict(
-        step_size=c.step_size,
-        adapt_mass_matrix=c.adapt_mass_matrix,
-        target_accept_prob=c.target_accept_prob,
-    )
-    if isinstance(c, HMCConfig):
-        kwargs = _hmc_kwargs(
-            model, validation.as_array("x", d.x), c.trajectory_length, c.step_size,
-            c.adapt_step_size, c.adapt_mass_matrix, c.target_accept_prob, c.max_num_steps,
-        )  # fmt: skip
-        kernel_cls: Any = HMC
-    else:
-        assert isinstance(c, NUTSConfig)
-        kwargs, kernel_cls = (
-            check_nuts_kwargs(dict(max_tree_depth=c.max_tree_depth, **common)),
-            NUTS,
-        )
-    pot = full_batch_potential(  # chains are vectorized (resume.py)
+def _mcmc_plan(model: BNN, d: Any, c: MCMCConfig, key: PRNGKey, placement: dict) -> tuple:
+    kernel_cls, kwargs = mcmc_kernel(model, d.x, c)
+    pot = full_batch_potential(  # chains are vectorized (checkpoint/segments.py)
         model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
-        chain_batching=c.chain_batching,
+        chain_batching=c.chain_batching, **placement,
     )  # fmt: skip
-    init_key, run_key = jax.random.split(key)  # as hmc() and nuts() split it
+    init_key, run_key = jax.random.split(key)  # as run_mcmc splits it
     chains = c.num_chains
     init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
     plan = MCMCPlan(
@@ -146,11 +140,8 @@ def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
     return plan, pot, init, run_key, {}
 
 
-def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey) -> tuple:
-    from bnn_ppl.inference.checkpoint.segments import MCMCPlan
-    from bnn_ppl.inference.fitting import _sgmcmc_setup
-
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key)
+def _sgmcmc_plan(model: BNN, d: Any, c: SGMCMCConfig, key: PRNGKey, placement: dict) -> tuple:
+    kernel, pot, init, run_key, extra = sgmcmc_setup(model, d.x, d.y, c, key, **placement)
     n = c.cycle_length
     plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("stats",))
     return plan, pot, init, run_key, extra
@@ -164,26 +155,17 @@ def fit_checkpointed(
     checkpoint_dir: str | os.PathLike,
     checkpoint_every: int,
     progress_every: int | None = None,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    dtype: Any = None,
 ) -> Posterior:
     """The Posterior :func:`~bnn_ppl.inference.fit` returns (data attached), run (or resumed)
     in ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
-    from bnn_ppl.inference.checkpoint.segments import run_segments
-    from bnn_ppl.inference.checkpoint.store import (
-        CheckpointStore,
-        recorded_chunk,
-        resume_chunk,
-        run_fingerprint,
-    )
-    from bnn_ppl.inference.fitting import sgmcmc_posterior
-    from bnn_ppl.inference.results import from_draws
-    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, stats_accuracy_summary
-    from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
-    from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
-
-    sg = isinstance(config, _SGMCMCConfig)
+    sg = isinstance(config, SGMCMCConfig)
     make = _sgmcmc_plan if sg else _mcmc_plan
     chosen, resumed = resume_chunk(config, checkpoint_dir)
-    plan, pot, init, run_key, extra = make(model, d, chosen, key)
+    placement = {"devices": devices, "dtype": dtype}
+    plan, pot, init, run_key, extra = make(model, d, chosen, key, placement)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     memory = recorded_chunk(pot, resumed)
     fingerprint = run_fingerprint(
@@ -219,8 +201,6 @@ def fit_checkpointed(
         accuracy = stats_accuracy_summary(kernel, stats) if stats else None
         post = sgmcmc_posterior(config, samples, extra | progress | {"accuracy": accuracy})
     else:
-        from bnn_ppl.diagnostics.chain_health import check_chains
-
         check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if stuck
         meta = {
             "num_warmup": plan.num_warmup,
@@ -236,8 +216,8 @@ def fit_checkpointed(
             config=meta | config.to_dict() | progress,
         )
     # the test predictions progress.jsonl computed, segment by segment, are not computed again
-    return post.with_data(
-        model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size,
+    return attach_data(
+        post, model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size,
         predictions=log.predictions_so_far(),
     )  # fmt: skip
 
@@ -339,8 +319,6 @@ class ProgressLog:
             self.write()
 
     def _add_segment(self, segment: int, arrays: dict[str, np.ndarray], seconds: Any) -> None:
-        from bnn_ppl.inference.results import NUMPYRO_STATS
-
         samples = {k[7:]: v for k, v in arrays.items() if k.startswith("sample/")}
         extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra/")}
         if self.cycle_length is not None:
@@ -351,7 +329,7 @@ class ProgressLog:
         self.draws += n
         self.stats.append({NUMPYRO_STATS[k]: v for k, v in extra.items() if k in _STATS})
         if self.x_test is not None and n > 0:
-            from bnn_ppl.pointwise import chain_predictions
+            from bnn_ppl.predictive import chain_predictions
 
             self.predictions.append(
                 chain_predictions(self.model, samples, self.x_test, chunk_size=self.chunk_size)
@@ -402,8 +380,6 @@ def _warmup_point(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
     """Warmup's line: ``draws`` 0, its ``iterations`` (per chain), the :func:`chain_point`
     statistics over them, and the adapted ``step_size`` (mean over chains; ``None`` for a
     kernel without one)."""
-    from bnn_ppl.inference.results import NUMPYRO_STATS
-
     stats = {NUMPYRO_STATS[k[6:]]: v for k, v in arrays.items() if k[6:] in _STATS}
     iterations, step_size = arrays.get("time/iterations"), arrays.get("state/step_size")
     return {

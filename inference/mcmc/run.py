@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +51,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from bnn_ppl import validation
+from bnn_ppl.config import HMCConfig, MCMCConfig, NUTSConfig
 from bnn_ppl.inference.mcmc.checks import (
     CHAIN_METHODS,
     CheckedMCMC,
@@ -78,6 +80,9 @@ __all__ = [
     "LeapfrogLimitWarning",
     "CHAIN_METHODS",
     "DEFAULT_EXTRA_FIELDS",
+    "hmc_kwargs",
+    "mcmc_kernel",
+    "run_mcmc",
 ]
 
 
@@ -114,7 +119,7 @@ QUARTER_PERIOD = 0.5 * math.pi
 (estimated) variances as inverse mass matrix, every Gaussian direction has period 2π."""
 
 
-def _hmc_kwargs(
+def hmc_kwargs(
     model: BNN,
     x: Any,
     trajectory_length: float | None,
@@ -173,7 +178,7 @@ def hmc_kernel(
     """
     check_potential(potential)
     x = np.zeros((1, *potential.data.x.shape[1:]), potential.data.x.dtype)  # shapes only
-    kwargs = _hmc_kwargs(
+    kwargs = hmc_kwargs(
         potential.model,
         x,
         trajectory_length,
@@ -224,6 +229,52 @@ def _run(
     adapted_hmc = kernel_cls is HMC and kernel_kwargs["adapt_step_size"]
     check_finished(mcmc, kernel_kwargs["max_num_steps"] if adapted_hmc else None)
     return mcmc
+
+
+def _deprecated(name: str, config: str) -> None:
+    warnings.warn(
+        f"bnn_ppl.inference.{name}() is deprecated; use bnn_ppl.fit(model, (x, y), "
+        f"{config}(...), rng_key) (devices= and dtype= are fit's keywords), or NumPyro's MCMC "
+        f"with bnn_ppl.inference.{name.upper()} on a full_batch_potential.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def mcmc_kernel(model: BNN, x: Any, c: MCMCConfig) -> tuple[type[HMC] | type[NUTS], dict[str, Any]]:
+    """The kernel class and its checked keywords for an :class:`~bnn_ppl.config.HMCConfig` or
+    :class:`~bnn_ppl.config.NUTSConfig` (``x``: the inputs, for HMC's default trajectory)."""
+    adapt, dense = c.mass_matrix != "identity", c.mass_matrix == "dense"
+    if isinstance(c, HMCConfig):
+        kwargs = hmc_kwargs(
+            model, validation.as_array("x", x) if c.trajectory_length is None else None,
+            c.trajectory_length, c.step_size, c.adapt_step_size, adapt, c.target_accept_prob,
+            c.max_num_steps, dense,
+        )  # fmt: skip
+        return HMC, kwargs
+    if not isinstance(c, NUTSConfig):
+        raise InputTypeError(f"config must be an HMCConfig or NUTSConfig, got {type(c).__name__}.")
+    common = dict(step_size=c.step_size, adapt_mass_matrix=adapt,
+                  target_accept_prob=c.target_accept_prob)  # fmt: skip
+    return NUTS, check_nuts_kwargs(
+        dict(max_tree_depth=c.max_tree_depth, **common) | ({"dense_mass": True} if dense else {})
+    )
+
+
+def run_mcmc(
+    model: BNN, x: Any, y: Any, c: MCMCConfig, rng_key: PRNGKey, *,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None,
+) -> MCMC:  # fmt: skip
+    """The finished ``MCMC`` of :func:`~bnn_ppl.inference.fit` for an HMC or NUTS config:
+    vectorized chains, :data:`DEFAULT_EXTRA_FIELDS`, every chain checked for not moving."""
+    _check_model(model)
+    kernel_cls, kernel_kwargs = mcmc_kernel(model, x, c)
+    return _run(
+        kernel_cls, kernel_kwargs, model, x, y, rng_key, devices, c.chunk_size, dtype,
+        c.chain_batching, num_warmup=c.num_warmup, num_samples=c.num_samples,
+        num_chains=c.num_chains, chain_method="vectorized", thinning=c.thinning,
+        init_method=c.init_method, progress_bar=False, extra_fields=DEFAULT_EXTRA_FIELDS,
+    )  # fmt: skip
 
 
 def _check_model(model: Any) -> BNN:
@@ -316,8 +367,9 @@ def hmc(
         ``arviz.from_numpyro`` work as usual. Its kernel is ``mcmc.sampler`` and the potential
         ``mcmc.sampler.potential``.
     """
+    _deprecated("hmc", "HMCConfig")
     _check_model(model)
-    kernel_kwargs = _hmc_kwargs(
+    kernel_kwargs = hmc_kwargs(
         model,
         validation.as_array("x", x) if trajectory_length is None else None,
         trajectory_length,
@@ -365,6 +417,7 @@ def nuts(
     As with :func:`hmc`, every argument is checked before anything compiles and every finished
     chain is checked for not moving.
     """
+    _deprecated("nuts", "NUTSConfig")
     _check_model(model)
     kernel_kwargs = check_nuts_kwargs(
         dict(

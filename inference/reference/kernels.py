@@ -46,7 +46,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics.chain_health import final_step_size
 from bnn_ppl.inference.mcmc.checks import warn_if_shortened
-from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, _hmc_kwargs
+from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, hmc_kwargs
 from bnn_ppl.inference.potential.bnn import FullBatchPotential
 from bnn_ppl.model import BNN
 
@@ -113,7 +113,7 @@ class HMCChains(ChainKernel):
 
     def build(self, model: BNN, x: Any, pot: FullBatchPotential) -> MCMCKernel:
         c = self.c
-        kwargs = _hmc_kwargs(
+        kwargs = hmc_kwargs(
             model, x, c.trajectory_length, c.step_size, True, c.mass_matrix != "identity",
             c.target_accept_prob, c.max_num_steps, c.mass_matrix == "dense",
         )  # fmt: skip

@@ -50,8 +50,8 @@ from numpyro.util import identity, is_prng_key
 from bnn_ppl import validation
 from bnn_ppl.flat_draws import grouped_flat_draws
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
+from bnn_ppl.inference.potential.minibatch import SCHEMES
 from bnn_ppl.inference.sgmcmc.gradients import (
-    SCHEMES,
     GradFn,
     GradientEstimator,
     full_batch_estimator,

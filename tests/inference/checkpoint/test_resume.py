@@ -24,8 +24,12 @@ from flax import nnx
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.inference import fit
-from bnn_ppl.inference.checkpoint.store import run_fingerprint
-from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore, record_checksum
+from bnn_ppl.inference.checkpoint.store import (
+    CheckpointError,
+    CheckpointStore,
+    record_checksum,
+    run_fingerprint,
+)
 from bnn_ppl.inference.potential.bnn import full_batch_potential
 from bnn_ppl.models import MLP, NnxMLP
 
@@ -528,7 +532,7 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path, monk
     time; a finished rerun changes nothing, or, with another progress_every, the spacing.
     Each segment's draws are predicted at x_test once, and the Posterior reuses those
     predictions: bit for bit those of one prediction call over all draws (what it held before)."""
-    from bnn_ppl import pointwise
+    from bnn_ppl import predictive as pointwise
     from bnn_ppl.runs.progress import running_metrics
 
     c = cfg.HMCConfig(num_warmup=5, num_samples=4, trajectory_length=0.3)
@@ -543,7 +547,7 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path, monk
     post = fit(_model(), data, c, jax.random.key(0), checkpoint_dir=tmp_path / "a", **every)
     assert calls == [(1, 2), (1, 2)]  # one call per segment, none for the Posterior
     monkeypatch.undo()
-    again = post.replace(predictions={}).with_data(_model(), *data)  # predicts all draws at once
+    again = pointwise.attach_data(post.replace(predictions={}), _model(), *data)  # predicts all draws at once
     for group in ("predictions", "log_likelihood", "observed"):
         want, got = getattr(again, group), getattr(post, group)
         assert set(got) == set(want), group

@@ -476,8 +476,7 @@ def test_the_fingerprint_records_chain_batching_only_when_forced():
     """At ``"auto"`` a run's fingerprint is the one written before ``chain_batching`` existed
     (the same fields and digest: old checkpoint folders resume); forced either way it is a
     field, so a resume with the other value is refused, naming it."""
-    from bnn_ppl.inference.checkpoint.store import check_same, run_fingerprint
-    from bnn_ppl.inference.checkpoint.store import CheckpointError
+    from bnn_ppl.inference.checkpoint.store import CheckpointError, check_same, run_fingerprint
 
     model, x, y = _mlp_problem()
     pot = full_batch_potential(model, x, y)

@@ -465,8 +465,7 @@ def test_a_model_potential_run_checkpoints_and_resumes_bit_for_bit(tmp_path):
     segments, stopped after the first and resumed, equals one MCMC.run draw for draw."""
     from bnn_ppl.inference import NUTS as PotentialNUTS
     from bnn_ppl.inference import MCMCPlan, run_segments
-    from bnn_ppl.inference.checkpoint.store import run_fingerprint
-    from bnn_ppl.inference.checkpoint.store import CheckpointStore
+    from bnn_ppl.inference.checkpoint.store import CheckpointStore, run_fingerprint
 
     data = {k: v for k, v in _data(n=20).items() if k in ("x", "y")}
     pot = model_potential(linreg_model, data=data, chunk_size=8)

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from scipy import signal, stats
 
-from bnn_ppl.inference.reference.stopping import project_convergence
-from bnn_ppl.inference.reference.stopping import check_convergence
+from bnn_ppl.inference.reference.stopping import check_convergence, project_convergence
 
 RHO = 0.9
 TAU = (1 + RHO) / (1 - RHO)  # 19

@@ -127,7 +127,7 @@ def test_independent_batches_and_their_noise_estimate_are_unbiased(batch_size):
 
 
 def test_rows_are_drawn_uniformly_with_replacement():
-    from bnn_ppl.inference.sgmcmc.gradients import independent_batch, independent_init
+    from bnn_ppl.inference.potential.minibatch import independent_batch, independent_init
 
     state, counts = independent_init(jax.random.key(0)), np.zeros(7)
     for _ in range(2000):
