@@ -43,6 +43,7 @@ from bnn_ppl import runs
 from bnn_ppl.config import Config
 from bnn_ppl.data import Dataset
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.fitting import fit
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -166,8 +167,6 @@ def fit_run(
         DivergedError: the fit's loss or draws became NaN/inf; ``metrics.json`` then records
             ``"status": "diverged"`` and the reason (:func:`bnn_ppl.runs.save_diverged`).
     """
-    from bnn_ppl.inference.fitting import fit
-
     if not isinstance(data, Dataset):
         raise InputTypeError(
             f"data must be a bp.data.Dataset (a run folder records its test set), got "

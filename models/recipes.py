@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bnn_ppl import likelihoods, priors
 from bnn_ppl.data import Dataset
 from bnn_ppl.model import BNN
 from bnn_ppl.models.mlp import MLP
@@ -62,7 +63,6 @@ def mlp_bnn(
     """
     import numpyro.distributions as dist
 
-    from bnn_ppl import likelihoods, priors
 
     if not isinstance(data, Dataset):
         raise InputTypeError(f"data must be a bp.data.Dataset, got {type(data).__name__}.")

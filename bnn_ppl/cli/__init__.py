@@ -58,15 +58,13 @@ import sys
 from collections.abc import Sequence
 
 import bnn_ppl as bp  # noqa: F401  (``cli.bp``: tests patch ``cli.bp.diagnostics`` through it)
-from bnn_ppl.cli.build import _inputs_for as _inputs_for
-from bnn_ppl.cli.build import build_model, choose_noise, load_data
+from bnn_ppl.cli.build import build_model, choose_noise, inputs_for, load_data
 from bnn_ppl.cli.feasible import (
     MAX_LEAPFROG_STEPS,
     MAX_LIKELIHOOD_SCALE,
     MEMORY_COPIES,
     check_feasible,
 )
-from bnn_ppl.cli.run import Fit
 from bnn_ppl.cli.settings import (
     CHAIN_METHODS,
     CLI_DEFAULTS,
@@ -84,6 +82,7 @@ from bnn_ppl.cli.settings import (
     TEMPER_MODES,
     ChainRunOptions,
     CLIError,
+    Fit,
     RunOptions,
     RunSettings,
     run_settings,
@@ -104,6 +103,7 @@ __all__ = [
     "RunSettings",
     "CLIError",
     "Fit",
+    "inputs_for",
     "PROG",
     "MODELS",
     "METHODS",
@@ -161,15 +161,14 @@ def _dispatch(args: list[str]) -> int:
         return 0 if rest else 2
     if command not in ("run", "evaluate", "compare"):
         raise CLIError(f"unknown command {command!r}; {PROG} takes run, evaluate or compare.")
-    from bnn_ppl.cli import parser  # tyro: only once a subcommand is parsed
-    from bnn_ppl.cli.evaluate import _cmd_compare, _cmd_evaluate
-    from bnn_ppl.cli.run import _cmd_run
+    # start-up time: tyro, JAX and the library load only once a subcommand is parsed
+    from bnn_ppl.cli import evaluate, parser, run
 
     if command == "run":
-        return _cmd_run(parser.parse_run(rest))
+        return run.cmd_run(parser.parse_run(rest))
     if command == "evaluate":
-        return _cmd_evaluate(parser.parse_evaluate(rest))
-    return _cmd_compare(parser.parse_compare(rest))
+        return evaluate.cmd_evaluate(parser.parse_evaluate(rest))
+    return evaluate.cmd_compare(parser.parse_compare(rest))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,9 +27,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl import runs
 from bnn_ppl.cli.console import printer, table, verdict
 from bnn_ppl.cli.settings import CLIError
+from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 from bnn_ppl.io import write_json
+from bnn_ppl.metrics.comparison import closeness
 from bnn_ppl.validation import InputError, InputValueError
 
 if TYPE_CHECKING:
@@ -78,7 +81,6 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
         fs = bp.diagnostics.convergence({"predictive": values})
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
-    from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 
     lags = laggards(values)  # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first
     return (
@@ -94,8 +96,6 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
 
 
 def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
-    from bnn_ppl import runs
-
     rows = [
         (
             f"BMA ({run.num_draws} draws)",
@@ -114,8 +114,8 @@ def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
     return rows
 
 
-def _cmd_evaluate(ns: EvaluateOptions) -> int:
-    from bnn_ppl import plots, runs
+def cmd_evaluate(ns: EvaluateOptions) -> int:
+    from bnn_ppl import plots  # start-up time: matplotlib loads for evaluate, not compare
 
     say = printer(ns.quiet)
     num_bins = ns.num_bins
@@ -203,9 +203,7 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
     return 0
 
 
-def _cmd_compare(ns: CompareOptions) -> int:
-    from bnn_ppl import runs
-    from bnn_ppl.metrics.comparison import closeness
+def cmd_compare(ns: CompareOptions) -> int:
 
     say = printer(ns.quiet)
     if len(ns.runs) < 2:

@@ -32,12 +32,13 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.build import _inputs_for, build_model, choose_noise, load_data
+from bnn_ppl import runs
+from bnn_ppl.cli.build import build_model, choose_noise, inputs_for, load_data
 from bnn_ppl.cli.console import printer, verdict
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
@@ -46,24 +47,20 @@ from bnn_ppl.cli.settings import (
     NOISE_DEFAULT,
     PROG,
     SGMCMC_METHODS,
+    Fit,
     RunOptions,
     RunSettings,
     parse_noise,
 )
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference import ReferenceNotConvergedWarning, chain_summary, fit
+from bnn_ppl.inference.run_folder import convergence_summary
 from bnn_ppl.io import write_json
 from bnn_ppl.validation import InputValueError
 
 # JAX and bnn_ppl.runs (which loads JAX) are imported inside the functions that use them, so that
 # importing this module (``bnn-ppl --help``) stays fast.
 
-
-class Fit(NamedTuple):
-    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (the run folder's files
-    are written from it by :func:`bnn_ppl.runs.save_posterior`) and a JSON-able summary."""
-
-    posterior: Any
-    summary: dict[str, Any]
 
 
 def _diverged(s: RunSettings, what: str, value: Any, index: Any) -> InputValueError:
@@ -82,8 +79,6 @@ def _flags_for_divergence(s: RunSettings) -> Iterator[None]:
     try:
         yield
     except DivergedError as e:
-        from bnn_ppl import runs
-
         err = _diverged(s, e.what, e.value, e.index)
         runs.save_diverged(s.options.out, s.method, str(err))  # not left looking unfinished
         raise err from None
@@ -94,8 +89,6 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
     import jax
 
-    from bnn_ppl import runs
-    from bnn_ppl.inference import chain_summary, fit
 
     if s.method == "reference_hmc":
         return _fit_reference(model, data, s)
@@ -141,9 +134,6 @@ def _fit_reference(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
 
     import jax
 
-    from bnn_ppl import runs
-    from bnn_ppl.inference import ReferenceNotConvergedWarning, chain_summary, fit
-    from bnn_ppl.inference.run_folder import convergence_summary
 
     say = printer(s.options.quiet)
     with warnings.catch_warnings(record=True) as caught:
@@ -214,13 +204,11 @@ def _metric_line(m: Mapping[str, float]) -> str:
     return "  ".join(f"{k} {v:.4f}" for k, v in m.items())
 
 
-def _cmd_run(s: RunSettings) -> int:
-    from bnn_ppl import runs
-
+def cmd_run(s: RunSettings) -> int:
     o = s.options
     say = printer(o.quiet)
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
-    data = _inputs_for(o.model, data)
+    data = inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:
         o = dataclasses.replace(o, noise=NOISE_DEFAULT)  # recorded: a resume must use the same
     config: Any = s.config

@@ -26,7 +26,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import bnn_ppl as bp
 from bnn_ppl import config as configs
@@ -304,3 +304,11 @@ def parse_noise(text: str) -> float | tuple[str, float] | str:
         )
     scale = validation.check_positive("--noise", value)
     return ("halfnormal", scale) if sep else scale
+
+
+class Fit(NamedTuple):
+    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (the run folder's files
+    are written from it by :func:`bnn_ppl.runs.save_posterior`) and a JSON-able summary."""
+
+    posterior: Any
+    summary: dict[str, Any]

@@ -56,7 +56,7 @@ from bnn_ppl.data.corruptions import (
     shifted_test_sets,
 )
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise, standardise_images
-from bnn_ppl.data.tfds_corrupted import CorruptedTestSets, load_corrupted
+from bnn_ppl.data.tfds import CorruptedTestSets, load_corrupted
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl.data.dataset import Dataset
+from bnn_ppl.data.tfds import load_corrupted
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["CORRUPTIONS", "IMAGE_FORMATS", "SEVERITIES", "corrupt", "corrupt_test_set"]
@@ -220,8 +221,6 @@ def shifted_test_sets(
         ([('clean', 0), ('contrast', 1), ('contrast', 5)], (10, 64))
     """
     if data.name == "cifar10":
-        from bnn_ppl.data.tfds_corrupted import load_corrupted
-
         sets: Any = load_corrupted(data, corruptions=kinds, severities=severities)
     else:
         sets = {(k, s): corrupt_test_set(data, k, s) for k in kinds for s in severities}

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from bnn_ppl import _imports, validation
+from bnn_ppl.diagnostics import rank as rank_diagnostics
 from bnn_ppl.diagnostics.chain_health import (
     ChainHealth,
     StuckChainWarning,
@@ -194,8 +195,6 @@ def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
         >>> rhat.shape, bool(np.all(rhat < 1.05)), bool(np.all(ess > 400))
         ((2,), True, True)
     """
-    from bnn_ppl.diagnostics import rank as rank_diagnostics
-
     return rank_diagnostics.rhat_bulk_ess(_chains_draws("values", values))
 
 
@@ -214,8 +213,6 @@ def unknown_as_failing(rhat: np.ndarray, ess: np.ndarray) -> tuple[np.ndarray, n
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
     """The figures of arrays already checked by :func:`_chains_draws`."""
-    from bnn_ppl.diagnostics import rank as rank_diagnostics
-
     az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():

@@ -39,6 +39,12 @@ from typing import Any
 
 import numpy as np
 
+from bnn_ppl.metrics.comparison import (
+    compare_to_reference,
+    noise_floor,
+    posterior_predictions,
+    single_draw_metrics,
+)
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -189,12 +195,6 @@ def sampler_table(
         gradients: sampler -> its work in full-batch gradients.
         reference: the reference sampler (a key of ``probs``).
     """
-    from bnn_ppl.metrics.comparison import (
-        compare_to_reference,
-        noise_floor,
-        single_draw_metrics,
-    )
-
     flat = {m: np.asarray(p).reshape(-1, *np.shape(p)[2:]) for m, p in probs.items()}
     task = "classification"
     results = compare_to_reference(flat, labels, task=task, reference=reference)
@@ -235,8 +235,6 @@ def posterior_sampler_table(
         >>> table["HMC"]["gradients"], table["SGLD"]["gradients"]
         (320.0, 20.0)
     """
-    from bnn_ppl.metrics.comparison import posterior_predictions
-
     if reference not in posteriors:
         raise InputValueError(f"reference {reference!r} is not one of {sorted(posteriors)}.")
     return sampler_table(

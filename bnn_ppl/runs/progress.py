@@ -39,6 +39,9 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl import validation
+from bnn_ppl.likelihoods import prediction_from_fields
+from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
+from bnn_ppl.metrics.suite import prefix_metrics
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.validation import InputTypeError
 
@@ -51,8 +54,6 @@ def _prefix_test_metrics(
     """The ``test_*`` metrics of the BMA of the first ``t`` draws per chain, for each ``t`` in
     ``points``, in one pass (:func:`bnn_ppl.metrics.suite.prefix_metrics`: no program is
     compiled per prefix length)."""
-    from bnn_ppl.likelihoods import prediction_from_fields
-    from bnn_ppl.metrics.suite import prefix_metrics
 
     task = "classification" if "probs" in predictions else "regression"
     pred = prediction_from_fields(dict(predictions))
@@ -134,8 +135,6 @@ def chain_points(
 
 
 def _posterior_gradients_per_draw(posterior: Posterior) -> float | None:
-    from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
-
     c, y = posterior.config, posterior.observed.get("y")
     if "n_steps" in posterior.sample_stats or "cycle_length" not in c or y is None:
         return None

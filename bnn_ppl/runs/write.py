@@ -91,6 +91,7 @@ from bnn_ppl.runs.config import (
     versions,
 )
 from bnn_ppl.runs.load import Run, check_comparable, dataset_name, load_run, method_name
+from bnn_ppl.runs.progress import running_metrics
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -216,7 +217,6 @@ def save_posterior(
             "the Posterior holds no test predictions and targets; fit it with test data "
             "(a Dataset, or (x, y, x_test, y_test)) or call bnn_ppl.predictive.attach_data(posterior, ...)."
         )
-    from bnn_ppl.runs.progress import running_metrics
 
     folder = os.fspath(folder)
     posterior.save(os.path.join(folder, POSTERIOR))  # before metrics.json, the commit record

@@ -62,7 +62,7 @@ from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
 from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
-from bnn_ppl.predictive import attach_data
+from bnn_ppl.predictive import attach_data, chain_predictions
 from bnn_ppl.runs.progress import chain_point, chain_points
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -322,15 +322,11 @@ class ProgressLog:
         samples = {k[7:]: v for k, v in arrays.items() if k.startswith("sample/")}
         extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra/")}
         if self.cycle_length is not None:
-            from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
-
             samples = keep_cycle_ends(samples, extra["i"], self.cycle_length)
         first, n = self.draws, next(iter(samples.values())).shape[1]
         self.draws += n
         self.stats.append({NUMPYRO_STATS[k]: v for k, v in extra.items() if k in _STATS})
         if self.x_test is not None and n > 0:
-            from bnn_ppl.predictive import chain_predictions
-
             self.predictions.append(
                 chain_predictions(self.model, samples, self.x_test, chunk_size=self.chunk_size)
             )

@@ -55,6 +55,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from bnn_ppl import validation
 from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore
 from bnn_ppl.inference.loop_reuse import ReusingMCMC
+from bnn_ppl.inference.results import flat_fields
 
 __all__ = [
     "MCMCPlan",
@@ -137,8 +138,6 @@ def state_from_arrays(arrays: dict[str, np.ndarray], template: Any, where: str) 
 
 # ------------------------------------------------------------------------------ running
 def _flat(extra: dict[str, Any]) -> dict[str, Any]:
-    from bnn_ppl.inference.results import flat_fields
-
     return flat_fields(extra)
 
 

@@ -51,6 +51,7 @@ import jax
 import numpy as np
 
 from bnn_ppl import io
+from bnn_ppl.inference.potential.bnn import MEMORY_RULES
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -473,8 +474,6 @@ def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, i
 def recorded_chunk(pot: Any, resumed: int | None) -> int | None:
     """The ``memory_chunk`` to fingerprint: the resumed run's, else the chunk of ``pot`` if
     a memory rule chose it (:data:`~bnn_ppl.inference.potential.bnn.MEMORY_RULES`), else ``None``."""
-    from bnn_ppl.inference.potential.bnn import MEMORY_RULES
-
     if resumed is not None:
         return resumed
     return pot.chunk_size if pot.chunk_rule in MEMORY_RULES else None

@@ -48,6 +48,7 @@ from bnn_ppl.diagnostics.chain_health import final_step_size
 from bnn_ppl.inference.mcmc.checks import warn_if_shortened
 from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, hmc_kwargs
 from bnn_ppl.inference.potential.bnn import FullBatchPotential
+from bnn_ppl.inference.reference.tempering import ParallelTempering
 from bnn_ppl.model import BNN
 
 __all__ = [
@@ -145,8 +146,6 @@ class TemperingChains(ChainKernel):
     name = "ParallelTempering"
 
     def build(self, model: BNN, x: Any, pot: FullBatchPotential) -> MCMCKernel:
-        from bnn_ppl.inference.reference.tempering import ParallelTempering
-
         c = self.c
         return ParallelTempering(
             pot, num_temperatures=c.num_temperatures, min_beta=c.min_beta,

@@ -115,12 +115,14 @@ from bnn_ppl.diagnostics.chain_levels import chain_levels, describe_levels
 from bnn_ppl.diagnostics.function_values import check_quantity, default_quantity, function_values
 from bnn_ppl.diagnostics.scale_levels import describe_scale_levels, scale_levels
 from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards
+from bnn_ppl.inference.checkpoint.fit import check_checkpoint_dir
 from bnn_ppl.inference.reference.chains import (
     Chains,
     health_record,
     segment_fits,
     segment_health,
 )
+from bnn_ppl.inference.reference.checkpoint import CheckpointedChains
 from bnn_ppl.inference.reference.stopping import (
     ConvergenceCheck,
     check_convergence,
@@ -299,16 +301,12 @@ def reference_hmc(
             f"print(check.describe())), got {type(on_check).__name__}."
         )
     if checkpoint_dir is not None:
-        from bnn_ppl.inference.checkpoint.fit import check_checkpoint_dir
-
         check_checkpoint_dir(checkpoint_dir)
 
     start = time.monotonic()
     if checkpoint_dir is None:
         chains = Chains(model, x, y, c, key)
     else:
-        from bnn_ppl.inference.reference.checkpoint import CheckpointedChains
-
         chains = CheckpointedChains(model, x, y, c, key, checkpoint_dir)
     deadline = None if c.max_seconds is None else start + c.max_seconds
     parts: list[Posterior] = []

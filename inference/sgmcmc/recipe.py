@@ -22,10 +22,10 @@ from bnn_ppl.inference.ensemble import map_estimate
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
 from bnn_ppl.inference.sgmcmc.atmc import ATMC
+from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples, cyclical_cosine
 from bnn_ppl.inference.sgmcmc.sghmc import SGHMC
 from bnn_ppl.inference.sgmcmc.sgld import SGLD
 from bnn_ppl.inference.sgmcmc.sgnht import SGNHT
-from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples, cyclical_cosine
 from bnn_ppl.inference.sgmcmc.step_size import gradient_scales, recommended_step_size
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
