@@ -2,8 +2,8 @@
 
 Every checkpoint segment of ``fit(..., checkpoint_dir=...)`` (and of the reference recipe) is a
 new ``MCMC.run``. Stock NumPyro 0.22 compiles its sampling loop again on every run
-(``inference/loop_reuse.py`` says why); the library's runs use
-:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`, whose repeated runs reuse it. This measures
+(``bnn_ppl/_compat.py`` says why); the library's runs use
+:class:`~bnn_ppl._compat.ReusingMCMC`, whose repeated runs reuse it. This measures
 the CPU seconds of one process per case (a fresh Python process each, no persistent
 compilation cache, cases interleaved over rounds):
 

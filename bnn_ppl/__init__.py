@@ -14,7 +14,7 @@ The data flow is the architecture, one module per stage::
 
 ``import bnn_ppl`` itself is cheap: each name is imported on first use, so JAX, NumPyro and
 Flax load with the first model or computation, ArviZ with the first diagnostic or ArviZ file
-(always after NumPyro: :mod:`bnn_ppl._imports`), and matplotlib only with ``bp.plots``.
+(always after NumPyro: :mod:`bnn_ppl._compat`), and matplotlib only with ``bp.plots``.
 
 Example:
     >>> import bnn_ppl as bp
@@ -30,7 +30,7 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from bnn_ppl import _imports
+from bnn_ppl import _compat
 
 __all__ = [
     "BNN",
@@ -96,8 +96,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __g
     from bnn_ppl.validation import InputError  # noqa: F401
 
 # an ArviZ imported before bnn_ppl may have left NumPyro as a lazy proxy; make it real before
-# any bnn_ppl module imports a NumPyro submodule (see bnn_ppl._imports)
-_imports.ensure_numpyro()
+# any bnn_ppl module imports a NumPyro submodule (see bnn_ppl._compat)
+_compat.ensure_numpyro()
 
 
 def __getattr__(name: str) -> Any:
@@ -107,9 +107,9 @@ def __getattr__(name: str) -> Any:
         module_name, attr = f"bnn_ppl.{name}", None  # any other submodule, e.g. ``bp.io``
     else:
         raise AttributeError(f"module 'bnn_ppl' has no attribute {name!r}")
-    _imports.ensure_numpyro()
+    _compat.ensure_numpyro()
     module = import_module(module_name)
-    _imports.rebind_numpyro_submodules()
+    _compat.rebind_numpyro_submodules()
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value
     return value

@@ -31,7 +31,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from bnn_ppl import _imports
+from bnn_ppl._compat import arviz
 from bnn_ppl.io import atomic_write
 from bnn_ppl.metrics import ReliabilityCurve
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -300,13 +300,13 @@ def _arviz_figure(plot: object) -> Figure:
 
 def trace_plot(idata: object, var_names: list[str] | None = None) -> Figure:
     """ArviZ's trace plot (``arviz.plot_trace_dist``) as a matplotlib figure."""
-    az = _imports.arviz()  # NumPyro before ArviZ; see bnn_ppl._imports
+    az = arviz()  # NumPyro before ArviZ; see bnn_ppl._compat
     return _arviz_figure(az.plot_trace_dist(idata, var_names=var_names, backend="matplotlib"))
 
 
 def rank_plot(idata: object, var_names: list[str] | None = None) -> Figure:
     """ArviZ's rank plot (``arviz.plot_rank``) as a matplotlib figure."""
-    az = _imports.arviz()
+    az = arviz()
     return _arviz_figure(az.plot_rank(idata, var_names=var_names, backend="matplotlib"))
 
 

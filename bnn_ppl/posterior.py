@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl import _imports
 from bnn_ppl import io as _io
+from bnn_ppl._compat import arviz
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["Posterior", "SAMPLE_STATS", "MARKOV_METHODS"]
@@ -237,7 +237,7 @@ class Posterior:
         are attributes of the root (``config`` as a JSON string)."""
         import xarray as xr
 
-        az = _imports.arviz()  # NumPyro before ArviZ; see bnn_ppl._imports
+        az = arviz()  # NumPyro before ArviZ; see bnn_ppl._compat
         groups: dict[str, dict[str, np.ndarray]] = {"posterior": dict(self.samples)}
         dims: dict[str, list[str]] = {}
         if self.sample_stats:

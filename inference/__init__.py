@@ -36,11 +36,11 @@
   results as a :class:`bnn_ppl.Posterior` (draws, sample statistics, ArviZ file).
 """
 
+from bnn_ppl._compat import ReusingMCMC
 from bnn_ppl.diagnostics.slow_values import Laggard, describe_laggards, laggards
 from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
 from bnn_ppl.inference.ensemble import MAPResult, deep_ensemble, map_estimate
 from bnn_ppl.inference.fitting import FitData, fit
-from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.inference.mcmc.run import HMC, NUTS, default_trajectory_length, hmc, nuts
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.potential.model_structure import DeterministicSiteWarning

@@ -161,14 +161,18 @@ def _dispatch(args: list[str]) -> int:
         return 0 if rest else 2
     if command not in ("run", "evaluate", "compare"):
         raise CLIError(f"unknown command {command!r}; {PROG} takes run, evaluate or compare.")
-    # start-up time: tyro, JAX and the library load only once a subcommand is parsed
-    from bnn_ppl.cli import evaluate, parser, run
+    from bnn_ppl.cli import parser  # start-up time: tyro only once a subcommand is parsed
+
+    parse = {"run": parser.parse_run, "evaluate": parser.parse_evaluate,
+             "compare": parser.parse_compare}[command]  # fmt: skip
+    options = parse(rest)  # (--help exits here)
+    from bnn_ppl.cli import evaluate, run  # start-up time: JAX only once options are parsed
 
     if command == "run":
-        return run.cmd_run(parser.parse_run(rest))
+        return run.cmd_run(options)
     if command == "evaluate":
-        return evaluate.cmd_evaluate(parser.parse_evaluate(rest))
-    return evaluate.cmd_compare(parser.parse_compare(rest))
+        return evaluate.cmd_evaluate(options)
+    return evaluate.cmd_compare(options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

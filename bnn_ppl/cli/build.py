@@ -87,7 +87,7 @@ def build_model(
     :func:`~bnn_ppl.cli.run_settings`) for ``data`` (whose inputs :func:`inputs_for` has
     prepared). With ``--noise heldout`` the fixed noise sd is ``noise_sd``, which the caller
     chooses first (:func:`choose_noise`); the model's sites do not depend on it."""
-    from bnn_ppl import models
+    from bnn_ppl import models  # start-up time: Flax loads only to build a network
 
     classification = data.task == "classification"
     out = data.num_classes if classification else 1
@@ -143,7 +143,7 @@ def choose_noise(options: RunOptions, data: bp.data.Dataset) -> Any:
     the data, the model and the seed only, so a resumed run chooses the same value."""
     import jax
 
-    from bnn_ppl.inference import heldout_noise
+    from bnn_ppl.inference import heldout_noise  # start-up time: JAX only when it runs
 
     if options.noise is None or parse_noise(options.noise) != HELDOUT:
         return None

@@ -113,7 +113,7 @@ def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_par
             "a smaller network."
         )
     if isinstance(c, configs.HMCConfig):
-        from bnn_ppl.inference import default_trajectory_length
+        from bnn_ppl.inference import default_trajectory_length  # start-up time: JAX only here
 
         length = c.trajectory_length
         default = length is None

@@ -35,7 +35,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl import _imports, validation
+from bnn_ppl import validation
+from bnn_ppl._compat import arviz
 from bnn_ppl.diagnostics import rank as rank_diagnostics
 from bnn_ppl.diagnostics.chain_health import (
     ChainHealth,
@@ -213,7 +214,7 @@ def unknown_as_failing(rhat: np.ndarray, ess: np.ndarray) -> tuple[np.ndarray, n
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
     """The figures of arrays already checked by :func:`_chains_draws`."""
-    az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
+    az = arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
         rhat[k], bulk[k] = rank_diagnostics.rhat_bulk_ess(a)
@@ -349,7 +350,7 @@ def to_inference_data(
     ``mean`` and ``scale`` with dims chain/draw/obs)."""
     import xarray as xr
 
-    idata = _imports.arviz().from_numpyro(mcmc)
+    idata = arviz().from_numpyro(mcmc)
     if model is None:
         return idata
     if x is None:

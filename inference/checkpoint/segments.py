@@ -26,7 +26,7 @@ state's tree structure comes from ``kernel.init`` (the public ``MCMCKernel`` met
 sets the kernel up for ``num_warmup`` as the first run did) at the plan's initial parameters.
 
 Chains are vectorized (``chain_method="vectorized"``). Each segment is a new ``MCMC.run`` of a
-:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`, so segments of one length run one compiled
+:class:`~bnn_ppl._compat.ReusingMCMC`, so segments of one length run one compiled
 loop (stock NumPyro 0.22 compiles it again on every run: see the README for the cost).
 
 Example:
@@ -53,8 +53,8 @@ from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 
 from bnn_ppl import validation
+from bnn_ppl._compat import ReusingMCMC
 from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore
-from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.inference.results import flat_fields
 
 __all__ = [

@@ -40,8 +40,8 @@ from numpyro.infer import MCMC
 from numpyro.infer.hmc import HMCState
 
 from bnn_ppl import diagnostics, validation
+from bnn_ppl._compat import ReusingMCMC
 from bnn_ppl.diagnostics.chain_health import check_chains, final_step_size, warn_if_stuck
-from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
@@ -301,7 +301,7 @@ class LeapfrogLimitWarning(UserWarning):
 class CheckedMCMC(ReusingMCMC):
     """``numpyro.infer.MCMC`` whose :meth:`print_summary` also says, per chain, whether the chain
     moved (:func:`bnn_ppl.diagnostics.sampler_summary`), and warns if one did not; a repeated
-    ``run`` reuses the compiled loop (:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`)."""
+    ``run`` reuses the compiled loop (:class:`~bnn_ppl._compat.ReusingMCMC`)."""
 
     def print_summary(self, prob: float = 0.9, exclude_deterministic: bool = True) -> None:
         super().print_summary(prob, exclude_deterministic)
