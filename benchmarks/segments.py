@@ -88,7 +88,8 @@ def _ref_case(case: str, quick: bool) -> float:
     from numpyro.infer import MCMC
 
     import bnn_ppl as bp
-    from bnn_ppl.inference import HMC, ReusingMCMC, full_batch_potential
+    from bnn_ppl.inference import HMC, full_batch_potential
+    from bnn_ppl.inference.checkpoint.segments import ReusingMCMC
     from bnn_ppl.models import MLP
 
     rng = np.random.default_rng(0)

@@ -14,7 +14,7 @@ record, so scripts, the examples and the command line compare methods through on
 The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
 cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
 recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
-``config["accuracy"]``, what :func:`~bnn_ppl.inference.accuracy_summary` finds. Given test
+``config["accuracy"]``, what :func:`~bnn_ppl.inference.sgmcmc.accuracy.accuracy_summary` finds. Given test
 inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
 training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
 ``az.loo``.

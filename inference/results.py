@@ -11,7 +11,7 @@
 * :func:`from_map` - :func:`~bnn_ppl.inference.map_estimate` (one chain, one draw) or
   :func:`~bnn_ppl.inference.deep_ensemble` (its members as chains, one draw each), with the loss
   curves and ``lp = -final_loss``.
-* :func:`as_posterior` - any of these by the result's type.
+
 
 Add the data groups (per-row log-likelihoods, predictions) with
 :func:`~bnn_ppl.predictive.attach_data`.
@@ -46,7 +46,6 @@ from bnn_ppl.validation import InputTypeError
 
 __all__ = [
     "NUMPYRO_STATS",
-    "as_posterior",
     "flat_fields",
     "from_draws",
     "from_map",
@@ -195,21 +194,4 @@ def from_map(
         {"lp": lp},
         config={**base, **dict(config or {})},
         trace={"loss": losses, "final_loss": final},
-    )
-
-
-def as_posterior(result: Any, **kwargs: Any) -> Posterior:
-    """:func:`from_mcmc`, :func:`from_svi` or :func:`from_map`, chosen by ``result``'s type;
-    ``kwargs`` go to that function (``from_svi`` needs ``rng_key`` and ``num_draws``)."""
-    if isinstance(result, MCMC):
-        return from_mcmc(result, **kwargs)
-    if isinstance(result, SVIResult):
-        return from_svi(result, **kwargs)
-    if isinstance(result, MAPResult):
-        return from_map(result, **kwargs)
-    if isinstance(result, Posterior):
-        return result
-    raise InputTypeError(
-        "result must be a numpyro.infer.MCMC, an SVIResult, a MAPResult or a Posterior, got "
-        f"{type(result).__name__}."
     )

@@ -151,7 +151,7 @@ def fit_run(
         split: the data set's split number, where it has several.
         extra: more JSON-able entries for ``metrics.json``; ``wall_time_s`` and ``summary``
             (``{"chains": chain_summary(posterior)}``, and for SG-MCMC ``"accuracy"``: the
-            :func:`~bnn_ppl.inference.accuracy_summary` of the run) are added.
+            :func:`~bnn_ppl.inference.sgmcmc.accuracy.accuracy_summary` of the run) are added.
         checkpoint_dir: passed to :func:`~bnn_ppl.inference.fit` (MCMC, SG-MCMC and reference
             runs): the fit commits its segments there and a rerun of the same call resumes
             from them; ``wall_time_s`` is then the resumed call's time.

@@ -15,9 +15,10 @@ from tolerances import assert_sums_close
 import bnn_ppl as bp
 from bnn_ppl.inference import (
     SGLD,
-    as_posterior,
     deep_ensemble,
+    from_map,
     from_mcmc,
+    from_svi,
     hmc,
     map_estimate,
     nuts,
@@ -184,16 +185,16 @@ def test_nuts_tree_depth(problem):
 def test_svi_map_ensemble_and_sgld(problem, tmp_path):
     model, x, y, xt, yt = problem
     svi = svi_mean_field(model, x, y, num_steps=30, rng_key=jax.random.key(0))
-    post = as_posterior(svi, rng_key=jax.random.key(1), num_draws=40)
+    post = from_svi(svi, jax.random.key(1), 40)
     assert post.method == "svi" and (post.num_chains, post.num_draws) == (1, 40)
     assert post.trace["loss"].shape == (30,) and post.config["num_draws"] == 40
 
-    mp = as_posterior(map_estimate(model, x, y, num_steps=20))
+    mp = from_map(map_estimate(model, x, y, num_steps=20))
     assert mp.method == "map" and (mp.num_chains, mp.num_draws) == (1, 1)
     assert mp.trace["loss"].shape == (1, 20) and mp.sample_stats["lp"].shape == (1, 1)
 
     ens = deep_ensemble(model, x, y, num_members=3, num_steps=20)
-    post = attach_data(as_posterior(ens), model, x, y, xt, yt)
+    post = attach_data(from_map(ens), model, x, y, xt, yt)
     assert post.method == "ensemble" and (post.num_chains, post.num_draws) == (3, 1)
     np.testing.assert_array_equal(
         post.samples["Dense_0.kernel"][:, 0], ens.params["Dense_0.kernel"]

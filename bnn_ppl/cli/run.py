@@ -53,8 +53,8 @@ from bnn_ppl.cli.settings import (
     parse_noise,
 )
 from bnn_ppl.divergence import DivergedError
-from bnn_ppl.inference import ReferenceNotConvergedWarning, chain_summary, fit
-from bnn_ppl.inference.run_folder import convergence_summary
+from bnn_ppl.inference import ReferenceNotConvergedWarning, fit
+from bnn_ppl.inference.run_folder import chain_summary, convergence_summary
 from bnn_ppl.io import write_json
 from bnn_ppl.validation import InputValueError
 

@@ -118,7 +118,8 @@ def accuracy_summary(mcmc: Any) -> dict[str, Any]:
     Example:
         >>> import jax, jax.numpy as jnp, warnings
         >>> from numpyro.infer import MCMC
-        >>> from bnn_ppl.inference import SGNHT, accuracy_summary
+        >>> from bnn_ppl.inference import SGNHT
+        >>> from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
         >>> mcmc = MCMC(SGNHT(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2), step_size=0.5),
         ...             num_warmup=10, num_samples=100, thinning=50, progress_bar=False)
         >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))

@@ -409,7 +409,7 @@ def tree_max(tree: PyTree) -> Array:
 # A cyclical SG-MCMC run keeps one draw per cycle, at the cycle's end, where the cosine step size
 # is near zero: the ``Info`` records of the kept draws show nothing of the large steps at each
 # cycle start, where the friction hits its cap or the Euler bias is largest. So each kernel's
-# state (:class:`~bnn_ppl.inference.SGMCMCState`) carries a :class:`StepStats`, updated by every
+# state (:class:`~bnn_ppl.inference.sgmcmc.kernel.SGMCMCState`) carries a :class:`StepStats`, updated by every
 # step after warmup (warmup steps are not counted): the number of steps, how many of them had a
 # gradient-noise share above the kernel's limit (``capped``: the friction was at its cap), and
 # per ``Info`` field the sum over steps (``total``), the sum of the field times the step size

@@ -214,7 +214,7 @@ def deterministic_model(x, y=None):
 
 def test_global_deterministic_sites_are_in_get_samples_and_the_others_named_once():
     from bnn_ppl.inference import NUTS as PotentialNUTS
-    from bnn_ppl.inference import DeterministicSiteWarning
+    from bnn_ppl.inference.potential.model_structure import DeterministicSiteWarning
 
     data = {k: v.astype(np.float32) for k, v in _data(n=20).items() if k in ("x", "y")}
     with pytest.warns(DeterministicSiteWarning) as caught:

@@ -38,16 +38,16 @@ from bnn_ppl.inference import (
     SGHMC,
     SGLD,
     SGNHT,
-    GradientScales,
     SGMCMCAccuracyWarning,
-    accuracy_summary,
     check_accuracy,
     full_batch_potential,
     gradient_estimator,
     gradient_scales,
     recommended_step_size,
 )
+from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
 from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
+from bnn_ppl.inference.sgmcmc.step_size import GradientScales
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
