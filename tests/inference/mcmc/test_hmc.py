@@ -172,7 +172,9 @@ def test_same_seed_same_samples_and_noise_prior_is_constrained():
 def test_hmc_argument_errors():
     x, y = data()
     model = linear_model()
-    with pytest.raises(ValueError, match="chain_method"):
+    with pytest.raises(ValueError, match="chain_method"), pytest.warns(
+        DeprecationWarning, match=r"hmc\(\) is deprecated; use bnn_ppl.fit"
+    ):
         hmc(model, x, y, chain_method="parallel")
     with pytest.raises(ValueError, match="trajectory_length"):
         hmc(model, x, y, trajectory_length=-1.0)
