@@ -1,21 +1,5 @@
 """bnn_ppl: Bayesian neural networks as NumPyro models.
 
-The data flow is the architecture, one module per stage::
-
-    data -> BNN (network + prior + likelihood + temperature) -> potential (sharded, chunked)
-         -> kernel (NumPyro HMC/NUTS) -> samples -> predict / bma -> metrics
-
-* :mod:`bnn_ppl.data` - embedded datasets (``bp.data.load("digits")``)
-* :mod:`bnn_ppl.priors`, :mod:`bnn_ppl.likelihoods`, :class:`bnn_ppl.BNN` - the model
-* :mod:`bnn_ppl.predictive` - ``bp.predict`` and ``bp.bma``
-* :mod:`bnn_ppl.metrics` - accuracy, NLL, calibration, agreement
-* ``bnn_ppl.models`` (architectures) and ``bnn_ppl.inference`` (potential, HMC) are
-  subpackages installed from the top-level ``models/`` and ``inference/`` folders.
-
-``import bnn_ppl`` itself is cheap: each name is imported on first use, so JAX, NumPyro and
-Flax load with the first model or computation, ArviZ with the first diagnostic or ArviZ file
-(always after NumPyro: :mod:`bnn_ppl._compat`), and matplotlib only with ``bp.plots``.
-
 Example:
     >>> import bnn_ppl as bp
     >>> from bnn_ppl.models import MLP
@@ -25,6 +9,24 @@ Example:
     >>> model.num_params(data.x_train)
     193
 """
+
+# Notes:
+#
+# The data flow is the architecture, one module per stage::
+#
+#     data -> BNN (network + prior + likelihood + temperature) -> potential (sharded, chunked)
+#          -> kernel (NumPyro HMC/NUTS) -> samples -> predict / bma -> metrics
+#
+# * :mod:`bnn_ppl.data` - embedded datasets (``bp.data.load("digits")``)
+# * :mod:`bnn_ppl.priors`, :mod:`bnn_ppl.likelihoods`, :class:`bnn_ppl.BNN` - the model
+# * :mod:`bnn_ppl.predictive` - ``bp.predict`` and ``bp.bma``
+# * :mod:`bnn_ppl.metrics` - accuracy, NLL, calibration, agreement
+# * ``bnn_ppl.models`` (architectures) and ``bnn_ppl.inference`` (potential, HMC) are
+#   subpackages installed from the top-level ``models/`` and ``inference/`` folders.
+#
+# ``import bnn_ppl`` itself is cheap: each name is imported on first use, so JAX, NumPyro and
+# Flax load with the first model or computation, ArviZ with the first diagnostic or ArviZ file
+# (always after NumPyro: :mod:`bnn_ppl._compat`), and matplotlib only with ``bp.plots``.
 
 from importlib import import_module
 from importlib.util import find_spec

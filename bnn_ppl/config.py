@@ -1,28 +1,17 @@
-"""Typed settings of every inference method: one small frozen dataclass per method.
+"""Typed settings of every inference method: one small frozen dataclass per method."""
 
-:func:`bnn_ppl.inference.fit` takes one of these and returns a :class:`~bnn_ppl.Posterior`
-whose ``config`` is :meth:`to_dict` of it, so a run is described by one JSON-able record and
-:func:`from_dict` rebuilds the dataclass from it. Every value is checked when the dataclass is
-built (an :class:`~bnn_ppl.InputError` naming the field), so a bad setting fails before anything
-is compiled. The module imports nothing heavy (no JAX), so a command line can build its options
-from these classes cheaply.
-
-One name per concept: ``num_samples`` (draws per chain, or cycles for SG-MCMC), ``num_steps``
-(optimiser steps), ``num_members`` (ensemble size), ``batch_size`` (minibatch rows; ``None`` is
-the full batch), ``chunk_size`` (rows per chunk of the full-batch potential).
-
-Example:
-    >>> from bnn_ppl.config import HMCConfig, from_dict
-    >>> c = HMCConfig(num_warmup=10, num_samples=20, num_chains=2)
-    >>> c.method, c.to_dict()["num_chains"]
-    ('hmc', 2)
-    >>> from_dict(c.to_dict()) == c
-    True
-    >>> HMCConfig(num_samples=0)
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: num_samples must be an int >= 1, got 0.
-"""
+# Notes:
+#
+# :func:`bnn_ppl.inference.fit` takes one of these and returns a :class:`~bnn_ppl.Posterior`
+# whose ``config`` is :meth:`to_dict` of it, so a run is described by one JSON-able record and
+# :func:`from_dict` rebuilds the dataclass from it. Every value is checked when the dataclass is
+# built (an :class:`~bnn_ppl.InputError` naming the field), so a bad setting fails before anything
+# is compiled. The module imports nothing heavy (no JAX), so a command line can build its options
+# from these classes cheaply.
+#
+# One name per concept: ``num_samples`` (draws per chain, or cycles for SG-MCMC), ``num_steps``
+# (optimiser steps), ``num_members`` (ensemble size), ``batch_size`` (minibatch rows; ``None`` is
+# the full batch), ``chunk_size`` (rows per chunk of the full-batch potential).
 
 from __future__ import annotations
 
@@ -155,7 +144,20 @@ class MCMCConfig(Config):
 @dataclass(frozen=True)
 class HMCConfig(MCMCConfig):
     """Full-batch HMC (:func:`bnn_ppl.inference.hmc`): ``trajectory_length=None`` is a quarter
-    period in the current metric; ``max_num_steps`` bounds the leapfrog steps."""
+    period in the current metric; ``max_num_steps`` bounds the leapfrog steps.
+
+    Example:
+        >>> from bnn_ppl.config import HMCConfig, from_dict
+        >>> c = HMCConfig(num_warmup=10, num_samples=20, num_chains=2)
+        >>> c.method, c.to_dict()["num_chains"]
+        ('hmc', 2)
+        >>> from_dict(c.to_dict()) == c
+        True
+        >>> HMCConfig(num_samples=0)
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: num_samples must be an int >= 1, got 0.
+    """
 
     method: ClassVar[str] = "hmc"
 

@@ -1,11 +1,5 @@
 """Files written atomically, read without pickle.
 
-Every file bnn_ppl writes goes through :func:`atomic_write`: the bytes go to a temporary file in
-the target's folder, are flushed and fsynced, and the temporary file is renamed over the target
-(``os.replace``, atomic on POSIX). A reader therefore sees the old file or the new one, never a
-partial one. Files get the permissions ``open()`` would give them (0666 less the umask), so a
-run folder on a shared filesystem is as readable as the user's other files.
-
 Example:
     >>> import os, tempfile
     >>> from bnn_ppl.io import write_json, read_json
@@ -13,20 +7,22 @@ Example:
     >>> write_json(path, {"accuracy": 0.97})
     >>> read_json(path)
     {'accuracy': 0.97}
-
-Arrays go to ``.npz`` files with :func:`save_npz` (atomic, no pickle, returns the SHA-256 of the
-bytes written) and come back with :func:`load_npz`, which never unpickles: an object array, a
-pickled file, a truncated or corrupted archive or a checksum mismatch is a ``ValueError`` naming
-the file and what is wrong with it.
-
-    >>> import numpy as np
-    >>> from bnn_ppl.io import save_npz, load_npz
-    >>> path = os.path.join(tempfile.mkdtemp(), "draws.npz")
-    >>> digest = save_npz(path, {"Dense_0.kernel": np.zeros((2, 3)), "step": np.int32(7)})
-    >>> arrays = load_npz(path, sha256=digest)
-    >>> sorted(arrays), arrays["Dense_0.kernel"].shape
-    (['Dense_0.kernel', 'step'], (2, 3))
 """
+
+# Notes:
+#
+# Arrays go to ``.npz`` files with :func:`save_npz` (atomic, no pickle, returns the SHA-256 of the
+# bytes written) and come back with :func:`load_npz`, which never unpickles: an object array, a
+# pickled file, a truncated or corrupted archive or a checksum mismatch is a ``ValueError`` naming
+# the file and what is wrong with it.
+#
+#     >>> import numpy as np
+#     >>> from bnn_ppl.io import save_npz, load_npz
+#     >>> path = os.path.join(tempfile.mkdtemp(), "draws.npz")
+#     >>> digest = save_npz(path, {"Dense_0.kernel": np.zeros((2, 3)), "step": np.int32(7)})
+#     >>> arrays = load_npz(path, sha256=digest)
+#     >>> sorted(arrays), arrays["Dense_0.kernel"].shape
+#     (['Dense_0.kernel', 'step'], (2, 3))
 
 from __future__ import annotations
 

@@ -1,21 +1,5 @@
 """The one result of every inference method: a :class:`Posterior`.
 
-HMC, NUTS, the SG-MCMC samplers, mean-field SVI, MAP and deep ensembles all end in the same
-record: constrained draws with ``(chain, draw)`` leading axes (an ensemble's members are its
-chains, one draw each; SVI's draws come from the fitted guide as one chain), per-draw sampler
-statistics under ArviZ's names, the configuration that produced them, and, when the data were
-given, the predictions at the test inputs and per-row log-likelihoods of the training and test
-targets. :meth:`Posterior.to_inference_data` turns it into an ArviZ ``DataTree`` (groups
-``posterior``, ``sample_stats``, ``observed_data``, ``predictions``, ``log_likelihood``), so
-``az.summary``, ``az.bfmi``, ``az.plot_energy``, ``az.loo(..., var_name="y")`` and
-``az.waic`` work; :meth:`Posterior.save` writes it as netCDF (``posterior.nc``, atomically) and
-:meth:`Posterior.load` reads it back. Nothing is pickled.
-
-Sample statistics use ArviZ's names: ``acceptance_rate``, ``diverging``, ``energy``,
-``step_size``, ``n_steps``, ``tree_depth`` and ``lp`` (the log density, minus the potential).
-Optimisation curves (SVI's negative ELBO, MAP and ensemble losses) are kept in ``trace`` and
-stored in a group of their own, ``optimization``.
-
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.posterior import Posterior
@@ -24,6 +8,24 @@ Example:
     >>> post.num_chains, post.num_draws, post.flat_samples()["w"].shape
     (2, 100, (200, 3))
 """
+
+# Notes:
+#
+# HMC, NUTS, the SG-MCMC samplers, mean-field SVI, MAP and deep ensembles all end in the same
+# record: constrained draws with ``(chain, draw)`` leading axes (an ensemble's members are its
+# chains, one draw each; SVI's draws come from the fitted guide as one chain), per-draw sampler
+# statistics under ArviZ's names, the configuration that produced them, and, when the data were
+# given, the predictions at the test inputs and per-row log-likelihoods of the training and test
+# targets. :meth:`Posterior.to_inference_data` turns it into an ArviZ ``DataTree`` (groups
+# ``posterior``, ``sample_stats``, ``observed_data``, ``predictions``, ``log_likelihood``), so
+# ``az.summary``, ``az.bfmi``, ``az.plot_energy``, ``az.loo(..., var_name="y")`` and
+# ``az.waic`` work; :meth:`Posterior.save` writes it as netCDF (``posterior.nc``, atomically) and
+# :meth:`Posterior.load` reads it back. Nothing is pickled.
+#
+# Sample statistics use ArviZ's names: ``acceptance_rate``, ``diverging``, ``energy``,
+# ``step_size``, ``n_steps``, ``tree_depth`` and ``lp`` (the log density, minus the potential).
+# Optimisation curves (SVI's negative ELBO, MAP and ensemble losses) are kept in ``trace`` and
+# stored in a group of their own, ``optimization``.
 
 from __future__ import annotations
 

@@ -1,23 +1,13 @@
-"""Posterior predictive: per-sample predictions, streamed, and their Bayesian model average.
+"""Posterior predictive: per-sample predictions, streamed, and their Bayesian model average."""
 
-:func:`predict` evaluates the network for every parameter draw in ``samples`` (as returned by
-``MCMC.get_samples()``, by the SVI guide or by an ensemble: a dict of site name -> array with a
-leading sample axis, or two leading axes ``(chains, samples)`` which are flattened). It maps over
-chunks of samples and of inputs, so no more than one chunk of activations is alive at a time;
-the result itself has one row per sample. :func:`bma`, their Bayesian model average, is
-:mod:`bnn_ppl.model_average`'s (re-exported here).
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> model = bp.BNN(MLP(hidden=(8,), out=3), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
-    >>> x = jnp.ones((10, 4))
-    >>> draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(jax.random.key(0), 5))
-    >>> probs = bp.predict(model, draws, x, chunk_size=4)
-    >>> probs.shape, bp.bma(probs).shape
-    ((5, 10, 3), (10, 3))
-"""
+# Notes:
+#
+# :func:`predict` evaluates the network for every parameter draw in ``samples`` (as returned by
+# ``MCMC.get_samples()``, by the SVI guide or by an ensemble: a dict of site name -> array with a
+# leading sample axis, or two leading axes ``(chains, samples)`` which are flattened). It maps over
+# chunks of samples and of inputs, so no more than one chunk of activations is alive at a time;
+# the result itself has one row per sample. :func:`bma`, their Bayesian model average, is
+# :mod:`bnn_ppl.model_average`'s (re-exported here).
 
 from __future__ import annotations
 
@@ -135,6 +125,17 @@ def predict(
         ``scale`` have shape ``(num_samples, n)`` (or ``(num_samples, n, d)``); likewise a
         ``StudentTPrediction`` or ``PoissonPrediction``. Given a Posterior, the leading axis
         is ``(chain, draw)`` instead.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> model = bp.BNN(MLP(hidden=(8,), out=3), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
+        >>> x = jnp.ones((10, 4))
+        >>> draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(jax.random.key(0), 5))
+        >>> probs = bp.predict(model, draws, x, chunk_size=4)
+        >>> probs.shape, bp.bma(probs).shape
+        ((5, 10, 3), (10, 3))
     """
     lead = None
     if isinstance(samples, Posterior):

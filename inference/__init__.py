@@ -10,7 +10,9 @@ potential. Everything else lives in the concept subpackages: ``potential``, ``mc
 from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
 from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.fitting import FitData, fit
-from bnn_ppl.inference.mcmc.run import HMC, NUTS, default_trajectory_length, hmc, nuts
+from bnn_ppl.inference.mcmc.run import HMC, NUTS, default_trajectory_length
+from bnn_ppl.inference.mcmc.run import hmc as hmc  # deprecated
+from bnn_ppl.inference.mcmc.run import nuts as nuts  # deprecated
 from bnn_ppl.inference.potential import distributed
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.potential.numpyro_model import ModelData, ModelPotential, model_potential

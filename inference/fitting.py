@@ -1,37 +1,25 @@
-"""One driver from a model and data to a :class:`~bnn_ppl.Posterior`: :func:`fit`.
+"""One driver from a model and data to a :class:`~bnn_ppl.Posterior`: :func:`fit`."""
 
-(The module is ``fitting`` so that the function ``fit`` never shadows a module name.)
-
-Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends in the same
-record, so scripts, the examples and the command line compare methods through one path::
-
-    HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
-    ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
-    SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
-    SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
-    MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
-
-The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
-cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
-recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
-``config["accuracy"]``, what :func:`~bnn_ppl.inference.sgmcmc.accuracy.accuracy_summary` finds. Given test
-inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
-training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
-``az.loo``.
-
-Example:
-    >>> import jax, numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import MAPConfig
-    >>> from bnn_ppl.inference import fit
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
-    >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
-    ...            jax.random.key(0))
-    >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape
-    ('map', 1, 1, (1, 1, 20))
-"""
+# Notes:
+#
+# (The module is ``fitting`` so that the function ``fit`` never shadows a module name.)
+#
+# Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends in the same
+# record, so scripts, the examples and the command line compare methods through one path::
+#
+#     HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
+#     ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
+#     SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
+#     SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
+#     MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
+#
+# The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
+# cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
+# recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
+# ``config["accuracy"]``, what :func:`~bnn_ppl.inference.sgmcmc.accuracy.accuracy_summary` finds. Given test
+# inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
+# training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
+# ``az.loo``.
 
 from __future__ import annotations
 
@@ -260,6 +248,19 @@ def fit(
     Raises:
         TypeError: ``config`` is not a config dataclass, ``data`` of the wrong kind.
         ValueError: bad data (see the methods), or a run whose draws are not finite.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import MAPConfig
+        >>> from bnn_ppl.inference import fit
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+        >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
+        ...            jax.random.key(0))
+        >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape
+        ('map', 1, 1, (1, 1, 20))
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bp.BNN, got {type(model).__name__}.")

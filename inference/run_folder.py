@@ -1,33 +1,19 @@
-"""Fit into a run folder: claim the folder, :func:`~bnn_ppl.inference.fit`, write the results.
+"""Fit into a run folder: claim the folder, :func:`~bnn_ppl.inference.fit`, write the results."""
 
-What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a
-script: :func:`fit_run` claims ``folder`` for the run's configuration (the data set's name, the
-method's config, the seed, the caller's model options and the data's fingerprint) before
-anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
-(:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
-per-chain sampler summary (:func:`chain_summary`) and, for a reference run
-(:class:`~bnn_ppl.config.ReferenceHMCConfig`), its convergence figures
-(:func:`convergence_summary`, printed as a table row by :func:`convergence_cells`); a fit
-that diverges leaves a ``metrics.json`` saying so (``"status": "diverged"`` and the reason)
-and its error propagates.
-The examples write one folder per fitted method or setting this way, so every number they print
-can be recomputed from a folder.
-
-Example:
-    >>> import os, tempfile
-    >>> import jax
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import MAPConfig
-    >>> from bnn_ppl.inference import fit_run
-    >>> from bnn_ppl.models import MLP
-    >>> data = bp.data.load("gap1d", num_train=20)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> folder = os.path.join(tempfile.mkdtemp(), "map")
-    >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
-    ...                        options={"width": 0})
-    >>> sorted(record["metrics"]), record["method"], bp.runs.load_run(folder).num_draws
-    (['nll', 'rmse'], 'map', 1)
-"""
+# Notes:
+#
+# What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a
+# script: :func:`fit_run` claims ``folder`` for the run's configuration (the data set's name, the
+# method's config, the seed, the caller's model options and the data's fingerprint) before
+# anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
+# (:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
+# per-chain sampler summary (:func:`chain_summary`) and, for a reference run
+# (:class:`~bnn_ppl.config.ReferenceHMCConfig`), its convergence figures
+# (:func:`convergence_summary`, printed as a table row by :func:`convergence_cells`); a fit
+# that diverges leaves a ``metrics.json`` saying so (``"status": "diverged"`` and the reason)
+# and its error propagates.
+# The examples write one folder per fitted method or setting this way, so every number they print
+# can be recomputed from a folder.
 
 from __future__ import annotations
 
@@ -166,6 +152,21 @@ def fit_run(
             :func:`~bnn_ppl.inference.fit` refuses.
         DivergedError: the fit's loss or draws became NaN/inf; ``metrics.json`` then records
             ``"status": "diverged"`` and the reason (:func:`bnn_ppl.runs.save_diverged`).
+
+    Example:
+        >>> import os, tempfile
+        >>> import jax
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import MAPConfig
+        >>> from bnn_ppl.inference import fit_run
+        >>> from bnn_ppl.models import MLP
+        >>> data = bp.data.load("gap1d", num_train=20)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> folder = os.path.join(tempfile.mkdtemp(), "map")
+        >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
+        ...                        options={"width": 0})
+        >>> sorted(record["metrics"]), record["method"], bp.runs.load_run(folder).num_draws
+        (['nll', 'rmse'], 'map', 1)
     """
     if not isinstance(data, Dataset):
         raise InputTypeError(

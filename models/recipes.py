@@ -1,11 +1,6 @@
 """The BNN of the papers' small experiments: an MLP with one hidden layer, an isotropic prior,
 and the likelihood its data set's task calls for.
 
-Izmailov et al. (2021) and the examples fit this model over and over: ``MLP(hidden=(width,))``
-with a Normal prior; a categorical likelihood for classification, or for regression a Gaussian
-whose noise sd has a HalfNormal prior (in standardised target units). :func:`mlp_bnn` builds it
-from plain values (never a script's flags).
-
 Example:
     >>> import bnn_ppl as bp
     >>> from bnn_ppl.models import mlp_bnn
@@ -13,6 +8,13 @@ Example:
     >>> type(model.likelihood).__name__, model.num_params(bp.data.load("digits").x_train[:1])
     ('Categorical', 610)
 """
+
+# Notes:
+#
+# Izmailov et al. (2021) and the examples fit this model over and over: ``MLP(hidden=(width,))``
+# with a Normal prior; a categorical likelihood for classification, or for regression a Gaussian
+# whose noise sd has a HalfNormal prior (in standardised target units). :func:`mlp_bnn` builds it
+# from plain values (never a script's flags).
 
 from __future__ import annotations
 

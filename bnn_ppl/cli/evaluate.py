@@ -1,23 +1,25 @@
 """``bnn-ppl evaluate`` and ``bnn-ppl compare``: read run folders back and tabulate them.
 
-``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
-weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
-1.01 or bulk ESS >= 400 with the chain furthest from the others on them
-(:mod:`bnn_ppl.diagnostics.slow_values`), and writes ``reliability.png``,
-``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
-first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
-regression).
-
-::
-
-    bnn-ppl evaluate runs/hmc            # metrics table, R-hat, reliability.png, rhat.png
-    bnn-ppl compare runs/hmc runs/ens    # agreement and total variation with the first run
-
 Example:
     >>> from bnn_ppl.cli import main
     >>> main(["compare", "runs/hmc"])  # one folder: nothing to compare
     2
 """
+
+# Notes:
+#
+# ``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
+# weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
+# 1.01 or bulk ESS >= 400 with the chain furthest from the others on them
+# (:mod:`bnn_ppl.diagnostics.slow_values`), and writes ``reliability.png``,
+# ``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
+# first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
+# regression).
+#
+# ::
+#
+#     bnn-ppl evaluate runs/hmc            # metrics table, R-hat, reliability.png, rhat.png
+#     bnn-ppl compare runs/hmc runs/ens    # agreement and total variation with the first run
 
 from __future__ import annotations
 

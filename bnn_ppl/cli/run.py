@@ -1,28 +1,31 @@
 """``bnn-ppl run METHOD``: fit a BNN with one method and write the run folder.
 
-The options are parsed and checked (:mod:`bnn_ppl.cli.parser`,
-:func:`~bnn_ppl.cli.run_settings`), the data and model built (:mod:`bnn_ppl.cli.build`) and
-checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run folder is
-claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
-:mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
-``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
-run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly
-(reference_hmc always commits its segments there, and a rerun may raise its budget:
-:data:`~bnn_ppl.cli.settings.BUDGET_FIELDS`);
-``--progress-every k`` adds a line to ``<out>/checkpoints/progress.jsonl`` every k draws (a
-resume may change it: it only respaces that file).
-
-::
-
-    bnn-ppl run hmc --model mlp --dataset digits --prior normal:0.3 --out runs/hmc
-
 Example:
     >>> from bnn_ppl import cli
     >>> s = cli.run_settings("ensemble", cli.RunOptions(out="runs/ens"), {"num_members": 3})
     >>> s.config
     EnsembleConfig(chunk_size=None, init_method='prior', chain_batching='auto', num_steps=1000, \
-learning_rate=0.01, batch_size=None, num_members=3)
 """
+
+# Notes:
+#
+# The options are parsed and checked (:mod:`bnn_ppl.cli.parser`,
+# :func:`~bnn_ppl.cli.run_settings`), the data and model built (:mod:`bnn_ppl.cli.build`) and
+# checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run folder is
+# claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
+# :mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
+# ``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
+# run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly
+# (reference_hmc always commits its segments there, and a rerun may raise its budget:
+# :data:`~bnn_ppl.cli.settings.BUDGET_FIELDS`);
+# ``--progress-every k`` adds a line to ``<out>/checkpoints/progress.jsonl`` every k draws (a
+# resume may change it: it only respaces that file).
+#
+# ::
+#
+#     bnn-ppl run hmc --model mlp --dataset digits --prior normal:0.3 --out runs/hmc
+#
+# learning_rate=0.01, batch_size=None, num_members=3)
 
 from __future__ import annotations
 

@@ -1,42 +1,44 @@
 """tensorflow-datasets loaders, read through ``tfds.data_source`` (random access, no TensorFlow).
 
-================  =======================  ==============  ========
-name              x                        classes         split
-================  =======================  ==============  ========
-``mnist``         ``(n, 28, 28, 1)``       10              60k/10k
-``fashion_mnist`` ``(n, 28, 28, 1)``       10              60k/10k
-``cifar10``       ``(n, 32, 32, 3)``       10              50k/10k
-``cifar100``      ``(n, 32, 32, 3)``       100 (fine)      50k/10k
-``imdb_reviews``  ``(n, max_len)`` int32   2               25k/25k
-================  =======================  ==============  ========
-
-Images are float32, standardised per channel with the training mean and std (in pixel units,
-0-255); there is no data augmentation (augmentation is what creates the cold-posterior effect,
-Izmailov et al. 2021). ``imdb_reviews`` is tokenised with a vocabulary of the ``vocab_size``
-most frequent training tokens and padded to ``max_len`` (:mod:`bnn_ppl.data.text`).
-:func:`~bnn_ppl.data.tfds.load_corrupted` gives ``cifar10_corrupted`` (19
-corruptions x 5 severities) on the standardisation of a clean ``cifar10``
-:class:`~bnn_ppl.data.Dataset`.
-
-**Never downloads, never hangs.** tfds retries a download for minutes before giving up when
-there is no network. So before anything that could download, the prepared variant directory
-(``<root>/<name>[/<config>]/<version>/dataset_info.json``) is looked for under the
-``data_dir`` argument, ``$TFDS_DATA_DIR`` and ``~/tensorflow_datasets``, in that order, and the
-data are opened from the first root that has it with ``download=False``. When none has it, tfds
-is still asked to open it with ``download=False`` (it may serve data sets we cannot see on
-disk, such as those of ``tfds.testing.mock_data``); if it cannot, a
-:class:`~bnn_ppl.data.DataNotFoundError` says which data set is missing, where it looked, and
-the command that prepares it on a machine with network access. That takes well under a second.
-
-tensorflow-datasets is an optional dependency (``pip install "bnn_ppl[tfds]"``), imported only
-when one of these loaders runs.
-
 Example:
     >>> import bnn_ppl as bp
     >>> data = bp.data.load("cifar10", data_dir="~/tensorflow_datasets")  # doctest: +SKIP
     >>> data.x_train.shape, data.num_classes  # doctest: +SKIP
     ((50000, 32, 32, 3), 10)
 """
+
+# Notes:
+#
+# ================  =======================  ==============  ========
+# name              x                        classes         split
+# ================  =======================  ==============  ========
+# ``mnist``         ``(n, 28, 28, 1)``       10              60k/10k
+# ``fashion_mnist`` ``(n, 28, 28, 1)``       10              60k/10k
+# ``cifar10``       ``(n, 32, 32, 3)``       10              50k/10k
+# ``cifar100``      ``(n, 32, 32, 3)``       100 (fine)      50k/10k
+# ``imdb_reviews``  ``(n, max_len)`` int32   2               25k/25k
+# ================  =======================  ==============  ========
+#
+# Images are float32, standardised per channel with the training mean and std (in pixel units,
+# 0-255); there is no data augmentation (augmentation is what creates the cold-posterior effect,
+# Izmailov et al. 2021). ``imdb_reviews`` is tokenised with a vocabulary of the ``vocab_size``
+# most frequent training tokens and padded to ``max_len`` (:mod:`bnn_ppl.data.text`).
+# :func:`~bnn_ppl.data.tfds.load_corrupted` gives ``cifar10_corrupted`` (19
+# corruptions x 5 severities) on the standardisation of a clean ``cifar10``
+# :class:`~bnn_ppl.data.Dataset`.
+#
+# **Never downloads, never hangs.** tfds retries a download for minutes before giving up when
+# there is no network. So before anything that could download, the prepared variant directory
+# (``<root>/<name>[/<config>]/<version>/dataset_info.json``) is looked for under the
+# ``data_dir`` argument, ``$TFDS_DATA_DIR`` and ``~/tensorflow_datasets``, in that order, and the
+# data are opened from the first root that has it with ``download=False``. When none has it, tfds
+# is still asked to open it with ``download=False`` (it may serve data sets we cannot see on
+# disk, such as those of ``tfds.testing.mock_data``); if it cannot, a
+# :class:`~bnn_ppl.data.DataNotFoundError` says which data set is missing, where it looked, and
+# the command that prepares it on a machine with network access. That takes well under a second.
+#
+# tensorflow-datasets is an optional dependency (``pip install "bnn_ppl[tfds]"``), imported only
+# when one of these loaders runs.
 
 from __future__ import annotations
 

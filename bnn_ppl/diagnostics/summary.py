@@ -1,23 +1,5 @@
 """Convergence diagnostics in weight space and in function space, side by side.
 
-Izmailov et al. (2021) judged HMC's convergence with R-hat ≤ 1.1 on the *predictions*; Vehtari
-et al. (2021) recommend rank-normalised split R-hat ≤ 1.01; and in *weight* space R-hat of a
-neural network is poor almost by construction (permutation symmetry: chains that settle in
-equivalent modes disagree on every weight while agreeing on every prediction). This module
-computes both, through ArviZ (rank-normalised split R-hat, bulk and tail ESS), so users can see
-the two side by side:
-
-* :func:`weight_space` - every parameter of every site,
-* :func:`function_space` - the predictive probabilities (classification) or predictive means
-  (regression) at given inputs, computed over chunks of inputs,
-* :func:`sampler_summary` - per chain: whether it moved at all (:func:`check_chains`: a frozen
-  or stuck chain is a :class:`StuckChainWarning`, never a success), acceptance, divergences,
-  step size and leapfrog steps,
-* :func:`to_inference_data` - ArviZ's ``from_numpyro`` plus a ``function_space`` group.
-
-Samples must keep their chains apart: ``mcmc.get_samples(group_by_chain=True)``, i.e. every
-array is ``(chains, draws, *shape)``.
-
 Example:
     >>> import numpy as np
     >>> import bnn_ppl as bp
@@ -27,6 +9,26 @@ Example:
     >>> bool(s.rhat["w"].max() < 1.01), s.fraction_above(1.1)
     (True, 0.0)
 """
+
+# Notes:
+#
+# Izmailov et al. (2021) judged HMC's convergence with R-hat ≤ 1.1 on the *predictions*; Vehtari
+# et al. (2021) recommend rank-normalised split R-hat ≤ 1.01; and in *weight* space R-hat of a
+# neural network is poor almost by construction (permutation symmetry: chains that settle in
+# equivalent modes disagree on every weight while agreeing on every prediction). This module
+# computes both, through ArviZ (rank-normalised split R-hat, bulk and tail ESS), so users can see
+# the two side by side:
+#
+# * :func:`weight_space` - every parameter of every site,
+# * :func:`function_space` - the predictive probabilities (classification) or predictive means
+#   (regression) at given inputs, computed over chunks of inputs,
+# * :func:`sampler_summary` - per chain: whether it moved at all (:func:`check_chains`: a frozen
+#   or stuck chain is a :class:`StuckChainWarning`, never a success), acceptance, divergences,
+#   step size and leapfrog steps,
+# * :func:`to_inference_data` - ArviZ's ``from_numpyro`` plus a ``function_space`` group.
+#
+# Samples must keep their chains apart: ``mcmc.get_samples(group_by_chain=True)``, i.e. every
+# array is ``(chains, draws, *shape)``.
 
 from __future__ import annotations
 

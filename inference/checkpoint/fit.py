@@ -1,31 +1,18 @@
 """:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``: MCMC and SG-MCMC runs that survive
 a kill.
-
-The method's config becomes an :class:`~bnn_ppl.inference.checkpoint.segments.MCMCPlan` with the same
-kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.fit` uses, and
-:func:`~bnn_ppl.inference.checkpoint.segments.run_segments` runs it in a
-:class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` keyed by the run's fingerprint
-(:mod:`bnn_ppl.inference.checkpoint.store`): a rerun with the same arguments resumes after the
-newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
-config, data, seed or network is refused naming the differing field. The folder also holds
-``progress.jsonl``: warmup's cost, then the running metrics after each segment, or every
-``progress_every`` draws (:mod:`~bnn_ppl.inference.checkpoint.fit`).
-
-Example:
-    >>> import jax, numpy as np, tempfile
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import HMCConfig
-    >>> from bnn_ppl.inference import fit
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
-    >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=50, num_samples=10)
-    >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
-    ...            checkpoint_dir=folder, checkpoint_every=5)
-    >>> again = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0), checkpoint_dir=folder)
-    >>> bool(np.array_equal(post.samples["Dense_0.kernel"], again.samples["Dense_0.kernel"]))
-    True
 """
+
+# Notes:
+#
+# The method's config becomes an :class:`~bnn_ppl.inference.checkpoint.segments.MCMCPlan` with the same
+# kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.fit` uses, and
+# :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` runs it in a
+# :class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` keyed by the run's fingerprint
+# (:mod:`bnn_ppl.inference.checkpoint.store`): a rerun with the same arguments resumes after the
+# newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
+# config, data, seed or network is refused naming the differing field. The folder also holds
+# ``progress.jsonl``: warmup's cost, then the running metrics after each segment, or every
+# ``progress_every`` draws (:mod:`~bnn_ppl.inference.checkpoint.fit`).
 
 from __future__ import annotations
 
@@ -77,7 +64,23 @@ __all__ = [
 
 
 def check_checkpoint_dir(checkpoint_dir: Any) -> None:
-    """A folder path (it may not exist yet), not a file; else an InputError naming it."""
+    """A folder path (it may not exist yet), not a file; else an InputError naming it.
+
+    Example:
+        >>> import jax, numpy as np, tempfile
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import HMCConfig
+        >>> from bnn_ppl.inference import fit
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+        >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=50, num_samples=10)
+        >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
+        ...            checkpoint_dir=folder, checkpoint_every=5)
+        >>> again = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0), checkpoint_dir=folder)
+        >>> bool(np.array_equal(post.samples["Dense_0.kernel"], again.samples["Dense_0.kernel"]))
+        True
+    """
     if not isinstance(checkpoint_dir, str | os.PathLike):
         raise InputTypeError(
             f"checkpoint_dir must be a folder path, got {type(checkpoint_dir).__name__}."

@@ -1,30 +1,5 @@
 """A checkpoint folder whose every file is verified before it is trusted.
 
-:class:`CheckpointStore` is where :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` keeps a run:
-
-* ``run.json`` - the run's fingerprint (:mod:`bnn_ppl.inference.checkpoint.store`), written once;
-* ``state_NNNNNN.npz`` - the sampler state after segment ``N`` (segment 0 is warmup);
-* ``draws_NNNNNN.npz`` - the draws and extra fields of sampling segment ``N`` (``N >= 1``);
-  ``draws_000000.npz``, if warmup committed one, holds warmup's statistics (its wall time,
-  per-iteration fields such as leapfrog steps, the adapted step size);
-* ``record_NNNNNN.json`` - the commit record of segment ``N``, written last: the SHA-256 of the
-  state file and of *every* draws file of segments ``1..N``, the draws per segment, and a
-  SHA-256 of the record itself (``"checksum"``, over its other fields).
-
-Guarantees (each one is tested in ``tests/test_resume.py``):
-
-* **Verified reads.** :meth:`CheckpointStore.latest` checks a record's own checksum, its name
-  against its segment number, its fingerprint digest against ``run.json``'s, and the SHA-256 of
-  every file it names; a record that fails any check, and every newer one, is *moved aside*
-  into ``aside/`` with the damaged files (never deleted, never overwritten), and the newest
-  intact record is used: a resume redoes the lost segments, which are bit-exact.
-* **No short run.** A record counts the draws of every segment; a finished run is one whose
-  record holds every requested draw, and it is read from all its draws files, each verified.
-* **One writer.** An exclusive ``flock`` on ``lock`` (released by the kernel when the process
-  dies, also by SIGKILL): a second process on the same folder gets a clear error.
-* **Atomic files.** Every file goes through :mod:`bnn_ppl.io`; temporary files a killed process
-  left behind are removed when the folder is opened (under the lock).
-
 Example:
     >>> import tempfile, numpy as np
     >>> store = CheckpointStore(tempfile.mkdtemp(), {"digest": "abc"})
@@ -33,6 +8,33 @@ Example:
     ...     store.latest().segment
     0
 """
+
+# Notes:
+#
+# :class:`CheckpointStore` is where :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` keeps a run:
+#
+# * ``run.json`` - the run's fingerprint (:mod:`bnn_ppl.inference.checkpoint.store`), written once;
+# * ``state_NNNNNN.npz`` - the sampler state after segment ``N`` (segment 0 is warmup);
+# * ``draws_NNNNNN.npz`` - the draws and extra fields of sampling segment ``N`` (``N >= 1``);
+#   ``draws_000000.npz``, if warmup committed one, holds warmup's statistics (its wall time,
+#   per-iteration fields such as leapfrog steps, the adapted step size);
+# * ``record_NNNNNN.json`` - the commit record of segment ``N``, written last: the SHA-256 of the
+#   state file and of *every* draws file of segments ``1..N``, the draws per segment, and a
+#   SHA-256 of the record itself (``"checksum"``, over its other fields).
+#
+# Guarantees (each one is tested in ``tests/test_resume.py``):
+#
+# * **Verified reads.** :meth:`CheckpointStore.latest` checks a record's own checksum, its name
+#   against its segment number, its fingerprint digest against ``run.json``'s, and the SHA-256 of
+#   every file it names; a record that fails any check, and every newer one, is *moved aside*
+#   into ``aside/`` with the damaged files (never deleted, never overwritten), and the newest
+#   intact record is used: a resume redoes the lost segments, which are bit-exact.
+# * **No short run.** A record counts the draws of every segment; a finished run is one whose
+#   record holds every requested draw, and it is read from all its draws files, each verified.
+# * **One writer.** An exclusive ``flock`` on ``lock`` (released by the kernel when the process
+#   dies, also by SIGKILL): a second process on the same folder gets a clear error.
+# * **Atomic files.** Every file goes through :mod:`bnn_ppl.io`; temporary files a killed process
+#   left behind are removed when the folder is opened (under the lock).
 
 from __future__ import annotations
 

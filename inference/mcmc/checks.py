@@ -1,22 +1,5 @@
 """Checks of HMC/NUTS runs: every argument before anything compiles, every chain after the run.
 
-Before: every argument of :func:`~bnn_ppl.inference.hmc`, :func:`~bnn_ppl.inference.nuts`,
-:class:`~bnn_ppl.inference.HMC` and :class:`~bnn_ppl.inference.NUTS` is checked here, and a bad
-one is an :class:`~bnn_ppl.validation.InputError` naming it. Besides types and ranges, the
-checks refuse settings that would hang or silently not do what was asked:
-
-* a ``target_accept_prob`` outside (0, 1): dual averaging then drives the step size to 0 (or
-  to float32's maximum) and ``ceil(trajectory_length / step_size)`` leapfrog steps never end;
-* a fixed (not adapted) ``step_size`` needing more than ``max_num_steps`` leapfrog steps per
-  iteration, or larger than ``trajectory_length`` (NumPyro would silently integrate with one
-  step of ``trajectory_length`` instead);
-* a ``max_tree_depth`` beyond :data:`MAX_TREE_DEPTH` (``2**depth`` gradients per iteration).
-
-After: :func:`check_finished` warns (:class:`~bnn_ppl.diagnostics.chain_health.StuckChainWarning`) about
-every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
-shortened to ``max_num_steps`` steps of its adapted step size (:func:`warn_if_shortened`);
-:class:`CheckedMCMC` reports both in ``print_summary``.
-
 Example:
     >>> from bnn_ppl.inference.mcmc.checks import check_hmc_kwargs
     >>> check_hmc_kwargs({"step_size": 0.1, "trajectory_length": 1.0})["max_num_steps"]
@@ -26,6 +9,25 @@ Example:
     ...
     bnn_ppl.validation.InputValueError: step_size must be a finite number > 0, got 0.0. ...
 """
+
+# Notes:
+#
+# Before: every argument of :func:`~bnn_ppl.inference.hmc`, :func:`~bnn_ppl.inference.nuts`,
+# :class:`~bnn_ppl.inference.HMC` and :class:`~bnn_ppl.inference.NUTS` is checked here, and a bad
+# one is an :class:`~bnn_ppl.validation.InputError` naming it. Besides types and ranges, the
+# checks refuse settings that would hang or silently not do what was asked:
+#
+# * a ``target_accept_prob`` outside (0, 1): dual averaging then drives the step size to 0 (or
+#   to float32's maximum) and ``ceil(trajectory_length / step_size)`` leapfrog steps never end;
+# * a fixed (not adapted) ``step_size`` needing more than ``max_num_steps`` leapfrog steps per
+#   iteration, or larger than ``trajectory_length`` (NumPyro would silently integrate with one
+#   step of ``trajectory_length`` instead);
+# * a ``max_tree_depth`` beyond :data:`MAX_TREE_DEPTH` (``2**depth`` gradients per iteration).
+#
+# After: :func:`check_finished` warns (:class:`~bnn_ppl.diagnostics.chain_health.StuckChainWarning`) about
+# every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
+# shortened to ``max_num_steps`` steps of its adapted step size (:func:`warn_if_shortened`);
+# :class:`CheckedMCMC` reports both in ``print_summary``.
 
 from __future__ import annotations
 

@@ -1,43 +1,29 @@
-"""HMC and NUTS on the full-batch potential, as real NumPyro kernels and ``MCMC`` objects.
+"""HMC and NUTS on the full-batch potential, as real NumPyro kernels and ``MCMC`` objects."""
 
-Two ways in:
-
-1. Build NumPyro's own kernel on ``pot.potential_fn`` (the data are then constants of the
-   compiled program - fine for small data)::
-
-       mcmc = MCMC(numpyro.infer.HMC(potential_fn=pot.potential_fn, trajectory_length=1.0),
-                   num_warmup=200, num_samples=200, postprocess_fn=pot.postprocess_fn)
-       mcmc.run(key, init_params=pot.init_params(key2))
-
-2. Use :class:`HMC` / :class:`NUTS` (:mod:`bnn_ppl.inference.mcmc.kernels`): NumPyro's kernels
-   (subclasses, so every NumPyro feature works) that take the data as a *jit argument* of the
-   sampling loop, passed through ``mcmc.run(key, *pot.args, ...)`` with
-   ``MCMC(..., jit_model_args=True)``. This keeps large data out of the program's constants.
-   :func:`hmc_kernel` builds the HMC kernel with :func:`hmc`'s defaults (for your own
-   ``MCMC``); :func:`hmc` and :func:`nuts` do all of it and return
-   the finished ``MCMC``, after checking every argument before anything compiles and every chain
-   after the run (:mod:`bnn_ppl.inference.mcmc.checks`).
-
-Several chains: ``chain_method="vectorized"`` (vmap over chains; each potential call is still
-sharded over the data mesh) or ``"sequential"``. ``chain_method="parallel"`` pmaps chains over
-devices, which clashes with a potential that already shards the data over those devices: it is
-refused here.
-
-Example:
-    >>> import jax
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import hmc
-    >>> data = bp.data.load("diabetes")
-    >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
-    ...                bp.likelihoods.Gaussian(scale=0.7))
-    >>> mcmc = hmc(model, data.x_train, data.y_train, num_warmup=100, num_samples=10,
-    ...            rng_key=jax.random.key(0))
-    >>> mcmc.get_samples()["Dense_0.kernel"].shape
-    (10, 10, 8)
-    >>> [row["moving"] for row in bp.diagnostics.sampler_summary(mcmc)]
-    [True]
-"""
+# Notes:
+#
+# Two ways in:
+#
+# 1. Build NumPyro's own kernel on ``pot.potential_fn`` (the data are then constants of the
+#    compiled program - fine for small data)::
+#
+#        mcmc = MCMC(numpyro.infer.HMC(potential_fn=pot.potential_fn, trajectory_length=1.0),
+#                    num_warmup=200, num_samples=200, postprocess_fn=pot.postprocess_fn)
+#        mcmc.run(key, init_params=pot.init_params(key2))
+#
+# 2. Use :class:`HMC` / :class:`NUTS` (:mod:`bnn_ppl.inference.mcmc.kernels`): NumPyro's kernels
+#    (subclasses, so every NumPyro feature works) that take the data as a *jit argument* of the
+#    sampling loop, passed through ``mcmc.run(key, *pot.args, ...)`` with
+#    ``MCMC(..., jit_model_args=True)``. This keeps large data out of the program's constants.
+#    :func:`hmc_kernel` builds the HMC kernel with :func:`hmc`'s defaults (for your own
+#    ``MCMC``); :func:`hmc` and :func:`nuts` do all of it and return
+#    the finished ``MCMC``, after checking every argument before anything compiles and every chain
+#    after the run (:mod:`bnn_ppl.inference.mcmc.checks`).
+#
+# Several chains: ``chain_method="vectorized"`` (vmap over chains; each potential call is still
+# sharded over the data mesh) or ``"sequential"``. ``chain_method="parallel"`` pmaps chains over
+# devices, which clashes with a potential that already shards the data over those devices: it is
+# refused here.
 
 from __future__ import annotations
 
@@ -366,6 +352,21 @@ def hmc(
         ``print_summary()`` (which also says whether each chain moved) and
         ``arviz.from_numpyro`` work as usual. Its kernel is ``mcmc.sampler`` and the potential
         ``mcmc.sampler.potential``.
+
+    Example:
+        >>> import jax
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import hmc
+        >>> data = bp.data.load("diabetes")
+        >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
+        ...                bp.likelihoods.Gaussian(scale=0.7))
+        >>> mcmc = hmc(model, data.x_train, data.y_train, num_warmup=100, num_samples=10,
+        ...            rng_key=jax.random.key(0))
+        >>> mcmc.get_samples()["Dense_0.kernel"].shape
+        (10, 10, 8)
+        >>> [row["moving"] for row in bp.diagnostics.sampler_summary(mcmc)]
+        [True]
     """
     _deprecated("hmc", "HMCConfig")
     _check_model(model)

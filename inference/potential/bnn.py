@@ -1,52 +1,38 @@
-"""The full-batch potential: the tempered negative log joint, sharded over devices, chunked.
+"""The full-batch potential: the tempered negative log joint, sharded over devices, chunked."""
 
-:func:`full_batch_potential` puts the data on a 1-D ``jax.sharding.Mesh`` over the given devices
-(``NamedSharding`` on the batch axis) and returns a :class:`FullBatchPotential` whose
-``potential_fn(params) -> scalar`` is what NumPyro's ``HMC``/``NUTS`` take. Inside:
-
-* each device sums the log-likelihood of its shard in chunks of at most ``chunk_size`` rows
-  with ``lax.scan``, and the per-device sums meet in one ``psum`` (``jax.shard_map``). The
-  gradient is computed in the same single pass (a ``jax.custom_vjp``: each chunk's forward and
-  backward run back to back and only the running value and gradient are carried), so the
-  gradient too holds one chunk of activations at a time, memory does not grow with the data,
-  and no forward pass is recomputed (``jax.checkpoint`` would: 1.35x slower for an MLP);
-* rows are padded so that every device holds the same whole number of chunks, and padded rows
-  are masked out (``jnp.where``): the value and gradient equal the unpadded ones; no row is
-  ever dropped. Padding rows repeat real rows (:func:`pad_rows`), so a network that is NaN at
-  an all-zero input cannot poison the gradient through the padding either;
-* the log prior is computed once, outside the sharded part;
-* with one chunk per device there is no loop at all;
-* parameters live in unconstrained space (the likelihood's noise scale through a log
-  transform, with its Jacobian); ``postprocess_fn`` maps samples back.
-
-On the CPU backend, the backward convolutions of any loop body run on a slow path
-(jax-ml/jax#12868); the zoo's ConvNets avoid it with :mod:`bnn_ppl.models.conv`, which your own
-Flax convolutions can use too (``nn.Conv(..., conv_general_dilated=...)``).
-
-Data as arguments, not constants
---------------------------------
-A jitted function that *closes over* an array embeds it in the compiled program as a constant.
-``potential_fn`` does close over the data (the signature NumPyro wants is ``potential_fn(z)``),
-which is fine for small data but copies large data into the program. For large data use
-``potential_fn_gen(data)``, which takes the data as an argument, through
-:class:`bnn_ppl.inference.HMC` / :class:`bnn_ppl.inference.NUTS` (or :func:`bnn_ppl.inference.hmc`),
-which pass ``pot.data`` as a jit argument of NumPyro's sampling loop.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import full_batch_potential
-    >>> data = bp.data.load("digits")
-    >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
-    ...                bp.likelihoods.Categorical())
-    >>> pot = full_batch_potential(model, data.x_train, data.y_train, chunk_size=512)
-    >>> pot.num_params, pot.chunk_size, pot.num_chunks
-    (1210, 479, 3)
-    >>> params = pot.init_params(jax.random.key(0))
-    >>> bool(jnp.isfinite(pot.potential_fn(params)))
-    True
-"""
+# Notes:
+#
+# :func:`full_batch_potential` puts the data on a 1-D ``jax.sharding.Mesh`` over the given devices
+# (``NamedSharding`` on the batch axis) and returns a :class:`FullBatchPotential` whose
+# ``potential_fn(params) -> scalar`` is what NumPyro's ``HMC``/``NUTS`` take. Inside:
+#
+# * each device sums the log-likelihood of its shard in chunks of at most ``chunk_size`` rows
+#   with ``lax.scan``, and the per-device sums meet in one ``psum`` (``jax.shard_map``). The
+#   gradient is computed in the same single pass (a ``jax.custom_vjp``: each chunk's forward and
+#   backward run back to back and only the running value and gradient are carried), so the
+#   gradient too holds one chunk of activations at a time, memory does not grow with the data,
+#   and no forward pass is recomputed (``jax.checkpoint`` would: 1.35x slower for an MLP);
+# * rows are padded so that every device holds the same whole number of chunks, and padded rows
+#   are masked out (``jnp.where``): the value and gradient equal the unpadded ones; no row is
+#   ever dropped. Padding rows repeat real rows (:func:`pad_rows`), so a network that is NaN at
+#   an all-zero input cannot poison the gradient through the padding either;
+# * the log prior is computed once, outside the sharded part;
+# * with one chunk per device there is no loop at all;
+# * parameters live in unconstrained space (the likelihood's noise scale through a log
+#   transform, with its Jacobian); ``postprocess_fn`` maps samples back.
+#
+# On the CPU backend, the backward convolutions of any loop body run on a slow path
+# (jax-ml/jax#12868); the zoo's ConvNets avoid it with :mod:`bnn_ppl.models.conv`, which your own
+# Flax convolutions can use too (``nn.Conv(..., conv_general_dilated=...)``).
+#
+# Data as arguments, not constants
+# --------------------------------
+# A jitted function that *closes over* an array embeds it in the compiled program as a constant.
+# ``potential_fn`` does close over the data (the signature NumPyro wants is ``potential_fn(z)``),
+# which is fine for small data but copies large data into the program. For large data use
+# ``potential_fn_gen(data)``, which takes the data as an argument, through
+# :class:`bnn_ppl.inference.HMC` / :class:`bnn_ppl.inference.NUTS` (or :func:`bnn_ppl.inference.hmc`),
+# which pass ``pot.data`` as a jit argument of NumPyro's sampling loop.
 
 from __future__ import annotations
 
@@ -360,6 +346,21 @@ def full_batch_potential(
         ValueError, TypeError: bad data (empty, NaN/inf, mismatched lengths, labels out of
             range, wrong target shape), bad ``chunk_size``, ``dtype``, ``vectorized_chains``
             or ``chain_batching``; all before any compilation.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import full_batch_potential
+        >>> data = bp.data.load("digits")
+        >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
+        ...                bp.likelihoods.Categorical())
+        >>> pot = full_batch_potential(model, data.x_train, data.y_train, chunk_size=512)
+        >>> pot.num_params, pot.chunk_size, pot.num_chunks
+        (1210, 479, 3)
+        >>> params = pot.init_params(jax.random.key(0))
+        >>> bool(jnp.isfinite(pot.potential_fn(params)))
+        True
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")

@@ -1,76 +1,5 @@
 """Full-batch HMC over several processes (hosts), on JAX's own multi-process runtime.
 
-Izmailov et al. ran full-batch HMC over 512 TPU devices. Here the same program runs on every
-process (SPMD): ``jax.distributed.initialize`` joins the processes, ``jax.devices()`` then lists
-the devices of *all* of them, and :func:`~bnn_ppl.inference.full_batch_potential` (a ``BNN``)
-or :func:`~bnn_ppl.inference.model_potential` (any NumPyro model with a data plate) builds its
-1-D ``"data"`` mesh over those devices. Nothing else changes: the potential is still one
-``shard_map`` with one ``psum``; XLA carries the all-reduce across processes (NCCL on GPUs,
-ICI/DCN on TPUs, gloo on CPUs).
-
-The recipe, on every process::
-
-    import jax
-    import bnn_ppl as bp
-    from bnn_ppl.inference import hmc
-    from bnn_ppl.inference.potential import distributed
-
-    distributed.initialize_from_env()            # before any other JAX call
-    n = 50_000                                   # rows of the WHOLE training set
-    rows = distributed.process_rows(n, chunk_size=512)   # this process's block of rows
-    x, y = load_rows(rows)                       # load only those rows (user code)
-    mcmc = hmc(model, x, y, chunk_size=512, num_warmup=..., num_samples=...,
-               rng_key=jax.random.key(0))        # the SAME key on every process
-    if jax.process_index() == 0:
-        save(mcmc.get_samples())                 # every process holds the same samples
-
-For a NumPyro model, the same rows go into ``data=``; ``n`` is the plate's size as a single
-process would see it (the model sizes its plate from the data, ``x.shape[0]``, and is traced
-on the global arrays)::
-
-    pot = model_potential(model, data={"x": x, "y": y}, chunk_size=512)
-    mcmc = MCMC(NUTS(pot), num_warmup=..., num_samples=..., jit_model_args=True)
-    mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
-
-The data must reach a jitted function as arguments (``pot.args`` with ``jit_model_args=True``,
-or ``pot.value_and_grad``): JAX refuses to close over an array that spans processes, so
-``pot.potential_fn`` (which closes over :attr:`data`) works in one process only.
-
-The data layout
----------------
-Each process passes **only its own rows**, and they must be exactly the block
-:func:`process_rows` names: the global (padded) array is the same as in a single-process run
-over the same devices, i.e. device ``k`` of the mesh holds rows ``[k·R, (k+1)·R)`` of the
-padded data (``R`` = ``num_chunks · chunk_size`` rows per device), the mesh lists the devices
-process by process, and padding rows (masked out exactly) sit at the end, on the last
-process(es). So process ``p`` with devices at mesh positions ``[a, b)`` passes rows
-``[a·R, min(b·R, n))``; when ``n`` is not a multiple of the number of devices, the last process
-gets fewer rows than the others. Every other number (``num_data``, the chunking, the
-minibatch potential's row indices) is then exactly what a single process would have.
-
-Both potentials learn ``n`` by gathering the row counts of all processes (one tiny
-``process_allgather``, together with a fingerprint of the arguments that must agree: trailing
-shapes and dtypes of ``x`` and ``y`` or of every ``data`` array and their keys, ``chunk_size``,
-``dtype``, the devices; for ``model_potential`` also the temperature, ``temper``,
-``data_plate`` and the structure, shapes and scalar values of ``model_args``/``model_kwargs``),
-and refuse, on every process alike, counts that do not match this layout, naming each
-process's expected block (:mod:`bnn_ppl.inference.potential.distributed`).
-The local data are validated (finite, labels in range, ...) before that, on
-each process; a process whose data fail validation raises there, and the others then fail in
-the gather when JAX's coordination service times out (tens of seconds), not silently.
-
-Rules of SPMD
--------------
-* Every process calls the same functions with the same arguments (apart from its rows) and the
-  same random keys: ``MCMC.run`` then proceeds identically everywhere and every process ends
-  with the same (replicated) samples.
-* The mesh must contain devices of every process (the default ``devices=jax.devices()``
-  does); its devices are ordered by process (stably) so that each process's rows are one
-  contiguous block.
-* On CPUs the cross-process collectives need an implementation:
-  ``jax_cpu_collectives_implementation="gloo"`` (the default of the jaxlib this was tested
-  with; :func:`initialize_from_env` sets it if it is unset).
-
 Example:
     >>> from bnn_ppl.inference.potential.distributed import settings_from_env
     >>> s = settings_from_env({"JAX_COORDINATOR_ADDRESS": "10.0.0.1:1234",
@@ -80,6 +9,79 @@ Example:
     >>> settings_from_env({}) is None    # nothing set: a single process
     True
 """
+
+# Notes:
+#
+# Izmailov et al. ran full-batch HMC over 512 TPU devices. Here the same program runs on every
+# process (SPMD): ``jax.distributed.initialize`` joins the processes, ``jax.devices()`` then lists
+# the devices of *all* of them, and :func:`~bnn_ppl.inference.full_batch_potential` (a ``BNN``)
+# or :func:`~bnn_ppl.inference.model_potential` (any NumPyro model with a data plate) builds its
+# 1-D ``"data"`` mesh over those devices. Nothing else changes: the potential is still one
+# ``shard_map`` with one ``psum``; XLA carries the all-reduce across processes (NCCL on GPUs,
+# ICI/DCN on TPUs, gloo on CPUs).
+#
+# The recipe, on every process::
+#
+#     import jax
+#     import bnn_ppl as bp
+#     from bnn_ppl.inference import hmc
+#     from bnn_ppl.inference.potential import distributed
+#
+#     distributed.initialize_from_env()            # before any other JAX call
+#     n = 50_000                                   # rows of the WHOLE training set
+#     rows = distributed.process_rows(n, chunk_size=512)   # this process's block of rows
+#     x, y = load_rows(rows)                       # load only those rows (user code)
+#     mcmc = hmc(model, x, y, chunk_size=512, num_warmup=..., num_samples=...,
+#                rng_key=jax.random.key(0))        # the SAME key on every process
+#     if jax.process_index() == 0:
+#         save(mcmc.get_samples())                 # every process holds the same samples
+#
+# For a NumPyro model, the same rows go into ``data=``; ``n`` is the plate's size as a single
+# process would see it (the model sizes its plate from the data, ``x.shape[0]``, and is traced
+# on the global arrays)::
+#
+#     pot = model_potential(model, data={"x": x, "y": y}, chunk_size=512)
+#     mcmc = MCMC(NUTS(pot), num_warmup=..., num_samples=..., jit_model_args=True)
+#     mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
+#
+# The data must reach a jitted function as arguments (``pot.args`` with ``jit_model_args=True``,
+# or ``pot.value_and_grad``): JAX refuses to close over an array that spans processes, so
+# ``pot.potential_fn`` (which closes over :attr:`data`) works in one process only.
+#
+# The data layout
+# ---------------
+# Each process passes **only its own rows**, and they must be exactly the block
+# :func:`process_rows` names: the global (padded) array is the same as in a single-process run
+# over the same devices, i.e. device ``k`` of the mesh holds rows ``[k·R, (k+1)·R)`` of the
+# padded data (``R`` = ``num_chunks · chunk_size`` rows per device), the mesh lists the devices
+# process by process, and padding rows (masked out exactly) sit at the end, on the last
+# process(es). So process ``p`` with devices at mesh positions ``[a, b)`` passes rows
+# ``[a·R, min(b·R, n))``; when ``n`` is not a multiple of the number of devices, the last process
+# gets fewer rows than the others. Every other number (``num_data``, the chunking, the
+# minibatch potential's row indices) is then exactly what a single process would have.
+#
+# Both potentials learn ``n`` by gathering the row counts of all processes (one tiny
+# ``process_allgather``, together with a fingerprint of the arguments that must agree: trailing
+# shapes and dtypes of ``x`` and ``y`` or of every ``data`` array and their keys, ``chunk_size``,
+# ``dtype``, the devices; for ``model_potential`` also the temperature, ``temper``,
+# ``data_plate`` and the structure, shapes and scalar values of ``model_args``/``model_kwargs``),
+# and refuse, on every process alike, counts that do not match this layout, naming each
+# process's expected block (:mod:`bnn_ppl.inference.potential.distributed`).
+# The local data are validated (finite, labels in range, ...) before that, on
+# each process; a process whose data fail validation raises there, and the others then fail in
+# the gather when JAX's coordination service times out (tens of seconds), not silently.
+#
+# Rules of SPMD
+# -------------
+# * Every process calls the same functions with the same arguments (apart from its rows) and the
+#   same random keys: ``MCMC.run`` then proceeds identically everywhere and every process ends
+#   with the same (replicated) samples.
+# * The mesh must contain devices of every process (the default ``devices=jax.devices()``
+#   does); its devices are ordered by process (stably) so that each process's rows are one
+#   contiguous block.
+# * On CPUs the cross-process collectives need an implementation:
+#   ``jax_cpu_collectives_implementation="gloo"`` (the default of the jaxlib this was tested
+#   with; :func:`initialize_from_env` sets it if it is unset).
 
 from __future__ import annotations
 

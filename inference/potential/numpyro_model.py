@@ -1,80 +1,64 @@
-"""The sharded, chunked full-batch potential of any NumPyro model with a data plate.
+"""The sharded, chunked full-batch potential of any NumPyro model with a data plate."""
 
-:func:`model_potential` takes a plain NumPyro model whose data-dependent sites sit inside
-``numpyro.plate(data_plate, N)`` and returns a :class:`ModelPotential`, a
-:class:`~bnn_ppl.inference.FullBatchPotential`, so NumPyro's ``HMC``/``NUTS(potential_fn=...)``,
-our :class:`~bnn_ppl.inference.HMC`/:class:`~bnn_ppl.inference.NUTS` (data as jit arguments)
-and ``MCMC.get_samples()`` (the model's own site names) all work on it.
-
-The rule for what is sharded: the keyword arguments named in ``data={"x": x, "y": y}``, every
-one with ``N`` rows on its leading axis. They are padded to whole chunks on every device (with
-copies of real rows, masked out) and split over the 1-D ``"data"`` mesh; every other argument
-(``*model_args``, ``model_kwargs``) is passed to every call unchanged. The model must size its
-plate from the data (``numpyro.plate("data", x.shape[0])``), since it is called on chunks.
-
-How the density is split (one concept, two traces):
-
-* **global sites** (every sample site outside the plate: weights, noise, hyper-priors) are
-  traced once per evaluation on a *probe* (the data's first row), with the unconstrained
-  values mapped to each site's support by ``biject_to`` (so supports that depend on other
-  sites work) and the log |Jacobian| kept apart, untempered;
-* **plate sites** (observed sites inside the plate) are traced per chunk with the global values
-  substituted, their log densities summed per row, masked and added up by
-  :func:`~bnn_ppl.inference.potential.sharded_sum.sharded_chunked_sum` (one ``psum``; value and gradient
-  in one pass, memory flat in ``N``).
-
-Why a sibling of :func:`~bnn_ppl.inference.full_batch_potential` and not a rewrite of ``BNN``
-onto it: the ``BNN`` path knows its network and evaluates ``network.apply`` and the
-likelihood directly, with no NumPyro trace in the chunk loop, and its checkpointed runs
-(:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``) fingerprint the network and priors;
-both share the one sharded sum, which is the part worth sharing.
-
-Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
-named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
-(per-row latents are not supported); an observed site outside the plate; a global site whose
-density depends on the sharded data (found by following the data through the jaxpr), or whose
-shape or density depends on their number of rows (a prior scaled by ``x.shape[0]``: pass ``n``
-as a model argument instead; see :mod:`bnn_ppl.inference.potential.model_structure`).
-
-Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
-log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
-tempered (a tempered density over the constrained values).
-
-Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
-``jax.devices()``) belong to several processes, every process makes the same call with
-``data`` holding only **its own block of rows**
-(:func:`bnn_ppl.inference.potential.distributed.process_rows`), as NumPy arrays. The potential gathers
-the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
-the global shapes), checks them and a fingerprint of the arguments that must agree on every
-process alike, probes the global sites on the global first row, and builds the global padded
-and masked arrays: padding and masking are those of one process over the same devices, and
-every process evaluates the same potential (see :mod:`bnn_ppl.inference.potential.distributed`).
-
-Deterministic sites: ``postprocess_fn`` (so ``MCMC.get_samples()``) also returns every
-``numpyro.deterministic`` site outside the plate whose value does not depend on the sharded
-data. The others (in the plate, or using ``x @ w``, ``x.shape[0]``) would need every row in
-every draw; as they leave the density untouched, the model is accepted with one warning naming
-them and pointing to ``Predictive`` (see :func:`.model_structure.deterministic_sites`).
-
-Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel).
-
-Example:
-    >>> import jax, jax.numpy as jnp, numpy as np
-    >>> import numpyro, numpyro.distributions as dist
-    >>> from bnn_ppl.inference import model_potential
-    >>> def model(x, y=None):
-    ...     w = numpyro.sample("w", dist.Normal(0, 1).expand([3]).to_event(1))
-    ...     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    ...     with numpyro.plate("data", x.shape[0]):
-    ...         numpyro.sample("y", dist.Normal(x @ w, sigma), obs=y)
-    >>> x = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
-    >>> pot = model_potential(model, data={"x": x, "y": x[:, 0]}, chunk_size=4)
-    >>> pot.num_params, pot.num_chunks, pot.chunk_size
-    (4, 3, 4)
-    >>> u = pot.init_params(jax.random.key(0))
-    >>> sorted(pot.postprocess_fn(u)), bool(jnp.isfinite(pot.potential_fn(u)))
-    (['sigma', 'w'], True)
-"""
+# Notes:
+#
+# :func:`model_potential` takes a plain NumPyro model whose data-dependent sites sit inside
+# ``numpyro.plate(data_plate, N)`` and returns a :class:`ModelPotential`, a
+# :class:`~bnn_ppl.inference.FullBatchPotential`, so NumPyro's ``HMC``/``NUTS(potential_fn=...)``,
+# our :class:`~bnn_ppl.inference.HMC`/:class:`~bnn_ppl.inference.NUTS` (data as jit arguments)
+# and ``MCMC.get_samples()`` (the model's own site names) all work on it.
+#
+# The rule for what is sharded: the keyword arguments named in ``data={"x": x, "y": y}``, every
+# one with ``N`` rows on its leading axis. They are padded to whole chunks on every device (with
+# copies of real rows, masked out) and split over the 1-D ``"data"`` mesh; every other argument
+# (``*model_args``, ``model_kwargs``) is passed to every call unchanged. The model must size its
+# plate from the data (``numpyro.plate("data", x.shape[0])``), since it is called on chunks.
+#
+# How the density is split (one concept, two traces):
+#
+# * **global sites** (every sample site outside the plate: weights, noise, hyper-priors) are
+#   traced once per evaluation on a *probe* (the data's first row), with the unconstrained
+#   values mapped to each site's support by ``biject_to`` (so supports that depend on other
+#   sites work) and the log |Jacobian| kept apart, untempered;
+# * **plate sites** (observed sites inside the plate) are traced per chunk with the global values
+#   substituted, their log densities summed per row, masked and added up by
+#   :func:`~bnn_ppl.inference.potential.sharded_sum.sharded_chunked_sum` (one ``psum``; value and gradient
+#   in one pass, memory flat in ``N``).
+#
+# Why a sibling of :func:`~bnn_ppl.inference.full_batch_potential` and not a rewrite of ``BNN``
+# onto it: the ``BNN`` path knows its network and evaluates ``network.apply`` and the
+# likelihood directly, with no NumPyro trace in the chunk loop, and its checkpointed runs
+# (:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``) fingerprint the network and priors;
+# both share the one sharded sum, which is the part worth sharing.
+#
+# Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
+# named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
+# (per-row latents are not supported); an observed site outside the plate; a global site whose
+# density depends on the sharded data (found by following the data through the jaxpr), or whose
+# shape or density depends on their number of rows (a prior scaled by ``x.shape[0]``: pass ``n``
+# as a model argument instead; see :mod:`bnn_ppl.inference.potential.model_structure`).
+#
+# Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
+# log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
+# tempered (a tempered density over the constrained values).
+#
+# Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
+# ``jax.devices()``) belong to several processes, every process makes the same call with
+# ``data`` holding only **its own block of rows**
+# (:func:`bnn_ppl.inference.potential.distributed.process_rows`), as NumPy arrays. The potential gathers
+# the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
+# the global shapes), checks them and a fingerprint of the arguments that must agree on every
+# process alike, probes the global sites on the global first row, and builds the global padded
+# and masked arrays: padding and masking are those of one process over the same devices, and
+# every process evaluates the same potential (see :mod:`bnn_ppl.inference.potential.distributed`).
+#
+# Deterministic sites: ``postprocess_fn`` (so ``MCMC.get_samples()``) also returns every
+# ``numpyro.deterministic`` site outside the plate whose value does not depend on the sharded
+# data. The others (in the plate, or using ``x @ w``, ``x.shape[0]``) would need every row in
+# every draw; as they leave the density untouched, the model is accepted with one warning naming
+# them and pointing to ``Predictive`` (see :func:`.model_structure.deterministic_sites`).
+#
+# Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel).
 
 from __future__ import annotations
 
@@ -341,6 +325,23 @@ def model_potential(
             several processes also (on every process alike): a block of rows that is not this
             process's, arguments that differ between processes, a global ``jax.Array`` in
             ``data``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> import numpyro, numpyro.distributions as dist
+        >>> from bnn_ppl.inference import model_potential
+        >>> def model(x, y=None):
+        ...     w = numpyro.sample("w", dist.Normal(0, 1).expand([3]).to_event(1))
+        ...     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        ...     with numpyro.plate("data", x.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(x @ w, sigma), obs=y)
+        >>> x = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
+        >>> pot = model_potential(model, data={"x": x, "y": x[:, 0]}, chunk_size=4)
+        >>> pot.num_params, pot.num_chunks, pot.chunk_size
+        (4, 3, 4)
+        >>> u = pot.init_params(jax.random.key(0))
+        >>> sorted(pot.postprocess_fn(u)), bool(jnp.isfinite(pot.potential_fn(u)))
+        (['sigma', 'w'], True)
     """
     if not callable(model):
         raise InputTypeError(f"model must be a NumPyro model function, got {type(model).__name__}.")

@@ -1,50 +1,37 @@
-"""The chains of a reference run: built, warmed up within a time budget, sampled in segments.
+"""The chains of a reference run: built, warmed up within a time budget, sampled in segments."""
 
-:func:`~bnn_ppl.inference.reference_hmc` decides *when to stop*; this module moves the chains,
-on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
-``post_warmup_state``):
-
-* :class:`Chains` - the run's chains in memory: :meth:`~Chains.start` warms them up and runs
-  the first segment, :meth:`~Chains.next` one more; each gives a :class:`Segment` (numpy
-  draws, extra fields and the kernel's summary of the last state: its step size and the
-  kernel's own figures), which is also what
-  :class:`~bnn_ppl.inference.reference.checkpoint.CheckpointedChains` commits and replays.
-* :func:`build_chains` - the kernel the config asks for
-  (:func:`~bnn_ppl.inference.reference.kernels.chain_kernel`: the checked
-  :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would build, or parallel tempering), its
-  ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains' initial
-  parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
-* :func:`warm_up` - warmup, and the first sampling segment. Without a deadline it is one
-  ``MCMC.run`` (warmup and the first segment together, as :func:`hmc` runs them). With one,
-  warmup runs in segments of ``warmup_segment`` iterations from the kernel's public ``init``:
-  NumPyro adapts while the state's iteration counter is below the ``num_warmup`` the kernel was
-  set up for, so a segment continued from the last state carries on the same adaptation
-  schedule - the draws are bit for bit those of the one-piece run - and the deadline is checked
-  between segments: warmup stops before a segment that, at the previous segment's pace,
-  would end past it (:func:`segment_fits`). A warmup cut short by the deadline runs no
-  sampling segment; with
-  ``first_segment=False`` warmup runs alone (in one ``MCMC.run`` without a deadline) and
-  ``Warmup.state`` is the state it ends in.
-* :func:`continue_chains` - more draws from a given state (nothing re-adapted).
-* :func:`segment_fits` - whether one more segment, at the last one's pace, ends within the
-  time budget (warmup and the sampling loop both stop before one that would not).
-* :func:`segment_health` - :func:`bnn_ppl.diagnostics.chain_health.check_chains` on one segment: frozen,
-  stuck or crawling chains.
-
-Example:
-    >>> import jax, numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import ReferenceHMCConfig
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> c = ReferenceHMCConfig(num_warmup=40, segment_draws=10, max_seconds=1e-6)
-    >>> mcmc, pot, init, key = build_chains(model, x, x[:, 0], c, jax.random.key(0))
-    >>> fields = chain_kernel(c).extra_fields
-    >>> done = warm_up(mcmc, pot, init, key, c, fields, deadline=0.0)  # the deadline has passed
-    >>> done.warmup_done, done.cut_short     # one warmup segment, then it stopped
-    (10, True)
-"""
+# Notes:
+#
+# :func:`~bnn_ppl.inference.reference_hmc` decides *when to stop*; this module moves the chains,
+# on NumPyro's public ``MCMC`` API only (the continuation NumPyro documents for
+# ``post_warmup_state``):
+#
+# * :class:`Chains` - the run's chains in memory: :meth:`~Chains.start` warms them up and runs
+#   the first segment, :meth:`~Chains.next` one more; each gives a :class:`Segment` (numpy
+#   draws, extra fields and the kernel's summary of the last state: its step size and the
+#   kernel's own figures), which is also what
+#   :class:`~bnn_ppl.inference.reference.checkpoint.CheckpointedChains` commits and replays.
+# * :func:`build_chains` - the kernel the config asks for
+#   (:func:`~bnn_ppl.inference.reference.kernels.chain_kernel`: the checked
+#   :class:`~bnn_ppl.inference.HMC` kernel :func:`hmc` would build, or parallel tempering), its
+#   ``MCMC`` (``num_warmup`` warmup iterations, vectorized chains), the chains' initial
+#   parameters (independent prior draws) and the run's key, split as :func:`hmc` splits it.
+# * :func:`warm_up` - warmup, and the first sampling segment. Without a deadline it is one
+#   ``MCMC.run`` (warmup and the first segment together, as :func:`hmc` runs them). With one,
+#   warmup runs in segments of ``warmup_segment`` iterations from the kernel's public ``init``:
+#   NumPyro adapts while the state's iteration counter is below the ``num_warmup`` the kernel was
+#   set up for, so a segment continued from the last state carries on the same adaptation
+#   schedule - the draws are bit for bit those of the one-piece run - and the deadline is checked
+#   between segments: warmup stops before a segment that, at the previous segment's pace,
+#   would end past it (:func:`segment_fits`). A warmup cut short by the deadline runs no
+#   sampling segment; with
+#   ``first_segment=False`` warmup runs alone (in one ``MCMC.run`` without a deadline) and
+#   ``Warmup.state`` is the state it ends in.
+# * :func:`continue_chains` - more draws from a given state (nothing re-adapted).
+# * :func:`segment_fits` - whether one more segment, at the last one's pace, ends within the
+#   time budget (warmup and the sampling loop both stop before one that would not).
+# * :func:`segment_health` - :func:`bnn_ppl.diagnostics.chain_health.check_chains` on one segment: frozen,
+#   stuck or crawling chains.
 
 from __future__ import annotations
 
@@ -136,7 +123,22 @@ def as_segment(arrays: dict[str, np.ndarray], seconds: float | None = None) -> S
 def build_chains(
     model: BNN, x: Any, y: Any, c: ReferenceHMCConfig, rng_key: Any
 ) -> tuple[CheckedMCMC, FullBatchPotential, Any, jax.Array]:
-    """``(mcmc, potential, initial parameters, run key)`` for ``c``'s chains (checked data)."""
+    """``(mcmc, potential, initial parameters, run key)`` for ``c``'s chains (checked data).
+
+    Example:
+        >>> import jax, numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import ReferenceHMCConfig
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> c = ReferenceHMCConfig(num_warmup=40, segment_draws=10, max_seconds=1e-6)
+        >>> mcmc, pot, init, key = build_chains(model, x, x[:, 0], c, jax.random.key(0))
+        >>> fields = chain_kernel(c).extra_fields
+        >>> done = warm_up(mcmc, pot, init, key, c, fields, deadline=0.0)  # the deadline has passed
+        >>> done.warmup_done, done.cut_short     # one warmup segment, then it stopped
+        (10, True)
+    """
     kernel = chain_kernel(c)
     pot = full_batch_potential(
         model, x, y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,

@@ -1,62 +1,13 @@
-"""Reference runs that survive a kill: ``reference_hmc(..., checkpoint_dir=...)``.
+"""Reference runs that survive a kill: ``reference_hmc(..., checkpoint_dir=...)``."""
 
-A reference run (:func:`~bnn_ppl.inference.reference_hmc`) is open-ended: it samples segments
-of ``segment_draws`` draws until its stopping rule is met or its budget ends, so it cannot use
-:func:`~bnn_ppl.inference.checkpoint.segments.run_segments`, which runs a fixed number of draws.
-:class:`CheckpointedChains` moves its chains through the same
-:class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` (verified, locked, atomic files;
-no pickle) instead:
-
-* **Warmup** runs apart from the first segment (one more compilation than in memory) and its
-  final state is committed as segment 0, with its wall time. Warmup is one unit: a kill during
-  warmup, or a ``max_seconds`` that ends it early (the run then returns what it has, as in
-  memory), commits nothing, and the next call redoes warmup.
-* **Every segment**'s draws, extra fields, the kernel's summary of its last state (step size,
-  trajectory length or tempering ladder and swap rates) and wall time, and the chains' state
-  after it, are committed when it ends; the next segment continues from the
-  state *read back from disk* (:func:`~bnn_ppl.inference.checkpoint.segments.state_from_arrays`), so an
-  uninterrupted run and one resumed after any segment run the same program on the same bits.
-* **A rerun** replays the committed segments, in order, through the stopping rule (the
-  checks are made on the stored draws, so ``x_test`` and the quantity may change; a check
-  already made on the same values under the same rule is read back from ``checks.json``
-  instead of recomputed, :mod:`bnn_ppl.inference.reference.checkpoint`), and
-  continues from the last committed state when the rule asks for more draws. A run stopped by
-  its budget therefore continues when called again with a larger ``max_draws`` or
-  ``max_seconds`` (a segment cut short by the old ``max_draws`` stays short: the draws are the
-  same, only the checks fall elsewhere); a finished run called again is only read back; a rerun
-  with a smaller budget or looser thresholds stops at the first committed check that meets it.
-* **Time.** A check's ``seconds`` is the wall time committed so far: warmup's and every
-  segment's, each measured from the previous commit (the function values and checks between
-  segments included). Time lost to a kill is not counted, nor the time a rerun spends reading
-  back and replaying the committed segments (the first new segment's time is measured from the
-  last replayed one), and decisions on ``max_seconds`` replay the same way.
-* **The fingerprint** (:func:`reference_fingerprint`, in ``run.json``) holds what determines
-  the draws: the data, the seed, the model's computation and every setting but the budget and
-  the stopping rule (:data:`NOT_FINGERPRINTED`); the tempering settings only when
-  ``num_temperatures >= 2`` (without tempering they determine nothing, and a folder written
-  before they existed resumes), the optimised starts' (:data:`INIT_FIELDS`) only when
-  ``init_steps`` > 0, likewise. A changed one is refused, naming the field. The starts'
-  figures (potential before and after the optimisation) are committed with warmup and read
-  back with it.
-
-Example:
-    >>> import jax, numpy as np, tempfile, warnings
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.inference import reference_hmc
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> folder = tempfile.mkdtemp()
-    >>> settings = dict(x_test=x[:3], rng_key=jax.random.key(0), num_warmup=20, segment_draws=5)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore")  # (not converged after so few draws)
-    ...     short = reference_hmc(model, (x, x[:, 0]), max_draws=5, checkpoint_dir=folder,
-    ...                           **settings)
-    ...     longer = reference_hmc(model, (x, x[:, 0]), max_draws=10, checkpoint_dir=folder,
-    ...                            **settings)
-    >>> short.draws, longer.draws, longer.resumed_after
-    (5, 10, 1)
-"""
+# Notes:
+#
+# A reference run (:func:`~bnn_ppl.inference.reference_hmc`) is open-ended: it samples segments
+# of ``segment_draws`` draws until its stopping rule is met or its budget ends, so it cannot use
+# :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`, which runs a fixed number of draws.
+# :class:`CheckpointedChains` moves its chains through the same
+# :class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` (verified, locked, atomic files;
+# no pickle) instead:
 
 from __future__ import annotations
 
@@ -128,7 +79,26 @@ def reference_fingerprint(
     fields but :data:`NOT_FINGERPRINTED` (and the tempering fields without tempering), the
     training data, the key, the potential at the first chain's initial parameters (``init``:
     as :meth:`~bnn_ppl.inference.reference.kernels.ChainKernel.init_params` drew them) and the
-    chunk a memory rule chose (``memory_chunk``)."""
+    chunk a memory rule chose (``memory_chunk``).
+
+    Example:
+        >>> import jax, numpy as np, tempfile, warnings
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.inference import reference_hmc
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> folder = tempfile.mkdtemp()
+        >>> settings = dict(x_test=x[:3], rng_key=jax.random.key(0), num_warmup=20, segment_draws=5)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")  # (not converged after so few draws)
+        ...     short = reference_hmc(model, (x, x[:, 0]), max_draws=5, checkpoint_dir=folder,
+        ...                           **settings)
+        ...     longer = reference_hmc(model, (x, x[:, 0]), max_draws=10, checkpoint_dir=folder,
+        ...                            **settings)
+        >>> short.draws, longer.draws, longer.resumed_after
+        (5, 10, 1)
+    """
     unused = (*(() if c.tempering else TEMPERING_FIELDS),
               *(() if c.init_steps else INIT_FIELDS))  # fmt: skip
     fields = {k: v for k, v in c.to_dict().items() if k not in (*NOT_FINGERPRINTED, *unused)}

@@ -1,19 +1,21 @@
 """The stopping rule of a reference run: have the test predictions converged?
 
-:func:`check_convergence` takes the checked quantity's draws, ``(chains, draws, ...)``, and
-computes for each test quantity the rank-normalised split R-hat and the bulk ESS (Vehtari et al.
-2021, through ArviZ). The rule is met when at least ``min_share`` of the quantities have R-hat
-<= ``max_rhat`` *and* at least ``min_share`` have bulk ESS >= ``min_ess``. Quantities that take
-one value in every draw of every chain (a probability exactly 0 or 1 in float32) have no R-hat:
-they count as converged and are reported (``constant``). :class:`ConvergenceCheck` is one
-check's figures, as :func:`~bnn_ppl.inference.reference_hmc` records them after each segment.
-
 Example:
     >>> import numpy as np
     >>> f = np.random.default_rng(0).normal(size=(4, 500, 10))
     >>> check_convergence(f)["converged"]
     True
 """
+
+# Notes:
+#
+# :func:`check_convergence` takes the checked quantity's draws, ``(chains, draws, ...)``, and
+# computes for each test quantity the rank-normalised split R-hat and the bulk ESS (Vehtari et al.
+# 2021, through ArviZ). The rule is met when at least ``min_share`` of the quantities have R-hat
+# <= ``max_rhat`` *and* at least ``min_share`` have bulk ESS >= ``min_ess``. Quantities that take
+# one value in every draw of every chain (a probability exactly 0 or 1 in float32) have no R-hat:
+# they count as converged and are reported (``constant``). :class:`ConvergenceCheck` is one
+# check's figures, as :func:`~bnn_ppl.inference.reference_hmc` records them after each segment.
 
 from __future__ import annotations
 

@@ -1,26 +1,19 @@
 """Accuracy of SG-MCMC runs: warnings for settings known to be inaccurate, and a check of
 finished runs.
-
-Settings known to be inaccurate warn at construction (:func:`warn_minibatch_settings`, called by
-each kernel's ``__init__``), and :func:`check_accuracy` reads the statistics of every sampling
-step of a finished run (:mod:`bnn_ppl.inference.sgmcmc.kernel`: not only the kept draws, which a
-cyclical schedule takes where the step size is near zero) through the kernel's
-``accuracy_problems``: the gradient noise's share of the heat and how often the friction hit its
-cap, the mean kinetic temperature of SGHMC, SGNHT and ATMC, SGNHT's Euler bias ``hξ/2`` and
-ATMC's ``(βh)²/12``. Both warn with
-:class:`SGMCMCAccuracyWarning`. :func:`accuracy_summary` is the JSON-able record of the same
-check that :func:`~bnn_ppl.inference.fit` keeps in an SG-MCMC Posterior's
-``config["accuracy"]`` (and ``fit_run`` in ``metrics.json``'s ``summary``).
-
-Example:
-    >>> import warnings
-    >>> from bnn_ppl.inference import SGHMC
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     _ = SGHMC(potential_fn=lambda z: (z ** 2).sum(), step_size=0.1)
-    >>> caught  # full-batch gradients: nothing to warn about
-    []
 """
+
+# Notes:
+#
+# Settings known to be inaccurate warn at construction (:func:`warn_minibatch_settings`, called by
+# each kernel's ``__init__``), and :func:`check_accuracy` reads the statistics of every sampling
+# step of a finished run (:mod:`bnn_ppl.inference.sgmcmc.kernel`: not only the kept draws, which a
+# cyclical schedule takes where the step size is near zero) through the kernel's
+# ``accuracy_problems``: the gradient noise's share of the heat and how often the friction hit its
+# cap, the mean kinetic temperature of SGHMC, SGNHT and ATMC, SGNHT's Euler bias ``hξ/2`` and
+# ATMC's ``(βh)²/12``. Both warn with
+# :class:`SGMCMCAccuracyWarning`. :func:`accuracy_summary` is the JSON-able record of the same
+# check that :func:`~bnn_ppl.inference.fit` keeps in an SG-MCMC Posterior's
+# ``config["accuracy"]`` (and ``fit_run`` in ``metrics.json``'s ``summary``).
 
 from __future__ import annotations
 
@@ -41,7 +34,17 @@ __all__ = [
 
 
 class SGMCMCAccuracyWarning(UserWarning):
-    """An SG-MCMC run, or its settings, cannot sample the target accurately."""
+    """An SG-MCMC run, or its settings, cannot sample the target accurately.
+
+    Example:
+        >>> import warnings
+        >>> from bnn_ppl.inference import SGHMC
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     _ = SGHMC(potential_fn=lambda z: (z ** 2).sum(), step_size=0.1)
+        >>> caught  # full-batch gradients: nothing to warn about
+        []
+    """
 
 
 def warn_minibatch_settings(kernel: SGMCMCKernel, noise_estimate: bool, thermostat: bool) -> None:

@@ -1,39 +1,30 @@
-"""The NumPyro ``MCMCKernel`` glue shared by the SG-MCMC kernels (SGLD, SGHMC, SGNHT, ATMC).
+"""The NumPyro ``MCMCKernel`` glue shared by the SG-MCMC kernels (SGLD, SGHMC, SGNHT, ATMC)."""
 
-:class:`SGMCMCKernel` owns the potential, the data plumbing
-(``MCMC(kernel, ..., jit_model_args=True).run(key, *pot.args, init_params=...)`` passes the
-sharded data as an argument of NumPyro's compiled loop; ``run(key, init_params=...)`` closes
-over them), the minibatch gradient estimator (:mod:`bnn_ppl.inference.sgmcmc.gradients`), the
-step-size schedule and the step counter, and vmaps over chains for
-``chain_method="vectorized"``. Its state is :class:`SGMCMCState`, a NamedTuple of arrays: the
-sample field ``z`` is the position (unconstrained parameters), ``i`` the step counter (both
-collected by default), ``info`` the kernel's ``Info`` record of the last step (collect it
-with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``), and ``stats``
-the running statistics of ``Info`` over every sampling step (:mod:`bnn_ppl.inference.sgmcmc.accuracy`;
-``extra_fields=("stats",)``), which :func:`~bnn_ppl.inference.check_accuracy` reads.
-
-Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
-and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
-``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``; its class sets
-:attr:`SGMCMCKernel._kernel_init` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
-first ``num_warmup`` steps of ``MCMC``: burn-in with the same dynamics, where pSGLD adapts its
-preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the friction of SGHMC,
-SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
-descends faster from a start far from the typical set.
-
-The kernels' shared tree arithmetic (:func:`normal_like`, :func:`tree_mean`, :func:`tree_max`)
-is here too; the accuracy warnings are :mod:`bnn_ppl.inference.sgmcmc.accuracy`.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from numpyro.infer import MCMC
-    >>> from bnn_ppl.inference import SGLD
-    >>> kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z["x"] ** 2), step_size=0.05)
-    >>> mcmc = MCMC(kernel, num_warmup=10, num_samples=20, progress_bar=False)
-    >>> mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(2)})
-    >>> mcmc.get_extra_fields()["i"][:3].tolist()  # the counter includes warmup
-    [11, 12, 13]
-"""
+# Notes:
+#
+# :class:`SGMCMCKernel` owns the potential, the data plumbing
+# (``MCMC(kernel, ..., jit_model_args=True).run(key, *pot.args, init_params=...)`` passes the
+# sharded data as an argument of NumPyro's compiled loop; ``run(key, init_params=...)`` closes
+# over them), the minibatch gradient estimator (:mod:`bnn_ppl.inference.sgmcmc.gradients`), the
+# step-size schedule and the step counter, and vmaps over chains for
+# ``chain_method="vectorized"``. Its state is :class:`SGMCMCState`, a NamedTuple of arrays: the
+# sample field ``z`` is the position (unconstrained parameters), ``i`` the step counter (both
+# collected by default), ``info`` the kernel's ``Info`` record of the last step (collect it
+# with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``), and ``stats``
+# the running statistics of ``Info`` over every sampling step (:mod:`bnn_ppl.inference.sgmcmc.accuracy`;
+# ``extra_fields=("stats",)``), which :func:`~bnn_ppl.inference.check_accuracy` reads.
+#
+# Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
+# and ``XInfo`` NamedTuples, ``init(position, ...)`` and ``build_kernel(...)`` returning a pure
+# ``step(rng_key, state, grad_fn, step_size, warmup) -> (state, info)``; its class sets
+# :attr:`SGMCMCKernel._kernel_init` and :attr:`SGMCMCKernel._step`. ``warmup`` is True for the
+# first ``num_warmup`` steps of ``MCMC``: burn-in with the same dynamics, where pSGLD adapts its
+# preconditioner, SGNHT's and ATMC's thermostats wait at their start, and the friction of SGHMC,
+# SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
+# descends faster from a start far from the typical set.
+#
+# The kernels' shared tree arithmetic (:func:`normal_like`, :func:`tree_mean`, :func:`tree_max`)
+# is here too; the accuracy warnings are :mod:`bnn_ppl.inference.sgmcmc.accuracy`.
 
 from __future__ import annotations
 
@@ -91,6 +82,16 @@ class SGMCMCState(NamedTuple):
     ``stream``: the minibatch index stream (``None`` for full batch);
     ``rng_key``: the chain's key; ``stats``: the :class:`~bnn_ppl.inference.sgmcmc.accuracy.StepStats`
     of every step after warmup. ``z`` (the sample field) is ``kernel_state.position``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from numpyro.infer import MCMC
+        >>> from bnn_ppl.inference import SGLD
+        >>> kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z["x"] ** 2), step_size=0.05)
+        >>> mcmc = MCMC(kernel, num_warmup=10, num_samples=20, progress_bar=False)
+        >>> mcmc.run(jax.random.key(0), init_params={"x": jnp.zeros(2)})
+        >>> mcmc.get_extra_fields()["i"][:3].tolist()  # the counter includes warmup
+        [11, 12, 13]
     """
 
     i: Array

@@ -1,28 +1,30 @@
 """Step-size schedules for SG-MCMC.
 
-A schedule is a pure function of the step counter, optax-style: ``schedule(t) -> step size``,
-jit- and trace-friendly (``t`` may be a traced integer).
-
-* :func:`constant` - ``h_t = h0``.
-* :func:`polynomial_decay` - ``h_t = h0 · (1 + t/b)^(-γ)``: Welling & Teh's ``a (b + t)^(-γ)``
-  with ``a = h0 · b^γ``, written so that ``h0`` is the first step size. For ``γ ∈ (0.5, 1]``
-  the Robbins-Monro conditions ``Σ h_t = ∞``, ``Σ h_t² < ∞`` hold.
-* :func:`cyclical_cosine` - ``h_t = h0 · ½[1 + cos(π · mod(t, n) / n)]`` (Zhang et al. 2020,
-  used by the ATMC paper): ``h0`` at every cycle start ``t ≡ 0 (mod n)``, falling to
-  ``h0 · ½[1 - cos(π/n)] ≈ h0 · π²/(4n²)`` at the last step of the cycle, ``t ≡ n - 1``.
-
-Every kernel in :mod:`bnn_ppl.inference` keeps its step counter ``i`` in its state: the number
-of steps taken since ``init``, **warmup included** (SG-MCMC warmup is burn-in with the same
-dynamics, so cycles run straight through it). Step number ``t`` (0-based) uses ``schedule(t)``;
-afterwards the counter is ``i = t + 1``. Keeping only the sample at the end of each cycle is
-:mod:`bnn_ppl.inference.sgmcmc.schedules`.
-
 Example:
     >>> from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
     >>> h = cyclical_cosine(0.1, cycle_length=4)
     >>> [round(float(h(t)), 4) for t in range(5)]
     [0.1, 0.0854, 0.05, 0.0146, 0.1]
 """
+
+# Notes:
+#
+# A schedule is a pure function of the step counter, optax-style: ``schedule(t) -> step size``,
+# jit- and trace-friendly (``t`` may be a traced integer).
+#
+# * :func:`constant` - ``h_t = h0``.
+# * :func:`polynomial_decay` - ``h_t = h0 · (1 + t/b)^(-γ)``: Welling & Teh's ``a (b + t)^(-γ)``
+#   with ``a = h0 · b^γ``, written so that ``h0`` is the first step size. For ``γ ∈ (0.5, 1]``
+#   the Robbins-Monro conditions ``Σ h_t = ∞``, ``Σ h_t² < ∞`` hold.
+# * :func:`cyclical_cosine` - ``h_t = h0 · ½[1 + cos(π · mod(t, n) / n)]`` (Zhang et al. 2020,
+#   used by the ATMC paper): ``h0`` at every cycle start ``t ≡ 0 (mod n)``, falling to
+#   ``h0 · ½[1 - cos(π/n)] ≈ h0 · π²/(4n²)`` at the last step of the cycle, ``t ≡ n - 1``.
+#
+# Every kernel in :mod:`bnn_ppl.inference` keeps its step counter ``i`` in its state: the number
+# of steps taken since ``init``, **warmup included** (SG-MCMC warmup is burn-in with the same
+# dynamics, so cycles run straight through it). Step number ``t`` (0-based) uses ``schedule(t)``;
+# afterwards the counter is ``i = t + 1``. Keeping only the sample at the end of each cycle is
+# :mod:`bnn_ppl.inference.sgmcmc.schedules`.
 
 from __future__ import annotations
 
