@@ -143,7 +143,7 @@ class MCMCConfig(Config):
 
 @dataclass(frozen=True)
 class HMCConfig(MCMCConfig):
-    """Full-batch HMC (:func:`bnn_ppl.inference.hmc`): ``trajectory_length=None`` is a quarter
+    """Full-batch HMC (``bp.fit`` with this config): ``trajectory_length=None`` is a quarter
     period in the current metric; ``max_num_steps`` bounds the leapfrog steps.
 
     Example:
@@ -174,7 +174,7 @@ class HMCConfig(MCMCConfig):
 
 @dataclass(frozen=True)
 class NUTSConfig(MCMCConfig):
-    """NUTS (:func:`bnn_ppl.inference.nuts`) with trees of depth at most ``max_tree_depth``."""
+    """NUTS (``bp.fit`` with this config) with trees of depth at most ``max_tree_depth``."""
 
     method: ClassVar[str] = "nuts"
 

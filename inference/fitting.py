@@ -1,25 +1,12 @@
-"""One driver from a model and data to a :class:`~bnn_ppl.Posterior`: :func:`fit`."""
+"""One driver from a model, data and a config to a :class:`~bnn_ppl.Posterior`: :func:`fit`.
 
-# Notes:
-#
-# (The module is ``fitting`` so that the function ``fit`` never shadows a module name.)
-#
-# Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends in the same
-# record, so scripts, the examples and the command line compare methods through one path::
-#
-#     HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
-#     ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
-#     SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
-#     SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
-#     MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
-#
-# The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
-# cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
-# recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
-# ``config["accuracy"]``, what :func:`~bnn_ppl.inference.sgmcmc.accuracy.accuracy_summary` finds. Given test
-# inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
-# training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
-# ``az.loo``.
+:data:`RUNNERS` maps each :mod:`bnn_ppl.config` type to its runner: HMC/NUTS
+(:func:`~bnn_ppl.inference.mcmc.run.run_mcmc`), the SG-MCMC recipe
+(:func:`~bnn_ppl.inference.sgmcmc.recipe.run_sgmcmc`), MAP-initialised SVI, MAP, deep ensembles
+and reference runs. Every method ends in the same record, with the data groups attached
+(:func:`~bnn_ppl.predictive.attach_data`). The module is ``fitting`` so that the function
+``fit`` never shadows a module name.
+"""
 
 from __future__ import annotations
 

@@ -15,10 +15,11 @@
 #    (subclasses, so every NumPyro feature works) that take the data as a *jit argument* of the
 #    sampling loop, passed through ``mcmc.run(key, *pot.args, ...)`` with
 #    ``MCMC(..., jit_model_args=True)``. This keeps large data out of the program's constants.
-#    :func:`hmc_kernel` builds the HMC kernel with :func:`hmc`'s defaults (for your own
-#    ``MCMC``); :func:`hmc` and :func:`nuts` do all of it and return
-#    the finished ``MCMC``, after checking every argument before anything compiles and every chain
-#    after the run (:mod:`bnn_ppl.inference.mcmc.checks`).
+#    :func:`hmc_kernel` builds the HMC kernel with the library's defaults (for your own
+#    ``MCMC``); :func:`run_mcmc` (what ``fit`` runs for an HMC or NUTS config) does all of it and
+#    returns the finished ``MCMC``, after checking every argument before anything compiles and
+#    every chain after the run (:mod:`bnn_ppl.inference.mcmc.checks`). The older :func:`hmc` and
+#    :func:`nuts` do the same from keyword arguments and are deprecated.
 #
 # Several chains: ``chain_method="vectorized"`` (vmap over chains; each potential call is still
 # sharded over the data mesh) or ``"sequential"``. ``chain_method="parallel"`` pmaps chains over

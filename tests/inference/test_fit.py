@@ -14,8 +14,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import count_compiles
-from conjugate import closed_form, data, linear_model, theta
-from test_hmc import _assert_matches_gaussian
+from conjugate import assert_matches_gaussian, closed_form, data, linear_model, theta
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
@@ -40,7 +39,7 @@ def test_fit_nuts_recovers_the_conjugate_posterior_and_fills_every_group():
         jax.random.key(2),
     )
     mean, cov = closed_form(x, y)
-    _assert_matches_gaussian(theta(post.samples), mean, cov)
+    assert_matches_gaussian(theta(post.samples), mean, cov)
     assert post.method == "nuts" and (post.num_chains, post.num_draws) == (4, 1000)
     assert {"energy", "acceptance_rate", "diverging", "tree_depth", "lp"} <= set(post.sample_stats)
     assert post.log_likelihood["y"].shape == (4, 1000, 30)
