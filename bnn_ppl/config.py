@@ -43,10 +43,12 @@ __all__ = [
 
 INIT_METHODS = ("prior", "median", "uniform")
 QUANTITIES = ("probs", "p_true", "centred_logits", "mean")
-"""The function-space quantities (:data:`bnn_ppl.diagnostics.function_values.QUANTITIES`, without JAX)."""
+"""The function-space quantities (:data:`bnn_ppl.diagnostics.function_values.QUANTITIES`, without
+JAX)."""
 MASS_MATRICES = ("diagonal", "dense", "identity")
 CHAIN_BATCHING = ("auto", "vectorized", "sequential")
-"""How vectorized chains evaluate the network (:data:`bnn_ppl.inference.potential.sharded_sum.CHAIN_BATCHING`,
+"""How vectorized chains evaluate the network
+(:data:`bnn_ppl.inference.potential.sharded_sum.CHAIN_BATCHING`,
 without JAX)."""
 
 

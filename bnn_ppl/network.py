@@ -128,7 +128,8 @@ def as_network(module: Any) -> Network:
         >>> from bnn_ppl.models import MLP
         >>> net = as_network(MLP(hidden=(3,), out=2))
         >>> {k: v.shape for k, v in net.shapes(jnp.zeros((1, 4))).items()}
-        {'Dense_0.bias': (3,), 'Dense_0.kernel': (4, 3), 'Dense_1.bias': (2,), 'Dense_1.kernel': (3, 2)}
+        {'Dense_0.bias': (3,), 'Dense_0.kernel': (4, 3), 'Dense_1.bias': (2,), 'Dense_1.kernel':
+        (3, 2)}
         >>> params = net.init(jax.random.key(0), jnp.zeros((1, 4)))
         >>> net.apply(params, jnp.ones((5, 4))).shape
         (5, 2)

@@ -130,7 +130,8 @@ def predict(
         >>> import jax, jax.numpy as jnp
         >>> import bnn_ppl as bp
         >>> from bnn_ppl.models import MLP
-        >>> model = bp.BNN(MLP(hidden=(8,), out=3), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
+        >>> model = bp.BNN(MLP(hidden=(8,), out=3), bp.priors.Normal(0.3),
+        ...     bp.likelihoods.Categorical())
         >>> x = jnp.ones((10, 4))
         >>> draws = jax.vmap(lambda k: model.init(k, x))(jax.random.split(jax.random.key(0), 5))
         >>> probs = bp.predict(model, draws, x, chunk_size=4)
@@ -242,7 +243,8 @@ def log_likelihood(
         >>> import bnn_ppl as bp
         >>> from bnn_ppl.models import MLP
         >>> from bnn_ppl.predictive import log_likelihood
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
         >>> x, y = np.ones((7, 2), np.float32), np.zeros(7, np.float32)
         >>> keys = jax.random.split(jax.random.key(0), 6).reshape(2, 3)
         >>> draws = jax.vmap(jax.vmap(lambda k: model.init(k, x)))(keys)  # (chain, draw, ...)

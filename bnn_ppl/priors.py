@@ -95,7 +95,8 @@ def resolve(spec: PriorSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[str,
         >>> prior.distribution((2, 3)).event_shape
         (2, 3)
         >>> spec = {"Dense_0": bp.priors.Laplace(1.0), "*": bp.priors.Normal(0.1)}
-        >>> bp.priors.resolve(spec, {"Dense_0.kernel": (4, 2), "Dense_1.bias": (1,)})["Dense_1.bias"]
+        >>> bp.priors.resolve(spec, {"Dense_0.kernel": (4, 2),
+        ...     "Dense_1.bias": (1,)})["Dense_1.bias"]
         Normal(scale=0.1)
         >>> bp.priors.from_string("student_t:3,0.1")
         StudentT(df=3.0, scale=0.1)

@@ -5,7 +5,8 @@ run folder ``--out/<part>/<method>`` that ``bnn-ppl evaluate`` reads: ``hmc`` (f
 ``--num-chains`` chains) is the reference; ``atmc``, ``sgnht``, ``sghmc`` and ``sgld`` run
 ``--sg-chains`` chains on minibatches of ``--batch-size`` rows with the cyclical cosine step size
 and one draw at the end of each of ``--cycles`` cycles after ``--burnin-cycles``, starting each
-cycle at the :func:`~bnn_ppl.inference.sgmcmc.step_size.recommended_step_sizes` at HMC's last draw (or
+cycle at the :func:`~bnn_ppl.inference.sgmcmc.step_size.recommended_step_sizes` at HMC's last
+draw (or
 ``--step-size`` / ``--sgld-step-size``). It prints Table 1 and the sampler columns of
 :func:`bnn_ppl.metrics.efficiency.sampler_table` (``agree``/``TV`` to HMC's BMA; ``grads`` in
 full-batch gradients; ``w var``/``f var``: within-chain variance relative to HMC's), then what

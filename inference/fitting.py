@@ -243,7 +243,8 @@ def fit(
         >>> from bnn_ppl.inference import fit
         >>> from bnn_ppl.models import MLP
         >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.1))
         >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
         ...            jax.random.key(0))
         >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape

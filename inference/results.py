@@ -95,12 +95,14 @@ def from_mcmc(
         >>> import bnn_ppl as bp
         >>> from bnn_ppl.models import MLP
         >>> from bnn_ppl.inference import hmc, from_mcmc
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
         >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
         >>> mcmc = hmc(model, x, 2 * x[:, 0], num_warmup=100, num_samples=10, num_chains=2)
         >>> post = from_mcmc(mcmc)
         >>> post.method, post.samples["Dense_0.kernel"].shape, sorted(post.sample_stats)
-        ('hmc', (2, 10, 1, 1), ['acceptance_rate', 'diverging', 'energy', 'lp', 'n_steps', 'step_size'])
+        ('hmc', (2, 10, 1, 1), ['acceptance_rate', 'diverging', 'energy', 'lp', 'n_steps',
+        'step_size'])
     """
     if not isinstance(mcmc, MCMC):
         raise InputTypeError(f"mcmc must be a numpyro.infer.MCMC, got {type(mcmc).__name__}.")

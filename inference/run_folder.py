@@ -48,7 +48,8 @@ CONVERGENCE_HEADER = (f"{'converged':>10}{'R-hat max':>10}{'<=1.01':>8}{'ESS min
 
 
 def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
-    """A reference run's convergence figures (its last check, :mod:`~bnn_ppl.inference.reference.recipe`):
+    """A reference run's convergence figures (its last check,
+    :mod:`~bnn_ppl.inference.reference.recipe`):
     ``converged``, ``stop_reason``, ``rhat_max``, ``share_rhat_ok`` (of the test quantities,
     R-hat <= the threshold), ``ess_bulk_min``, ``draws`` per chain, ``gradients`` (leapfrog
     steps after warmup, all chains), ``seconds`` and ``draws_needed`` (per chain, projected:
@@ -161,7 +162,8 @@ def fit_run(
         >>> from bnn_ppl.inference import fit_run
         >>> from bnn_ppl.models import MLP
         >>> data = bp.data.load("gap1d", num_train=20)
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
         >>> folder = os.path.join(tempfile.mkdtemp(), "map")
         >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
         ...                        options={"width": 0})

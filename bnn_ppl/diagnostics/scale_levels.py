@@ -11,7 +11,8 @@
 # adapts one step size to the curvature ``~1/σ²`` where each chain happens to be, and moves along
 # the funnel very slowly, so chains from dispersed starts settle at *different* noise scales and
 # their mean ``lp`` differs by ``N · Δ log σ`` — 180 nats for a factor 1.9 in ``σ`` on yacht — which
-# :func:`bnn_ppl.diagnostics.chain_levels.chain_levels` reports as chains far apart. They are not in separate
+# :func:`bnn_ppl.diagnostics.chain_levels.chain_levels` reports as chains far apart. They are not
+# in separate
 # modes of the network; they are at different heights of one funnel.
 #
 # :func:`scale_levels` reports, per chain and per positive scalar site (``"noise_scale"`` by

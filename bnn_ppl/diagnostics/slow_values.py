@@ -12,7 +12,8 @@
 #
 # :func:`laggards` lists every non-constant quantity that fails either threshold, worst first
 # by the factor of draws it would need (the larger of ``(R̂² - 1) / (max_rhat² - 1)`` and
-# ``min_ess / ess``, as :mod:`bnn_ppl.inference.reference.stopping` projects), each with the chain whose
+# ``min_ess / ess``, as :mod:`bnn_ppl.inference.reference.stopping` projects), each with the chain
+# whose
 # mean is furthest from the mean of the other chains, in units of the quantity's pooled standard
 # deviation, and whether that chain stayed *apart* all along: its mean beyond every other chain's
 # in each of :data:`BLOCKS` consecutive blocks of the draws. A mixing chain's block means

@@ -256,7 +256,8 @@ def function_space(
 ) -> Convergence:
     """R-hat and ESS of the predictions at inputs ``x`` (key ``"predictive"``).
 
-    ``quantity`` picks what is diagnosed (:mod:`bnn_ppl.diagnostics.function_values`): by default the
+    ``quantity`` picks what is diagnosed (:mod:`bnn_ppl.diagnostics.function_values`): by default
+    the
     class probabilities ``(n, K)`` for classification (``"probs"``, what Izmailov et al.
     used) and the predictive means ``(n,)`` for regression (``"mean"``); ``"p_true"`` (needs
     the labels ``y``) and ``"centred_logits"`` are the alternatives for classification.
@@ -305,7 +306,8 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
     """Per chain: whether it moved (:func:`check_chains`) and what the sampler recorded.
 
     Every row has ``chain``, ``draws``, ``moving`` (``False`` for a frozen or stuck chain),
-    ``identical_fraction``, ``judged`` (``False`` below :data:`~bnn_ppl.diagnostics.chain_health.MIN_DRAWS`
+    ``identical_fraction``, ``judged`` (``False`` below
+    :data:`~bnn_ppl.diagnostics.chain_health.MIN_DRAWS`
     draws: too few to judge the draws), ``relative_movement`` (its move per draw over the
     other chains', NaN with one chain) and ``warning`` (the problems found, ``""`` if none). Where
     available it also has ``accept_prob`` (mean), ``divergences``, ``step_size`` (final,

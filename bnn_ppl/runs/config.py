@@ -6,7 +6,8 @@
 # :func:`make_config`'s record (the run's options, the identity of its data, the model's size,
 # paths and library versions) or, when the folder already holds a run, refuses unless the options
 # and data are the same, naming every difference. :func:`data_identity` fingerprints a data set
-# so that a rerun on other data is refused and ``bnn-ppl compare`` only compares runs on one test set.
+# so that a rerun on other data is refused and ``bnn-ppl compare`` only compares runs on one test
+# set.
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@
 # * ``predictions.npz`` - per-draw test predictions with the same leading axes (the fields of
 #   :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
 #   comparing runs needs neither the network nor the data.
-# * ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.runs.progress`): the
+# * ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.runs.progress`):
+# the
 #   test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
 #   an ensemble.
 # * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
@@ -144,7 +145,8 @@ def save_results(
         ...                        data={"name": "toy", "task": "classification"})
         >>> runs.claim(folder, cfg)
         False
-        >>> probs = np.full((3, 4, 2), 0.5)                       # 3 members, 4 test rows, 2 classes
+        >>> probs = np.full((3, 4, 2), 0.5)                       # 3 members, 4 test rows,
+        ...     2 classes
         >>> record = runs.save_results(folder, samples={"w": np.zeros((3, 2))},
         ...                            predictions=probs, targets=np.array([0, 1, 1, 0]),
         ...                            chains=False, task="classification")
@@ -196,7 +198,8 @@ def save_posterior(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a fitted :class:`~bnn_ppl.Posterior` as a run folder's results: ``posterior.nc``,
-    ``progress.jsonl`` (:func:`bnn_ppl.runs.progress.running_metrics`: the running BMA's test metrics
+    ``progress.jsonl`` (:func:`bnn_ppl.runs.progress.running_metrics`: the running BMA's test
+    metrics
     of a chain, the loss curve of an optimiser), then :func:`save_results` (``samples.npz``,
     ``predictions.npz``, ``metrics.json``).
 
@@ -216,7 +219,8 @@ def save_posterior(
     if not posterior.predictions or "y_test" not in posterior.observed:
         raise InputValueError(
             "the Posterior holds no test predictions and targets; fit it with test data "
-            "(a Dataset, or (x, y, x_test, y_test)) or call bnn_ppl.predictive.attach_data(posterior, ...)."
+            "(a Dataset, or (x, y, x_test, y_test)) or call "
+            "bnn_ppl.predictive.attach_data(posterior, ...)."
         )
 
     folder = os.fspath(folder)

@@ -4,7 +4,8 @@ a kill.
 
 # Notes:
 #
-# The method's config becomes an :class:`~bnn_ppl.inference.checkpoint.segments.MCMCPlan` with the same
+# The method's config becomes an :class:`~bnn_ppl.inference.checkpoint.segments.MCMCPlan` with the
+# same
 # kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.fit` uses, and
 # :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` runs it in a
 # :class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` keyed by the run's fingerprint
@@ -73,7 +74,8 @@ def check_checkpoint_dir(checkpoint_dir: Any) -> None:
         >>> from bnn_ppl.inference import fit
         >>> from bnn_ppl.models import MLP
         >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.1))
         >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=50, num_samples=10)
         >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
         ...            checkpoint_dir=folder, checkpoint_every=5)
@@ -257,7 +259,8 @@ _STATS = ("accept_prob", "diverging", "num_steps")  # what chain_point reads
 
 
 class ProgressLog:
-    """The ``on_segment`` callback of :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` that keeps
+    """The ``on_segment`` callback of :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`
+    that keeps
     ``<folder>/progress.jsonl``; ``cycle_length`` (SG-MCMC) keeps cycle-end draws only;
     ``progress_every`` adds a line every that many draws per chain (default: one line per
     segment, at its end); ``gradients_per_step`` (SG-MCMC: batch rows / training rows) is a
@@ -270,7 +273,8 @@ class ProgressLog:
         >>> from bnn_ppl.inference import fit
         >>> from bnn_ppl.models import MLP
         >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.1))
         >>> folder = tempfile.mkdtemp()
         >>> post = fit(model, (x, 2 * x[:, 0], x[:5], 2 * x[:5, 0]), HMCConfig(num_warmup=10,
         ...            num_samples=4), jax.random.key(0), checkpoint_dir=folder, checkpoint_every=2,

@@ -11,7 +11,8 @@ Example:
 
 # Notes:
 #
-# :class:`CheckpointStore` is where :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` keeps a run:
+# :class:`CheckpointStore` is where :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`
+# keeps a run:
 #
 # * ``run.json`` - the run's fingerprint (:mod:`bnn_ppl.inference.checkpoint.store`), written once;
 # * ``state_NNNNNN.npz`` - the sampler state after segment ``N`` (segment 0 is warmup);
@@ -475,7 +476,8 @@ def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, i
 
 def recorded_chunk(pot: Any, resumed: int | None) -> int | None:
     """The ``memory_chunk`` to fingerprint: the resumed run's, else the chunk of ``pot`` if
-    a memory rule chose it (:data:`~bnn_ppl.inference.potential.bnn.MEMORY_RULES`), else ``None``."""
+    a memory rule chose it (:data:`~bnn_ppl.inference.potential.bnn.MEMORY_RULES`), else
+    ``None``."""
     if resumed is not None:
         return resumed
     return pot.chunk_size if pot.chunk_rule in MEMORY_RULES else None

@@ -24,7 +24,8 @@ Example:
 #   step of ``trajectory_length`` instead);
 # * a ``max_tree_depth`` beyond :data:`MAX_TREE_DEPTH` (``2**depth`` gradients per iteration).
 #
-# After: :func:`check_finished` warns (:class:`~bnn_ppl.diagnostics.chain_health.StuckChainWarning`) about
+# After: :func:`check_finished` warns
+# (:class:`~bnn_ppl.diagnostics.chain_health.StuckChainWarning`) about
 # every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
 # shortened to ``max_num_steps`` steps of its adapted step size (:func:`warn_if_shortened`);
 # :class:`CheckedMCMC` reports both in ``print_summary``.
@@ -317,7 +318,8 @@ class CheckedMCMC(ReusingMCMC):
 
 
 def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
-    """Warn if a chain did not move (:func:`bnn_ppl.diagnostics.chain_health.check_chains`, computed on the
+    """Warn if a chain did not move (:func:`bnn_ppl.diagnostics.chain_health.check_chains`,
+    computed on the
     device: only small masks are transferred) or if HMC's trajectory was shortened to
     ``max_num_steps`` steps of its adapted step size."""
     state = mcmc.last_state

@@ -31,7 +31,8 @@
 # ``potential_fn`` does close over the data (the signature NumPyro wants is ``potential_fn(z)``),
 # which is fine for small data but copies large data into the program. For large data use
 # ``potential_fn_gen(data)``, which takes the data as an argument, through
-# :class:`bnn_ppl.inference.HMC` / :class:`bnn_ppl.inference.NUTS` (or :func:`bnn_ppl.inference.hmc`),
+# :class:`bnn_ppl.inference.HMC` / :class:`bnn_ppl.inference.NUTS` (or
+# :func:`bnn_ppl.inference.hmc`),
 # which pass ``pot.data`` as a jit argument of NumPyro's sampling loop.
 
 from __future__ import annotations
@@ -312,8 +313,10 @@ def full_batch_potential(
         y: targets, ``(n,)`` class indices or ``(n,)``/``(n, d)`` regression targets.
         devices: devices of the mesh (default ``jax.devices()``, i.e. all of them). When they
             belong to several processes (after ``jax.distributed.initialize``), ``x`` and ``y``
-            are this process's block of rows (:func:`bnn_ppl.inference.potential.distributed.process_rows`)
-            and every process must make the same call; see :mod:`bnn_ppl.inference.potential.distributed`.
+            are this process's block of rows
+            (:func:`bnn_ppl.inference.potential.distributed.process_rows`)
+            and every process must make the same call; see
+            :mod:`bnn_ppl.inference.potential.distributed`.
         chunk_size: the most rows one network call sees on a device. Chunks are balanced
             (e.g. 700 rows per device with ``chunk_size=512`` make 2 chunks of 350), which
             keeps the padding below one row per chunk and device. With one chunk per device

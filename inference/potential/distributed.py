@@ -298,7 +298,8 @@ def place_process_local(
 # -------------------- process_layout
 # Which rows each process of a multi-process run holds, and how they become global arrays.
 #
-# The layout (see :mod:`bnn_ppl.inference.potential.distributed` for the recipe) is the single-process one:
+# The layout (see :mod:`bnn_ppl.inference.potential.distributed` for the recipe) is the
+# single-process one:
 # device ``k`` of the mesh (devices ordered by process) holds rows ``[k·R, (k+1)·R)`` of the
 # padded data, ``R = num_chunks · chunk`` rows per device, and the padding rows (masked out) sit
 # at the end. Each process passes only its own block (:func:`process_rows`); both potentials
@@ -461,7 +462,8 @@ def gather_layout(
             f"in a multi-process run each process passes its own block of rows ({argument}) to "
             f"{caller}, "
             f"and with {n} rows in all over {len(devices)} devices these are: {expected}. Use "
-            f"bnn_ppl.inference.potential.distributed.process_rows({n}, chunk_size={chunk_size}) on each "
+            f"bnn_ppl.inference.potential.distributed.process_rows({n}, chunk_size={chunk_size}) "
+            "on each "
             "process to get its block."
         )
     rows = chunk * num_chunks

@@ -22,7 +22,8 @@
 #   sites work) and the log |Jacobian| kept apart, untempered;
 # * **plate sites** (observed sites inside the plate) are traced per chunk with the global values
 #   substituted, their log densities summed per row, masked and added up by
-#   :func:`~bnn_ppl.inference.potential.sharded_sum.sharded_chunked_sum` (one ``psum``; value and gradient
+#   :func:`~bnn_ppl.inference.potential.sharded_sum.sharded_chunked_sum` (one ``psum``; value and
+# gradient
 #   in one pass, memory flat in ``N``).
 #
 # Why a sibling of :func:`~bnn_ppl.inference.full_batch_potential` and not a rewrite of ``BNN``
@@ -45,7 +46,8 @@
 # Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
 # ``jax.devices()``) belong to several processes, every process makes the same call with
 # ``data`` holding only **its own block of rows**
-# (:func:`bnn_ppl.inference.potential.distributed.process_rows`), as NumPy arrays. The potential gathers
+# (:func:`bnn_ppl.inference.potential.distributed.process_rows`), as NumPy arrays. The potential
+# gathers
 # the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
 # the global shapes), checks them and a fingerprint of the arguments that must agree on every
 # process alike, probes the global sites on the global first row, and builds the global padded

@@ -30,7 +30,8 @@
 # * :func:`continue_chains` - more draws from a given state (nothing re-adapted).
 # * :func:`segment_fits` - whether one more segment, at the last one's pace, ends within the
 #   time budget (warmup and the sampling loop both stop before one that would not).
-# * :func:`segment_health` - :func:`bnn_ppl.diagnostics.chain_health.check_chains` on one segment: frozen,
+# * :func:`segment_health` - :func:`bnn_ppl.diagnostics.chain_health.check_chains` on one segment:
+# frozen,
 #   stuck or crawling chains.
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def build_chains(
         >>> from bnn_ppl.config import ReferenceHMCConfig
         >>> from bnn_ppl.models import MLP
         >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
         >>> c = ReferenceHMCConfig(num_warmup=40, segment_draws=10, max_seconds=1e-6)
         >>> mcmc, pot, init, key = build_chains(model, x, x[:, 0], c, jax.random.key(0))
         >>> fields = chain_kernel(c).extra_fields
@@ -372,7 +374,8 @@ def optimised_starts(
         >>> from bnn_ppl.models import MLP
         >>> x = np.random.default_rng(0).normal(size=(50, 2)).astype(np.float32)
         >>> y = x @ np.array([1.0, -2.0], np.float32)
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(10.0), bp.likelihoods.Gaussian(0.1))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(10.0),
+        ...     bp.likelihoods.Gaussian(0.1))
         >>> pot = full_batch_potential(model, x, y)
         >>> prior_draws = pot.init_params(jax.random.key(0), 3, method="prior")
         >>> starts = optimised_starts(pot, prior_draws, steps=500, learning_rate=0.05)

@@ -87,7 +87,8 @@ def reference_fingerprint(
         >>> from bnn_ppl.inference import reference_hmc
         >>> from bnn_ppl.models import MLP
         >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
         >>> folder = tempfile.mkdtemp()
         >>> settings = dict(x_test=x[:3], rng_key=jax.random.key(0), num_warmup=20, segment_draws=5)
         >>> with warnings.catch_warnings():

@@ -15,7 +15,8 @@
 #   chains' ``lp`` levels);
 # * ``summary`` - what a segment keeps of the chains' last state, ``(chains, ...)`` arrays
 #   (committed with its draws by a checkpointed run): ``step_size``, the final step size per
-#   chain that :func:`~bnn_ppl.diagnostics.chain_health.check_chains` reads, and the kernel's own figures;
+#   chain that :func:`~bnn_ppl.diagnostics.chain_health.check_chains` reads, and the kernel's own
+# figures;
 # * ``gradients`` - the gradient evaluations a segment took;
 # * ``record`` and ``problem`` - the kernel's figures in ``config["convergence"]``, and what the
 #   not-converged warning should add; ``after_first_segment`` - warnings once sampling began.

@@ -46,10 +46,12 @@
 #   (:mod:`bnn_ppl.inference.reference.chains`: the same adaptation, bit for bit). So a run
 #   stays within its budget unless a segment takes longer than the one before it, or the first
 #   sampling segment (which always follows a finished warmup) does not fit. A budget that ends
-#   during warmup stops the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done`` of
+#   during warmup stops the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done``
+# of
 #   ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
 # * **Chains that do not move.** After every segment each chain is checked
-#   (:func:`bnn_ppl.diagnostics.chain_health.check_chains`): frozen, stuck on repeated draws, or *crawling*
+#   (:func:`bnn_ppl.diagnostics.chain_health.check_chains`): frozen, stuck on repeated draws, or
+# *crawling*
 #   (a step size orders of magnitude below the other chains', or moves per draw a negligible
 #   fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
 #   so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
@@ -65,14 +67,17 @@
 #   it stopped; a run that did not converge has ``converged=False`` and raises a
 #   :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence
 #   it did not reach. The record also holds each chain's health (``chain_health``) and its
-#   log-posterior level (:func:`bnn_ppl.diagnostics.chain_levels.chain_levels`: mean ``lp``, its gap below
+#   log-posterior level (:func:`bnn_ppl.diagnostics.chain_levels.chain_levels`: mean ``lp``, its
+# gap below
 #   the best chain and its drift between the halves of the draws), and the warning names chains
 #   that sit apart or still drift (chains tens of nats apart are in different modes or not yet
 #   in the typical set: more draws alone will not converge them). Mixing chains stopped by the
-#   budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.reference.stopping`); every
+#   budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.reference.stopping`);
+# every
 #   run lists the values that fail the rule, worst first, with the chain furthest from the
 #   others on each (``"laggards"``, the first :data:`~bnn_ppl.diagnostics.slow_values.LISTED`, and
-#   ``"laggards_count"``; :mod:`bnn_ppl.diagnostics.slow_values`), and the warning says it in a sentence.
+#   ``"laggards_count"``; :mod:`bnn_ppl.diagnostics.slow_values`), and the warning says it in a
+# sentence.
 
 from __future__ import annotations
 
@@ -135,7 +140,8 @@ class ReferenceNotConvergedWarning(UserWarning):
         >>> rng = np.random.default_rng(0)
         >>> x = rng.normal(size=(30, 2)).astype(np.float32)
         >>> y = (x @ np.array([0.8, -0.5]) + 0.5 * rng.normal(size=30)).astype(np.float32)
-        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
         >>> with warnings.catch_warnings():
         ...     warnings.simplefilter("error", ReferenceNotConvergedWarning)
         ...     run = reference_hmc(model, (x, y), x_test=x[:5], rng_key=jax.random.key(0),

@@ -21,7 +21,8 @@ r"""Adaptive Thermostat Monte Carlo (ATMC; Heek & Kalchbrenner 2019): the kernel
 # thermostat detects gradient noise. The stationary law has ``θ ~ exp(-L)``, ``p ~ exp(-K)``
 # and ``ξ ~ N(B/(2m), 1)`` per coordinate. The relativistic momentum (eqs. 5-6) and the split
 # integrator with its exact Ornstein-Uhlenbeck step (eqs. 7-11, the paper's sign typos
-# corrected) are :mod:`bnn_ppl.inference.sgmcmc.atmc_integrator`; one step here is Algorithm 1's fused
+# corrected) are :mod:`bnn_ppl.inference.sgmcmc.atmc_integrator`; one step here is Algorithm 1's
+# fused
 # ``φ_A^h ∘ φ_B^h``, one gradient per step.
 #
 # Where the thermostat starts: the noise estimate (``noise_estimate=True``, the default)
@@ -36,7 +37,8 @@ r"""Adaptive Thermostat Monte Carlo (ATMC; Heek & Kalchbrenner 2019): the kernel
 # cycle-end samples held ~4 % of the posterior variance of a conjugate regression; 15-20 % too
 # cold on the digits MLP). Both have one cause: the thermostat must *discover* a noise level that
 # can be measured. Each batch is therefore evaluated as two halves
-# (:mod:`bnn_ppl.inference.sgmcmc.gradients`, same rows and cost), whose difference gives an unbiased
+# (:mod:`bnn_ppl.inference.sgmcmc.gradients`, same rows and cost), whose difference gives an
+# unbiased
 # per-coordinate estimate ``σ̂²``; its running average (``noise_decay``) sets the thermostat's
 # baseline, and the dynamic thermostat ``ζ`` (the state's ``xi``) integrates only the residual::
 #

@@ -9,7 +9,8 @@
 # ``U(θ) = -[s_p log p(θ) + s_l log p(D | θ) + log|J|]`` (the one HMC samples, with the
 # temperature of the :class:`~bnn_ppl.BNN`): the batch log-likelihood is scaled by ``N / b``,
 # the prior counted once (:meth:`FullBatchPotential.minibatch_potential_fn_gen`). Batches are
-# drawn inside the compiled loop (:mod:`bnn_ppl.inference.sgmcmc.gradients`: independent batches with
+# drawn inside the compiled loop (:mod:`bnn_ppl.inference.sgmcmc.gradients`: independent batches
+# with
 # replacement by default, or epochs); the data stay on device, sharded as in the full-batch
 # potential. With ``batch_size=None`` ``grad_fn`` is the exact full-batch gradient.
 #

@@ -11,7 +11,8 @@
 # sample field ``z`` is the position (unconstrained parameters), ``i`` the step counter (both
 # collected by default), ``info`` the kernel's ``Info`` record of the last step (collect it
 # with ``extra_fields=("info",)`` or single fields such as ``"info.step_size"``), and ``stats``
-# the running statistics of ``Info`` over every sampling step (:mod:`bnn_ppl.inference.sgmcmc.accuracy`;
+# the running statistics of ``Info`` over every sampling step
+# (:mod:`bnn_ppl.inference.sgmcmc.accuracy`;
 # ``extra_fields=("stats",)``), which :func:`~bnn_ppl.inference.check_accuracy` reads.
 #
 # Each kernel module (``sgld``, ``sghmc``, ...) has the same shape, after BlackJAX: ``XState``
@@ -80,7 +81,8 @@ class SGMCMCState(NamedTuple):
     ``kernel_state``: the kernel's own state (``SGLDState``, ``ATMCState``, ...);
     ``info``: the kernel's ``Info`` record of the last step (zeros before the first);
     ``stream``: the minibatch index stream (``None`` for full batch);
-    ``rng_key``: the chain's key; ``stats``: the :class:`~bnn_ppl.inference.sgmcmc.accuracy.StepStats`
+    ``rng_key``: the chain's key; ``stats``: the
+    :class:`~bnn_ppl.inference.sgmcmc.kernel.StepStats`
     of every step after warmup. ``z`` (the sample field) is ``kernel_state.position``.
 
     Example:
@@ -268,7 +270,7 @@ class SGMCMCKernel(MCMCKernel):
         return run.steps * run.step_mean[self._friction] / getattr(self, "mass", 1.0)
 
     def accuracy_problems(self, run: RunStats) -> list[str]:
-        """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.sgmcmc.accuracy.
+        """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.sgmcmc.kernel.
         pool`) show went wrong; see :func:`~bnn_ppl.inference.check_accuracy`."""
         problems: list[str] = []
         if not run.steps:
@@ -410,7 +412,8 @@ def tree_max(tree: PyTree) -> Array:
 # A cyclical SG-MCMC run keeps one draw per cycle, at the cycle's end, where the cosine step size
 # is near zero: the ``Info`` records of the kept draws show nothing of the large steps at each
 # cycle start, where the friction hits its cap or the Euler bias is largest. So each kernel's
-# state (:class:`~bnn_ppl.inference.sgmcmc.kernel.SGMCMCState`) carries a :class:`StepStats`, updated by every
+# state (:class:`~bnn_ppl.inference.sgmcmc.kernel.SGMCMCState`) carries a :class:`StepStats`,
+# updated by every
 # step after warmup (warmup steps are not counted): the number of steps, how many of them had a
 # gradient-noise share above the kernel's limit (``capped``: the friction was at its cap), and
 # per ``Info`` field the sum over steps (``total``), the sum of the field times the step size
@@ -496,7 +499,8 @@ def stats_update(stats: StepStats, info: Any, active: Array, capped: Array | boo
         >>> for h, t in [(0.1, 0.5), (0.3, 1.5)]:
         ...     s = stats_update(s, Info(jnp.asarray(h), jnp.asarray(t)), jnp.asarray(True), False)
         >>> run = pool(s)
-        >>> run.steps, run.mean["kinetic_temperature"], round(run.step_mean["kinetic_temperature"], 3)
+        >>> run.steps, run.mean["kinetic_temperature"],
+        ...     round(run.step_mean["kinetic_temperature"], 3)
         (2, 1.0, 0.25)
     """
     h = jnp.asarray(info.step_size, jnp.float32)

@@ -154,7 +154,8 @@ def as_schedule(step_size: float | Schedule) -> Schedule:
 # -------------------- cycles
 # Keeping only the sample at the end of each step-size cycle (cyclical SG-MCMC).
 #
-# With a cyclical schedule (:func:`~bnn_ppl.inference.sgmcmc.schedules.cyclical_cosine`) the ATMC paper
+# With a cyclical schedule (:func:`~bnn_ppl.inference.sgmcmc.schedules.cyclical_cosine`) the ATMC
+# paper
 # and Zhang et al. 2020 keep one sample per cycle: the one after the cycle's last, smallest step.
 #
 # Every kernel in :mod:`bnn_ppl.inference` (SGLD, SGHMC, SGNHT, ATMC) keeps its counter ``i``

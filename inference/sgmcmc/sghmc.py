@@ -82,7 +82,8 @@ __all__ = ["SGHMCState", "SGHMCInfo", "init", "build_kernel", "SGHMC"]
 
 class SGHMCState(NamedTuple):
     """``position`` θ and ``momentum`` p; ``noise``: the running average of the per-coordinate
-    gradient-noise variance estimates (:class:`~bnn_ppl.inference.sgmcmc.gradients.NoiseAverage`)."""
+    gradient-noise variance estimates
+    (:class:`~bnn_ppl.inference.sgmcmc.gradients.NoiseAverage`)."""
 
     position: PyTree
     momentum: PyTree

@@ -13,8 +13,10 @@
 #
 # Noise estimate (``noise_estimate=True``, the default). The thermostat alone needs about
 # ``σ²/(2m)`` steps to climb to ``A + hσ²/(2m)`` and lags a falling step size (see
-# :mod:`bnn_ppl.inference.sgmcmc.atmc`, which explains both). Each batch's two halves estimate ``σ²``
-# per coordinate (:mod:`bnn_ppl.inference.sgmcmc.gradients`), and the friction is the thermostat plus
+# :mod:`bnn_ppl.inference.sgmcmc.atmc`, which explains both). Each batch's two halves estimate
+# ``σ²``
+# per coordinate (:mod:`bnn_ppl.inference.sgmcmc.gradients`), and the friction is the thermostat
+# plus
 # that baseline, ``ξ_i = ζ_i + b̂_i``, ``b̂ = hσ̂²/(2m)``, with ``ζ`` (the state's ``xi``)
 # integrating only the residual; during warmup ``ζ`` waits at ``A``. Where the noise would
 # supply more than ``noise_share`` (``κ``, default 0.1) of a coordinate's heat, its diffusion is

@@ -1,4 +1,5 @@
-"""``checks.json`` of a checkpointed reference run (:mod:`bnn_ppl.inference.reference.checkpoint`): a check
+"""``checks.json`` of a checkpointed reference run (:mod:`bnn_ppl.inference.reference.checkpoint`):
+a check
 made before on the same values under the same rule is read back; a change anywhere in the
 checked values, the rule or the burn-in is a new check; a damaged or tampered file is not
 trusted."""
