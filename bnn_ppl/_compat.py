@@ -12,9 +12,9 @@ Nothing here imports NumPyro, ArviZ or JAX until first used (``import bnn_ppl`` 
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import sys
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -69,7 +69,7 @@ def arviz() -> ModuleType:
 MEMO_SIZE = 16  # jit objects kept per MCMC (a run makes two or three; NumPyro's own cache: 8)
 
 _memo: ContextVar[OrderedDict | None] = ContextVar("bnn_ppl_jit_memo", default=None)
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _depth = 0  # contexts open in any thread; the dispatcher is installed while it is > 0
 _NUMPYRO_MAYBE_JIT: Callable | None = None  # NumPyro's own, read when first needed
 _stock: Callable | None = None  # what maybe_jit was when the dispatcher went in
