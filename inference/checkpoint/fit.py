@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from bnn_ppl import io, validation
+from bnn_ppl import io, predictive, validation
 from bnn_ppl.config import (
     Config,
     MCMCConfig,
@@ -50,7 +50,7 @@ from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
 from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
-from bnn_ppl.predictive import attach_data, chain_predictions
+from bnn_ppl.predictive import attach_data
 from bnn_ppl.runs.progress import chain_point, chain_points
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -335,7 +335,9 @@ class ProgressLog:
         self.stats.append({NUMPYRO_STATS[k]: v for k, v in extra.items() if k in _STATS})
         if self.x_test is not None and n > 0:
             self.predictions.append(
-                chain_predictions(self.model, samples, self.x_test, chunk_size=self.chunk_size)
+                predictive.chain_predictions(
+                    self.model, samples, self.x_test, chunk_size=self.chunk_size
+                )
             )
         predictions, stats = _joined(self.predictions), _joined(self.stats)
         per_draw = None

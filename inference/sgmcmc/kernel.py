@@ -518,7 +518,7 @@ def stats_update(stats: StepStats, info: Any, active: Array, capped: Array | boo
 
 
 def _fields(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if hasattr(tree, "_asdict"):
+    if isinstance(tree, tuple) and type(tree) is not tuple:  # a NamedTuple
         out: dict[str, Any] = {}
         for name, value in tree._asdict().items():
             out |= _fields(value, f"{prefix}{name}.")

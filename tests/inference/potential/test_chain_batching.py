@@ -402,7 +402,7 @@ def test_sequential_chains_on_two_simulated_devices_equal_one_device(tmp_path):
     one-chain ones to the float32 rounding of the sums."""
     env = subprocess_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     proc = subprocess.run(
-        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(ROOT / "tests")],
+        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(Path(__file__).parent)],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
