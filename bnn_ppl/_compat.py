@@ -41,7 +41,7 @@ def ensure_numpyro() -> None:
     module = sys.modules.get("numpyro")
     if module is None:
         return
-    getattr(module, "__version__", None)  # any attribute access executes a lazy proxy
+    module.__name__  # noqa: B018  (any attribute access executes a lazy proxy)
     rebind_numpyro_submodules()
 
 
