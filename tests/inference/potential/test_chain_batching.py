@@ -367,7 +367,7 @@ SHARDED_SCRIPT = textwrap.dedent(
     """
     import json, sys
     import jax, numpy as np
-    sys.path.insert(0, sys.argv[2])
+    sys.path[:0] = sys.argv[2:4]  # this test's folder, then tests/ (conftest, tolerances)
     from test_chain_batching import CHAINS, _chain, _conv_problem, _vmapped
     from tolerances import potential_magnitudes
     from bnn_ppl.inference import full_batch_potential
@@ -402,7 +402,8 @@ def test_sequential_chains_on_two_simulated_devices_equal_one_device(tmp_path):
     one-chain ones to the float32 rounding of the sums."""
     env = subprocess_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     proc = subprocess.run(
-        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(Path(__file__).parent)],
+        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(Path(__file__).parent),
+         str(ROOT / "tests")],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
