@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import numpy as np
+
 from bnn_ppl import validation
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -267,6 +269,15 @@ class SGMCMCConfig(Config):
         _optional_count("batch_size", self.batch_size)
         _optional_positive("step_size", self.step_size)
         _count("map_steps", self.map_steps)
+        if self.batch_size is not None and self.batch_size < 2:
+            # the minibatch noise is estimated from two half batches: by the kernels that
+            # estimate it, and by the step-size recommendation after the MAP pre-fit
+            raise InputValueError(
+                f"batch_size={self.batch_size} is too small for {self.method}: its minibatch "
+                "gradient noise is estimated from two half batches (and so is the step size "
+                "recommended after the MAP pre-fit, step_size=None); pass batch_size >= 2, "
+                "or None for full batches."
+            )
 
 
 @dataclass(frozen=True)
@@ -358,6 +369,14 @@ class ReferenceHMCConfig(Config):
                                 low_inclusive=False)  # fmt: skip
         validation.check_positive("min_ess", self.min_ess)
         validation.check_number("burn_in", self.burn_in, low=0.0, high=1.0, high_inclusive=False)
+        first = min(self.segment_draws, self.max_draws)  # draws per chain at the first check
+        if first - int(self.burn_in * first) < 4:
+            raise InputValueError(
+                f"burn_in={self.burn_in} leaves {first - int(self.burn_in * first)} of the "
+                f"{first} draws per chain of the first convergence check (segment_draws="
+                f"{self.segment_draws}, max_draws={self.max_draws}); split R-hat needs >= 4. "
+                "Lower burn_in, or raise segment_draws."
+            )
         if self.quantity is not None:
             validation.check_choice("quantity", self.quantity, QUANTITIES)
         validation.check_choice("mass_matrix", self.mass_matrix, MASS_MATRICES)
@@ -369,6 +388,15 @@ class ReferenceHMCConfig(Config):
         _optional_count("num_temperatures", self.num_temperatures)
         validation.check_number("min_beta", self.min_beta, low=0.0, high=1.0,
                                 low_inclusive=False, high_inclusive=False)  # fmt: skip
+        if self.tempering:  # the ladder runs in float32: it must stay a ladder there
+            ladder = np.geomspace(1.0, self.min_beta, self.num_temperatures).astype(np.float32)
+            if ladder[-1] < np.finfo(np.float32).tiny or np.any(np.diff(ladder) >= 0):
+                raise InputValueError(
+                    f"min_beta={self.min_beta} with num_temperatures={self.num_temperatures}: "
+                    "the ladder's inverse temperatures are not distinct positive float32 "
+                    f"numbers (float32 holds {ladder.tolist()}); raise min_beta above 1.2e-38 "
+                    "or use fewer temperatures for a min_beta this close to 1."
+                )
         _count("leapfrog_steps", self.leapfrog_steps)
         validation.check_bool("adapt_ladder", self.adapt_ladder)
         _count("init_steps", self.init_steps, minimum=0)

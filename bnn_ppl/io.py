@@ -251,7 +251,8 @@ def save_npz(path: str | os.PathLike, arrays: Mapping[str, Any]) -> str:
     """Write ``arrays`` (name -> array) to ``path`` as ``.npz``, atomically; return its SHA-256.
 
     The returned digest is that of the exact bytes on disk: store it next to the file and pass
-    it to :func:`load_npz` to detect truncation or corruption.
+    it to :func:`load_npz` to detect truncation or corruption (damage, not deliberate edits:
+    whoever edits the file can store its new digest too).
     """
     data = npz_bytes(arrays)
     atomic_write(path, lambda f: f.write(data))

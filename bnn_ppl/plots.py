@@ -12,12 +12,14 @@ metrics against a setting.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
 
 from bnn_ppl._compat import arviz
 from bnn_ppl.io import atomic_write
@@ -171,6 +173,27 @@ def reliability_diagram(
     return fig
 
 
+_RHAT_TICKS = (0.9, 0.95, 0.98, 0.99, 1.0, 1.01, 1.02, 1.05, 1.1, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0,
+               20.0, 50.0, 100.0, 1e3, 1e4, 1e5, 1e6)  # fmt: skip
+
+
+def rhat_ticks(lo: float, hi: float, *, most: int = 7) -> list[float]:
+    """Plain R-hat tick values between ``lo`` and ``hi`` on a log axis, at least a ninth of
+    the axis apart (their labels never overlap), 1.01 and 1.1 first, at most ``most``.
+
+    >>> rhat_ticks(0.99, 1.25)
+    [1.0, 1.05, 1.1, 1.2]
+    """
+    span = math.log(hi / lo)
+    gap = span / 9
+    inside = [t for t in _RHAT_TICKS if lo <= t <= hi]
+    chosen: list[float] = []
+    for t in sorted(inside, key=lambda t: (t not in (1.0, 1.1, 1.01), abs(math.log(t)))):
+        if len(chosen) < most and all(abs(math.log(t / c)) >= gap for c in chosen):
+            chosen.append(t)
+    return sorted(chosen)
+
+
 def rhat_histograms(
     spaces: Mapping[str, np.ndarray | object],
     *,
@@ -223,14 +246,20 @@ def rhat_histograms(
         for j, t in enumerate(thresholds):
             ax.axvline(t, color="k", ls="--", lw=1)
             # stagger the labels: thresholds sit close together on a log axis
+            right = math.log(t / edges[0]) > 0.75 * math.log(edges[-1] / edges[0])
             ax.text(
                 t,
                 top * (0.95 - 0.12 * j),
-                f" {t:g}: {np.mean(arr > t):.0%} above",
+                f" {t:g}: {np.mean(arr > t):.0%} above ",
                 va="top",
+                ha="right" if right else "left",  # (inside the axes)
                 fontsize=8,
             )
         ax.set_xscale("log")
+        ticks = rhat_ticks(edges[0], edges[-1])  # plain numbers, never "1.05 x 10^0"
+        ax.set_xticks(ticks, labels=[f"{t:g}" for t in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlim(edges[0], edges[-1])
         ax.set_ylabel("count")
         ax.set_title(f"{name} (n = {arr.size})")
     axes[-1].set_xlabel("R-hat (rank-normalised split)")

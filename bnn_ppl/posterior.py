@@ -59,6 +59,9 @@ MARKOV_METHODS = frozenset({"hmc", "nuts", "sgld", "sghmc", "sgnht", "atmc", "re
 """Methods whose chains are Markov chains (their ``(chain, draw)`` axes carry convergence
 diagnostics); the others' draws are independent (SVI's guide draws, an ensemble's members)."""
 
+CONTENT_ATTR = "content_sha256"
+"""The root attribute of ``posterior.nc`` holding :meth:`Posterior.content_sha256`."""
+
 _GROUPS = ("samples", "sample_stats", "predictions", "log_likelihood", "observed", "trace")
 
 
@@ -269,22 +272,78 @@ class Posterior:
             tree["optimization"] = xr.DataTree(ds)
         return tree
 
+    def content_sha256(self) -> str:
+        """SHA-256 of what the Posterior holds: the method, the config (canonical JSON) and
+        every array of every group (name, dtype, shape, bytes). :meth:`save` stores it in the
+        file and :meth:`load` recomputes it from what it read: a file whose values changed
+        after it was written is refused. It detects damage, not tampering: whoever edits the
+        file can store the new digest too."""
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update(self.method.encode("utf-8"))
+        h.update(json.dumps(self.config, sort_keys=True).encode("utf-8"))
+        for name in _GROUPS:
+            for key, value in sorted(getattr(self, name).items()):
+                a = np.ascontiguousarray(np.asarray(value))
+                h.update(f"{name}/{key}:{a.dtype.str}:{a.shape}".encode())
+                h.update(a.tobytes())
+        return h.hexdigest()
+
     def save(self, path: str | os.PathLike) -> None:
-        """Write :meth:`to_inference_data` to ``path`` as netCDF (HDF5), atomically."""
+        """Write :meth:`to_inference_data` to ``path`` as netCDF (HDF5), atomically: every
+        array with HDF5's Fletcher-32 checksum, and the root attribute ``content_sha256``
+        (:meth:`content_sha256`), which :meth:`load` verifies."""
         tree = self.to_inference_data()
+        tree.attrs[CONTENT_ATTR] = self.content_sha256()
+        encoding = {}
+        for node in tree.subtree:
+            names = [*node.data_vars, *node.coords] if node.has_data else []
+            if names:
+                encoding[node.path] = {k: {"fletcher32": True} for k in names
+                                       if node[k].ndim > 0}  # fmt: skip
         with _io.atomic_write_path(path) as tmp:
-            tree.to_netcdf(tmp, engine="h5netcdf")
+            tree.to_netcdf(tmp, engine="h5netcdf", encoding=encoding)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Posterior:
-        """Read a Posterior written by :meth:`save` (no pickle: netCDF through xarray).
+        """Read a Posterior written by :meth:`save` (no pickle: netCDF through xarray), and
+        verify it: HDF5's per-array checksums as the arrays are read, then the stored
+        ``content_sha256`` against what was read.
 
         Raises:
-            InputValueError: the file is not a netCDF file written by :meth:`save`.
+            InputValueError: the file is missing, not a netCDF file written by :meth:`save`,
+                or damaged (any checksum mismatch, unreadable structure); the message names
+                the file. A damaged file is never returned.
         """
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise InputValueError(f"{path} does not exist (or is not a file); pass the "
+                                  "posterior.nc that Posterior.save wrote.")  # fmt: skip
+        try:
+            post, stored = cls._read(path)
+        except InputValueError:
+            raise
+        except Exception as e:  # h5py/HDF5/xarray errors of a damaged file, whatever their type
+            raise InputValueError(
+                f"{path} is damaged or not a posterior.nc written by Posterior.save "
+                f"({type(e).__name__}: {e}); restore it or re-run to write it again."
+            ) from None
+        if stored is None:
+            warnings.warn(
+                f"{path} carries no content checksum (written by an older bnn_ppl): its "
+                "values cannot be verified.", UserWarning, stacklevel=2)  # fmt: skip
+        elif stored != post.content_sha256():
+            raise InputValueError(
+                f"{path} is damaged: its values do not match the content checksum stored when "
+                "it was written; restore it or re-run to write it again."
+            )
+        return post
+
+    @classmethod
+    def _read(cls, path: str) -> tuple[Posterior, str | None]:
         import xarray as xr
 
-        path = os.fspath(path)
         try:
             tree = xr.open_datatree(path, engine="h5netcdf")
         except (OSError, ValueError) as e:
@@ -307,7 +366,8 @@ class Posterior:
                 config = json.loads(attrs.get("config", "{}"))
             except ValueError as e:
                 raise InputValueError(f"{path}: the stored config is not JSON ({e}).") from None
-            return cls(
+            stored = attrs.get(CONTENT_ATTR)
+            post = cls(
                 method=str(attrs["method"]),
                 samples=group("posterior"),
                 sample_stats=group("sample_stats"),
@@ -317,6 +377,7 @@ class Posterior:
                 observed=group("observed_data"),
                 trace=group("optimization"),
             )
+            return post, (None if stored is None else str(stored))
 
 
 def _obs_dim(name: str) -> str:

@@ -16,12 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from bnn_ppl import validation
 from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData, full_batch_potential
 from bnn_ppl.inference.potential.minibatch import epoch_init, next_batch
+from bnn_ppl.inference.progress_bar import LoopTick, check_progress_bar, loop_bar
 from bnn_ppl.inference.svi import default_optimizer
 from bnn_ppl.model import BNN
 from bnn_ppl.network import NnxNetwork
@@ -49,9 +51,11 @@ def map_fitter(
     optimizer: optax.GradientTransformation,
     num_steps: int,
     batch_size: int | None,
+    tick: LoopTick | None = None,
 ) -> Callable[[PRNGKey, Params, ShardedData], MAPResult]:
-    """A pure function ``(key, unconstrained init, data) -> MAPResult`` (vmap-able)."""
-    optimise = unconstrained_fitter(pot, optimizer, num_steps, batch_size)
+    """A pure function ``(key, unconstrained init, data) -> MAPResult`` (vmap-able); ``tick``
+    as in :func:`unconstrained_fitter`."""
+    optimise = unconstrained_fitter(pot, optimizer, num_steps, batch_size, tick)
 
     def fit(key: PRNGKey, u0: Params, data: ShardedData) -> MAPResult:
         res = optimise(key, u0, data)
@@ -65,8 +69,11 @@ def unconstrained_fitter(
     optimizer: optax.GradientTransformation,
     num_steps: int,
     batch_size: int | None,
+    tick: LoopTick | None = None,
 ) -> Callable[[PRNGKey, Params, ShardedData], MAPResult]:
-    """:func:`map_fitter` with ``MAPResult.params`` left unconstrained (HMC's coordinates)."""
+    """:func:`map_fitter` with ``MAPResult.params`` left unconstrained (HMC's coordinates);
+    ``tick(step, loss)`` is called inside the loop (a progress bar:
+    :func:`~bnn_ppl.inference.progress_bar.loop_bar`)."""
 
     def fit(key: PRNGKey, u0: Params, data: ShardedData) -> MAPResult:
         full = pot.potential_fn_gen(data)
@@ -87,14 +94,17 @@ def unconstrained_fitter(
 
             stream0 = epoch_init(key, pot.num_data)
 
-        def step(carry: tuple, _: None) -> tuple[tuple, Array]:
+        def step(carry: tuple, i: Any) -> tuple[tuple, Array]:
             u, opt_state, stream = carry
             value, grad, stream = loss_and_grad(u, stream)
             updates, opt_state = optimizer.update(grad, opt_state, u)
+            if tick is not None:
+                tick(i, value)
             return (optax.apply_updates(u, updates), opt_state, stream), value
 
+        steps = None if tick is None else jnp.arange(num_steps)
         (u, _, _), losses = jax.lax.scan(
-            step, (u0, optimizer.init(u0), stream0), None, length=num_steps
+            step, (u0, optimizer.init(u0), stream0), steps, length=num_steps
         )
         return MAPResult(u, losses, full(u))
 
@@ -139,7 +149,11 @@ def _setup(
         chain_batching=chain_batching,
     )  # fmt: skip
     key = jax.random.key(0) if rng_key is None else rng_key
-    return pot, map_fitter(pot, optimizer, num_steps, batch_size), key
+
+    def make_fit(tick: LoopTick | None) -> Callable:
+        return map_fitter(pot, optimizer, num_steps, batch_size, tick)
+
+    return pot, make_fit, key
 
 
 def map_estimate(
@@ -157,6 +171,7 @@ def map_estimate(
     devices: Sequence[jax.Device] | None = None,
     chunk_size: int | None = None,
     minibatch_size: int | None = None,
+    progress_bar: bool | None = None,
 ) -> MAPResult:
     """The posterior mode by optax, on the same potential HMC samples.
 
@@ -172,13 +187,16 @@ def map_estimate(
         rng_key: random key (default ``jax.random.key(0)``).
         devices, chunk_size: as in :func:`~bnn_ppl.inference.full_batch_potential`.
         minibatch_size: the old name of ``batch_size`` (deprecated).
+        progress_bar: a bar of the steps with the loss on stderr (default: when stderr is a
+            terminal and ``CI`` is not set; :mod:`~bnn_ppl.inference.progress_bar`).
     """
+    progress_bar = check_progress_bar(progress_bar)
     init = (
         None
         if init_params is None
         else validation.check_init_values("init_params", init_params, model, x)
     )
-    pot, fit, key = _setup(
+    pot, make_fit, key = _setup(
         model,
         x,
         y,
@@ -193,7 +211,8 @@ def map_estimate(
     )
     init_key, fit_key = jax.random.split(key)
     u0 = pot.init_params(init_key, method=init_method) if init is None else pot.unconstrain(init)
-    result = jax.jit(fit)(fit_key, u0, pot.data)
+    with loop_bar(num_steps, "map", progress_bar) as tick:
+        result = jax.jit(make_fit(tick))(fit_key, u0, pot.data)
     check_finite_result("map_estimate", result.losses, result.params)
     return result
 
@@ -214,6 +233,7 @@ def deep_ensemble(
     chunk_size: int | None = None,
     minibatch_size: int | None = None,
     chain_batching: str = "auto",
+    progress_bar: bool | None = None,
 ) -> MAPResult:
     """``num_members`` MAP solutions from distinct initialisations, trained in parallel (vmap).
 
@@ -222,6 +242,8 @@ def deep_ensemble(
     :func:`~bnn_ppl.inference.full_batch_potential` (what the vmap over members does:
     ``"auto"`` trains a ConvNet's members one after another inside the compiled program). The
     result's ``params`` have a leading member axis, the layout of ``MCMC.get_samples()``.
+    ``progress_bar``: one bar of the steps with the members' mean loss (default as in
+    :func:`map_estimate`).
 
     Raises:
         InputValueError: ``num_members < 1``, ``init_method="network"`` with an nnx network (whose
@@ -245,6 +267,7 @@ def deep_ensemble(
         True
     """
     num_members = validation.check_int("num_members", num_members)
+    progress_bar = check_progress_bar(progress_bar)
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")
     if init_method == "network" and isinstance(model.network, NnxNetwork):
@@ -252,7 +275,7 @@ def deep_ensemble(
             "init_method='network' gives every member the same start for an nnx network; "
             "use init_method='prior' for a deep ensemble."
         )
-    pot, fit, key = _setup(
+    pot, make_fit, key = _setup(
         model,
         x,
         y,
@@ -270,6 +293,8 @@ def deep_ensemble(
     keys = jax.random.split(key, num_members)
     split = jax.vmap(jax.random.split)(keys)
     u0 = jax.vmap(lambda k: pot.init_params(k, method=init_method))(split[:, 0])
-    result = jax.jit(jax.vmap(fit, in_axes=(0, 0, None)))(split[:, 1], u0, pot.data)
+    with loop_bar(num_steps, "ensemble", progress_bar, members=num_members) as tick:
+        fit = make_fit(tick)
+        result = jax.jit(jax.vmap(fit, in_axes=(0, 0, None)))(split[:, 1], u0, pot.data)
     check_finite_result("deep_ensemble", result.losses, result.params)
     return result

@@ -36,6 +36,7 @@ from bnn_ppl.data import Dataset
 from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args, fit_checkpointed
 from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.mcmc.run import run_mcmc
+from bnn_ppl.inference.progress_bar import check_progress_bar
 from bnn_ppl.inference.reference.recipe import reference_hmc
 from bnn_ppl.inference.results import from_map, from_mcmc, from_svi
 from bnn_ppl.inference.sgmcmc.recipe import run_sgmcmc
@@ -84,15 +85,19 @@ class _Run(NamedTuple):
     dtype: Any
     on_check: Callable[[Any], Any] | None
     checkpoint_dir: Any
+    bar: bool
 
 
 def _mcmc(model: BNN, r: _Run) -> Posterior:
     c = r.config
-    mcmc = run_mcmc(model, r.d.x, r.d.y, c, r.key, devices=r.devices, dtype=r.dtype)
+    mcmc = run_mcmc(model, r.d.x, r.d.y, c, r.key, devices=r.devices, dtype=r.dtype,
+                    progress_bar=r.bar)  # fmt: skip
     return from_mcmc(mcmc, method=c.method, config=c.to_dict())
 
 
-def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[str, Any]:
+def _map_kwargs(
+    c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey, bar: bool
+) -> dict[str, Any]:
     """The optimiser settings of ``c`` as keywords of :func:`map_estimate`."""
     return {
         "num_steps": num_steps,
@@ -101,12 +106,13 @@ def _map_kwargs(c: MAPConfig | SVIConfig, num_steps: int, key: PRNGKey) -> dict[
         "init_method": c.init_method,
         "rng_key": key,
         "chunk_size": c.chunk_size,
+        "progress_bar": bar,
     }
 
 
 def _map(model: BNN, r: _Run) -> Posterior:
     c, d = r.config, r.d
-    result = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.num_steps, r.key))
+    result = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.num_steps, r.key, r.bar))
     return from_map(result, method=c.method, config=c.to_dict())
 
 
@@ -114,7 +120,7 @@ def _ensemble(model: BNN, r: _Run) -> Posterior:
     c, d = r.config, r.d
     result = deep_ensemble(
         model, d.x, d.y, c.num_members, chain_batching=c.chain_batching,
-        **_map_kwargs(c, c.num_steps, r.key),
+        **_map_kwargs(c, c.num_steps, r.key, r.bar),
     )  # fmt: skip
     return from_map(result, method=c.method, config=c.to_dict())
 
@@ -124,7 +130,7 @@ def _svi(model: BNN, r: _Run) -> Posterior:
     map_key, svi_key, draw_key = jax.random.split(r.key, 3)
     init_loc, extra = None, {}
     if c.map_steps > 0:
-        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key))
+        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key, r.bar))
         init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
     result = svi_mean_field(
         model,
@@ -137,6 +143,7 @@ def _svi(model: BNN, r: _Run) -> Posterior:
         batch_size=c.batch_size,
         num_particles=c.num_particles,
         rng_key=svi_key,
+        progress_bar=r.bar,
     )
     post = from_svi(result, draw_key, c.num_samples, config=c.to_dict() | extra)
     sites = model.sites(d.x)  # the guide may hold auxiliary sites: keep the model's
@@ -144,7 +151,8 @@ def _svi(model: BNN, r: _Run) -> Posterior:
 
 
 def _sgmcmc(model: BNN, r: _Run) -> Posterior:
-    return run_sgmcmc(model, r.d.x, r.d.y, r.config, r.key, devices=r.devices, dtype=r.dtype)
+    return run_sgmcmc(model, r.d.x, r.d.y, r.config, r.key, devices=r.devices, dtype=r.dtype,
+                      progress_bar=r.bar)  # fmt: skip
 
 
 def _reference(model: BNN, r: _Run) -> Posterior:
@@ -156,7 +164,7 @@ def _reference(model: BNN, r: _Run) -> Posterior:
         )
     run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=r.config,
                         rng_key=r.key, checkpoint_dir=r.checkpoint_dir,
-                        on_check=r.on_check)  # fmt: skip
+                        on_check=r.on_check, progress_bar=r.bar)  # fmt: skip
     return run.posterior
 
 
@@ -196,6 +204,7 @@ def fit(
     on_check: Callable[[Any], Any] | None = None,
     devices: Sequence[jax.Device] | None = None,
     dtype: Any = None,
+    progress_bar: bool | None = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
 
@@ -226,6 +235,12 @@ def fit(
         devices, dtype: HMC, NUTS and SG-MCMC only: the devices the data are sharded over
             (default ``jax.devices()``) and the dtype the log-likelihood is summed in, as in
             :func:`~bnn_ppl.inference.full_batch_potential`.
+        progress_bar: live bars on stderr: NumPyro's for MCMC warmup and sampling (step
+            size, acceptance, divergences) and for SVI (loss); bars with the loss for MAP and
+            ensembles (and the MAP that sets an SG-MCMC step size), with the kinetic
+            temperature for SG-MCMC steps, with the share of converged test values for a
+            reference run's draws. ``None`` (default): on when stderr is a terminal and the
+            environment variable ``CI`` is not set. The bar changes no result.
 
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
@@ -258,6 +273,7 @@ def fit(
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
+    bar = check_progress_bar(progress_bar)
     if on_check is not None and not isinstance(config, ReferenceHMCConfig):
         raise InputValueError(
             f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
@@ -288,8 +304,8 @@ def fit(
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(
-            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every,
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every, bar,
             devices=devices, dtype=dtype,
         )  # fmt: skip
-    post = run(model, _Run(d, config, key, devices, dtype, on_check, checkpoint_dir))
+    post = run(model, _Run(d, config, key, devices, dtype, on_check, checkpoint_dir, bar))
     return attach_data(post, model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)

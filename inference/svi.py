@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import optax
 from numpyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from numpyro.infer.autoguide import AutoNormal
@@ -31,6 +32,7 @@ from numpyro.optim import optax_to_numpyro
 from bnn_ppl import validation
 from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.flat_draws import flat_normal_draws, init_to_prior_draw
+from bnn_ppl.inference.progress_bar import check_progress_bar, loop_bar
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError
@@ -109,7 +111,7 @@ def svi_mean_field(
     batch_size: int | None = None,
     num_particles: int = 1,
     rng_key: PRNGKey | None = None,
-    progress_bar: bool = False,
+    progress_bar: bool | None = None,
     minibatch_size: int | None = None,
 ) -> SVIResult:
     """Fit a mean-field Gaussian to the BNN's (tempered) posterior.
@@ -127,7 +129,9 @@ def svi_mean_field(
         batch_size: rows per step (default: full batch).
         num_particles: Monte Carlo samples per ELBO estimate.
         rng_key: random key (default ``jax.random.key(0)``).
-        progress_bar: show NumPyro's progress bar.
+        progress_bar: a bar of the steps with the loss (the negative ELBO estimate) on stderr
+            (the same result as without); default: when stderr is a
+            terminal and ``CI`` is not set.
         minibatch_size: the old name of ``batch_size`` (deprecated).
 
     Returns:
@@ -156,7 +160,7 @@ def svi_mean_field(
     init_scale = validation.check_positive("init_scale", init_scale)
     num_particles = validation.check_int("num_particles", num_particles)
     learning_rate = validation.check_positive("learning_rate", learning_rate)
-    progress_bar = validation.check_bool("progress_bar", progress_bar)
+    progress_bar = check_progress_bar(progress_bar)
     if rng_key is not None:
         validation.check_key("rng_key", rng_key)
     batch_size = validation.renamed_argument(
@@ -183,6 +187,16 @@ def svi_mean_field(
         model, guide, optax_to_numpyro(optimizer), elbo_cls(num_particles=num_particles), **kwargs
     )
     key = jax.random.key(0) if rng_key is None else rng_key
-    result = svi.run(key, num_steps, x, y, progress_bar=progress_bar)
-    check_finite_result("svi_mean_field", result.losses, result.params)
-    return SVIResult(guide=guide, params=result.params, losses=result.losses)
+    # SVI.run's loop (NumPyro's own bar steps in Python, which rounds differently), with a
+    # bar's callback in it whether or not the bar shows: the same result either way
+    with loop_bar(num_steps, "svi", progress_bar, label="loss (-ELBO)") as tick:
+
+        def body(state: Any, i: Array) -> tuple[Any, Array]:
+            state, loss = svi.update(state, x, y)
+            tick(i, loss)
+            return state, loss
+
+        state, losses = jax.lax.scan(body, svi.init(key, x, y), jnp.arange(num_steps))
+    params = svi.get_params(state)
+    check_finite_result("svi_mean_field", losses, params)
+    return SVIResult(guide=guide, params=params, losses=losses)

@@ -46,10 +46,12 @@ from bnn_ppl.inference import (
     heldout_noise,
     hmc,
     map_estimate,
+    model_potential,
     nuts,
     reference_hmc,
     svi_mean_field,
 )
+from bnn_ppl.inference.reference.tempering import ParallelTempering
 from bnn_ppl.models import MLP
 
 # 12 generated values per argument in the default suite; the draws depend on the test's source
@@ -804,6 +806,46 @@ def _cases() -> list[Case]:
         lambda v: bp.config.ReferenceHMCConfig(max_draws=v),
     )
 
+    # settings that are each fine but not together
+    add(
+        "ReferenceHMCConfig",
+        "burn_in+segment_draws",
+        _burn_in_leaving_too_few(),
+        lambda v: bp.config.ReferenceHMCConfig(segment_draws=v[0], burn_in=v[1]),
+        "burn_in",
+    )
+    add(
+        "ReferenceHMCConfig",
+        "min_beta+num_temperatures",
+        _ladders_float32_collapses(),
+        lambda v: bp.config.ReferenceHMCConfig(num_temperatures=v[0], min_beta=v[1]),
+        "min_beta",
+    )
+    add("ParallelTempering", "betas", _bad_betas(), lambda v: ParallelTempering(POT, betas=v))
+    for name in ("sgld", "sghmc", "sgnht", "atmc"):
+        add(f"{name} config", "batch_size", st.integers(-3, 1),
+            lambda v, m=name: bp.config.CONFIGS[m](batch_size=v))  # fmt: skip
+
+    # model_potential: per-row arrays outside data, discrete latents, chunk_size
+    add("model_potential", "model_kwargs", _per_row_arrays(),
+        lambda v: model_potential(_np_offset_model, data={"x": X, "y": Y_REG},
+                                  model_kwargs={"offset": v[0]}, chunk_size=v[1]),
+        "data", "model_kwargs")  # fmt: skip
+    add("model_potential", "model_args", _per_row_arrays(),
+        lambda v: model_potential(_np_offset_first, v[0], data={"x": X, "y": Y_REG},
+                                  chunk_size=v[1]),
+        "data", "model_args")  # fmt: skip
+    add("model_potential", "discrete site", _discrete_priors(),
+        lambda v: model_potential(_np_discrete_model(v), data={"x": X, "y": Y_REG}), "z")
+    add(
+        "model_potential",
+        "chunk_size",
+        st.one_of(st.integers(max_value=0), st.text(max_size=4).filter(lambda t: t != "auto"),
+                  st.just(1.5), st.just(True)),
+        lambda v: model_potential(_np_offset_model, data={"x": X, "y": Y_REG, "offset": Y_REG},
+                                  chunk_size=v),
+    )  # fmt: skip
+
     # SG-MCMC kernels
     for name, cls in (("SGLD", SGLD), ("SGHMC", SGHMC), ("SGNHT", SGNHT), ("ATMC", ATMC)):
         add(
@@ -918,6 +960,81 @@ def _bad_probs(kind: str) -> np.ndarray:
     else:
         p = p[None]
     return p
+
+
+# -------------------------------------------------- combinations and NumPyro model potentials
+@st.composite
+def _burn_in_leaving_too_few(draw: Callable) -> tuple[int, float]:
+    """``(segment_draws, burn_in)`` that leave fewer than 4 draws at the first check."""
+    segment = draw(st.integers(4, 400))
+    kept = draw(st.integers(0, 3))
+    low = (segment - kept - 0.5) / segment  # int(burn_in * segment) == segment - kept
+    return segment, draw(st.floats(max(low, 0.0) + 1e-9, min(0.9999999, (segment - kept + 0.9) /
+                                                              segment)).filter(
+        lambda b: segment - int(b * segment) < 4 and 0 <= b < 1))
+
+
+@st.composite
+def _ladders_float32_collapses(draw: Callable) -> tuple[int, float]:
+    """``(num_temperatures, min_beta)`` whose geometric ladder is not one in float32."""
+    if draw(st.booleans()):  # the lowest rung underflows float32's normal range
+        return draw(st.integers(2, 8)), draw(st.floats(1e-300, 1e-39))
+    return draw(st.integers(40, 200)), 1.0 - draw(st.floats(1e-9, 1e-7))  # rungs collide
+
+
+@st.composite
+def _bad_betas(draw: Callable) -> list[float]:
+    """Ladders that are not strictly falling from 1 to above 0 in float32."""
+    kind = draw(st.sampled_from(["collide", "underflow", "rises", "not_one"]))
+    if kind == "collide":
+        return [1.0, 1.0 - draw(st.floats(1e-12, 2.9e-8)), 0.5]
+    if kind == "underflow":
+        return [1.0, 0.5, draw(st.floats(1e-320, 1e-39))]
+    if kind == "rises":
+        return [1.0, 0.3, draw(st.floats(0.3, 0.9))]
+    return [draw(st.floats(0.1, 0.99)), 0.05]
+
+
+@st.composite
+def _per_row_arrays(draw: Callable) -> tuple[np.ndarray, int | None]:
+    """A per-row array (N rows, maybe a trailing axis of 1) and a chunk size."""
+    shape = draw(st.sampled_from([(N,), (N, 1)]))
+    values = draw(st.floats(-5, 5)) + np.arange(N, dtype=np.float32).reshape(shape)
+    return values.astype(np.float32), draw(st.sampled_from([1, 2, 5, N, None]))
+
+
+def _discrete_priors() -> st.SearchStrategy:
+    import numpyro.distributions as dist
+
+    return st.sampled_from([dist.Bernoulli(0.5), dist.Poisson(2.0), dist.Geometric(0.3),
+                            dist.Categorical(np.full(3, 1 / 3)), dist.Binomial(4, 0.5)])
+
+
+def _np_offset_model(x: Any, offset: Any, y: Any = None) -> None:
+    import numpyro
+    import numpyro.distributions as dist
+
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([x.shape[1]]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        mean = x @ w + (offset if np.ndim(offset) == 1 else offset[..., 0])
+        numpyro.sample("y", dist.Normal(mean, 1.0), obs=y)
+
+
+def _np_offset_first(offset: Any, x: Any, y: Any = None) -> None:
+    _np_offset_model(x, offset, y)
+
+
+def _np_discrete_model(prior: Any) -> Callable:
+    import numpyro
+    import numpyro.distributions as dist
+
+    def model(x: Any, y: Any = None) -> None:
+        z = numpyro.sample("z", prior)
+        w = numpyro.sample("w", dist.Normal(0, 1).expand([x.shape[1]]).to_event(1))
+        with numpyro.plate("data", x.shape[0]):
+            numpyro.sample("y", dist.Normal(x @ w + z, 1.0), obs=y)
+
+    return model
 
 
 CASES = _cases()
@@ -1123,3 +1240,50 @@ def test_cli_evaluate_and_compare_refuse_what_is_not_a_run_folder(make: str, tmp
         assert rc == 2, (command, err.getvalue())
         assert "Traceback" not in err.getvalue() and str(target) in err.getvalue()
         assert compiles == []
+
+
+OUT_STATES = ("a file", "not a run folder", "busy", "another run")
+
+
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(state=st.sampled_from(OUT_STATES),
+       names=st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,7}\.(txt|npz|json)", fullmatch=True),
+                      min_size=1, max_size=3, unique=True))  # fmt: skip
+def test_cli_run_refuses_an_out_folder_it_cannot_use_and_leaves_it_as_it_was(
+    state: str, names: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``--out`` a file, a folder of other files, a folder another run holds (its lock), or
+    another run's folder: exit 2 naming ``--out``, nothing compiled, every byte left as it was."""
+    import contextlib
+    import io
+    import json
+
+    from bnn_ppl import cli, runs
+
+    out = tmp_path_factory.mktemp("out") / "out"
+    if state == "a file":
+        out.write_text("not a folder")
+    else:
+        out.mkdir()
+        for name in names:
+            (out / name).write_text(name)
+        if state in ("busy", "another run"):
+            cfg = runs.make_config({"method": "map"}, data={"name": "iris"})
+            (out / runs.CONFIG).write_text(json.dumps(cfg))
+    before = ({p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir()
+              else out.read_bytes())  # fmt: skip
+    args = ["run", "svi", *CLI_TINY, "--num-steps", "3", "--out", str(out)]
+    err = io.StringIO()
+    lock = runs.FolderLock(out) if state == "busy" else contextlib.nullcontext()
+    with lock, count_compiles() as compiles:
+        if state == "busy":  # (the lock file is the holder's)
+            before = {p.name: p.read_bytes() for p in out.iterdir()}
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            rc = cli.main(args)
+        after = ({p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir()
+                 else out.read_bytes())  # fmt: skip
+    message = err.getvalue()
+    assert rc == 2 and "Traceback" not in message and "--out" in message, message
+    assert after == before
+    assert compiles == []

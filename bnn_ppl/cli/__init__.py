@@ -87,6 +87,7 @@ from bnn_ppl.cli.settings import (
     Fit,
     RunOptions,
     RunSettings,
+    did_you_mean,
     run_settings,
 )
 from bnn_ppl.divergence import DivergedError as DivergedError
@@ -162,7 +163,10 @@ def _dispatch(args: list[str]) -> int:
         print(RUN_HELP, file=sys.stdout if rest else sys.stderr)
         return 0 if rest else 2
     if command not in ("run", "evaluate", "compare"):
-        raise CLIError(f"unknown command {command!r}; {PROG} takes run, evaluate or compare.")
+        hint = did_you_mean(command, ("run", "evaluate", "compare"))
+        raise CLIError(
+            f"unknown command {command!r}{hint or ';'} {PROG} takes run, evaluate or compare."
+        )
     from bnn_ppl.cli import parser  # start-up time: tyro only once a subcommand is parsed
 
     parse = {"run": parser.parse_run, "evaluate": parser.parse_evaluate,

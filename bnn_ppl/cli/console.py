@@ -29,6 +29,15 @@ def verdict(convergence: Mapping[str, Any]) -> str:
     return f"{head} ({convergence.get('stop_reason')}) {where}"
 
 
+def count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1.
+
+    >>> count(1, "chain"), count(2, "chain"), count(0, "draw")
+    ('1 chain', '2 chains', '0 draws')
+    """
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def printer(quiet: bool) -> Callable[..., None]:
     """``print`` (flushed), or a function that prints nothing when ``quiet``."""
     return (lambda *a, **k: None) if quiet else (lambda *a, **k: print(*a, **k, flush=True))

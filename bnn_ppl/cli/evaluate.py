@@ -9,12 +9,13 @@ Example:
 # Notes:
 #
 # ``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
-# weight- and function-space R-hat/ESS (with >= 2 chains) and the test values that fail R-hat <=
-# 1.01 or bulk ESS >= 400 with the chain furthest from the others on them
-# (:mod:`bnn_ppl.diagnostics.slow_values`), and writes ``reliability.png``,
-# ``rhat.png`` and ``evaluation.json``. ``compare`` scores runs on the same test set against the
-# first: accuracy, NLL, top-1 agreement and total variation (RMSE between BMA means for
-# regression).
+# weight- and function-space R-hat/ESS (with >= 2 chains), the test values that fail the run's
+# rule with the chain furthest from the others on them (:mod:`bnn_ppl.diagnostics.slow_values`)
+# and a verdict by that rule (:func:`rule_for`, :func:`judge`: R-hat <= 1.01 and bulk ESS >= 100
+# per chain for an ordinary run, a reference run's own thresholds), with the draws per chain
+# that would meet it; it writes ``reliability.png``, ``rhat.png`` and ``evaluation.json``.
+# ``compare`` scores runs on the same test set against the first: accuracy, NLL, top-1
+# agreement and total variation (RMSE between BMA means for regression).
 #
 # ::
 #
@@ -23,14 +24,15 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl import runs
-from bnn_ppl.cli.console import printer, table, verdict
+from bnn_ppl.cli.console import count, printer, table, verdict
 from bnn_ppl.cli.settings import CLIError
 from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 from bnn_ppl.io import write_json
@@ -62,6 +64,120 @@ def _convergence_json(conv: Any, by: str) -> dict[str, Any]:
     }
 
 
+ESS_PER_CHAIN = 100
+"""The ordinary rule's bulk ESS per chain: ArviZ's recommendation (Vehtari et al. 2021: bulk
+ESS of at least 100 per chain, e.g. 400 for 4 chains, for reliable R-hat and posterior means)."""
+SHARE = 0.99  # the ordinary rule's share of test values that must meet it
+
+
+class Rule(NamedTuple):
+    """How ``evaluate`` judges a run's test values: R-hat at most ``max_rhat`` and bulk ESS at
+    least ``min_ess`` (all chains together) for at least ``min_share`` of them; ``name`` and
+    ``why`` say which rule it is and where its thresholds come from."""
+
+    name: str
+    max_rhat: float
+    min_ess: float
+    min_share: float
+    why: str
+
+    def describe(self) -> str:
+        return (
+            f"{self.name} rule: R-hat <= {self.max_rhat:g} and bulk ESS >= {self.min_ess:g} "
+            f"({self.why}) for at least {self.min_share:.0%} of the test values"
+        )
+
+
+def rule_for(run: runs.Run) -> Rule:
+    """The reference rule (its own thresholds) for a reference_hmc run; for any other chain
+    run R-hat <= 1.01 and bulk ESS >= :data:`ESS_PER_CHAIN` per chain, for :data:`SHARE` of
+    the test values."""
+    if run.record.get("method") == "reference_hmc" or run.config.get("method") == "reference_hmc":
+        c = bp.config.ReferenceHMCConfig()
+        get = run.config.get
+        return Rule(
+            "reference-run",
+            float(get("max_rhat", c.max_rhat)),
+            float(get("min_ess", c.min_ess)),
+            float(get("min_share", c.min_share)),
+            "the run's own stopping rule",
+        )
+    k = run.num_chains
+    return Rule(
+        "ordinary-run",
+        1.01,
+        float(ESS_PER_CHAIN * k),
+        SHARE,
+        f"{ESS_PER_CHAIN} per chain x {count(k, 'chain')}, ArviZ's recommendation",
+    )
+
+
+def _round_up(x: float) -> int:
+    """``x`` rounded up to two significant figures (a budget, not a measurement)."""
+    if x <= 100:
+        return int(math.ceil(x))
+    scale = 10 ** (int(math.floor(math.log10(x))) - 1)
+    return int(math.ceil(x / scale) * scale)
+
+
+def judge(values: Any, rule: Rule) -> dict[str, Any]:
+    """The verdict on ``(chains, draws, ...)`` test values by ``rule``: ``met``, the shares
+    meeting each threshold, the median bulk ESS, the draws per chain that would meet the rule
+    at this run's rate (:func:`~bnn_ppl.inference.reference.stopping.project_convergence`) and
+    ``text``, one sentence that names the rule and what would meet it."""
+    # start-up time: JAX loads only when a run is projected
+    from bnn_ppl.inference.reference.stopping import FAR, project_convergence, quantity_figures
+
+    a = np.asarray(values, dtype=np.float64)
+    chains, n = a.shape[:2]
+    flat = a.reshape(chains, n, -1)
+    rhat, ess, constant = quantity_figures(flat)
+    size = flat.shape[-1]
+    rhat, ess = bp.diagnostics.unknown_as_failing(rhat, ess)
+    share_rhat = (np.sum(rhat <= rule.max_rhat) + constant) / size
+    share_ess = (np.sum(ess >= rule.min_ess) + constant) / size
+    met = bool(share_rhat >= rule.min_share and share_ess >= rule.min_share)
+    out: dict[str, Any] = {
+        "rule": rule._asdict(),
+        "met": met,
+        "share_rhat_ok": float(share_rhat),
+        "share_ess_ok": float(share_ess),
+        "ess_bulk_median": float(np.median(ess)) if ess.size else None,
+        "draws_per_chain": int(n),
+        "draws_needed_per_chain": None,
+        "draws_for_rhat": None,
+        "draws_for_ess": None,
+    }
+    head = f"verdict ({rule.describe()}): "
+    if met:
+        out["text"] = head + f"met by {share_rhat:.0%} (R-hat) and {share_ess:.0%} (ESS) of {size}."
+        return out
+    p = project_convergence(
+        flat, max_rhat=rule.max_rhat, min_share=rule.min_share, min_ess=rule.min_ess
+    )
+    text = (
+        f"NOT met: {share_rhat:.0%} of the {size} values meet R-hat and {share_ess:.0%} bulk ESS "
+        f"(median bulk ESS {out['ess_bulk_median']:.0f} from {chains} x {n} draws)"
+    )
+    if n * chains < rule.min_ess:
+        text += f"; {n} draws per chain cannot reach it even if every draw were independent"
+    if math.isfinite(p.draws_needed):
+        need = _round_up(p.draws_needed)
+        out["draws_needed_per_chain"] = need
+        out["draws_for_rhat"], out["draws_for_ess"] = p.draws_for_rhat, p.draws_for_ess
+        text += (
+            f". To meet it, run about {need:,} draws per chain at this run's rate "
+            f"(R-hat needs {_round_up(p.draws_for_rhat):,}, bulk ESS "
+            f"{_round_up(p.draws_for_ess):,})"
+        )
+        if p.draws_needed > FAR * n:
+            text += f": an extrapolation over a factor of {p.draws_needed / n:.0f}, a rough guide"
+    else:
+        text += ". Some values have no effective draws: the chains do not move on them"
+    out["text"] = head + text + "."
+    return out
+
+
 def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     """(JSON summary, weight-space and function-space Convergence or None, None)."""
     method = run.record.get("method", "?")
@@ -84,12 +200,18 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
 
-    lags = laggards(values)  # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first
+    rule = rule_for(run)
+    # the values failing the rule's R-hat or bulk ESS, worst first
+    lags = laggards(values, max_rhat=rule.max_rhat, min_ess=rule.min_ess)
+    size = int(np.prod(values.shape[2:]))
     return (
         {
             "weight_space": _convergence_json(ws, "layer"),
             "function_space": _convergence_json(fs, "site"),
-            "slow_values": describe_laggards(lags, int(np.prod(values.shape[2:]))),
+            "verdict": judge(values, rule),
+            "slow_values": describe_laggards(
+                lags, size, max_rhat=rule.max_rhat, min_ess=rule.min_ess
+            ),
             "laggards": [g._asdict() for g in lags[:LISTED]],
         },
         ws,
@@ -132,8 +254,8 @@ def cmd_evaluate(ns: EvaluateOptions) -> int:
     out = ns.out or run.path
     dataset, method = runs.dataset_name(run), runs.method_name(run)
     print(
-        f"{run.path}: {method} on {dataset} ({run.task}), {run.num_draws} draws"
-        + (f" in {run.num_chains} chains" if run.chains else "")
+        f"{run.path}: {method} on {dataset} ({run.task}), {count(run.num_draws, 'draw')}"
+        + (f" in {count(run.num_chains, 'chain')}" if run.chains else "")
     )
 
     summary = run.record.get("summary", {})
@@ -173,6 +295,8 @@ def cmd_evaluate(ns: EvaluateOptions) -> int:
         print("function space (predictions on the test set):")
         print(fs.table("site"))
         print(f"slow values: {diag['slow_values']}")
+        print()
+        print(diag["verdict"]["text"])
 
     written = []
     if run.task == "classification":

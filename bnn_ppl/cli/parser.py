@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -43,6 +44,7 @@ from bnn_ppl.cli.settings import (
     CLIError,
     RunOptions,
     RunSettings,
+    did_you_mean,
     flag,
     run_settings,
 )
@@ -81,23 +83,65 @@ class CompareOptions:
     quiet: bool = False  # only the table
 
 
+_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")  # :func:`~a.b.c` (the text shown: c), :class:`X`
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(text: str | None) -> str | None:
+    """Docstring text without reStructuredText markup, for ``--help``.
+
+    >>> plain_text("a :func:`bnn_ppl.fit` of ``map_steps`` (:class:`~bnn_ppl.config.MAPConfig`)")
+    'a bnn_ppl.fit of map_steps (MAPConfig)'
+    """
+    if text is None:
+        return None
+
+    def role(m: re.Match) -> str:
+        shown = m.group(1)
+        return shown.rsplit(".", 1)[-1] if m.group(0).split("`")[1].startswith("~") else shown
+
+    return _LITERAL.sub(r"\1", _ROLE.sub(role, text))
+
+
+PROGRESS_HINT = "(default: on when stderr is a terminal and CI is not set)"
+
+
+def one_chain_options(cls: type) -> tuple[str, ...]:
+    """The fields of a config that mean nothing for a method fitting one set of weights (no
+    chains, no members): left out of its options."""
+    return () if getattr(cls, "several_chains", True) else ("chain_batching",)
+
+
 def _for_tyro(cls: type) -> type:
     """``cls`` as tyro should read it: its checks deferred to
     :func:`~bnn_ppl.cli.run_settings` (tyro would print a config's own ValueError in a box of
-    its own, without naming the option), and ``X | None`` spelt ``Optional[X]`` (tyro checks
+    its own, without naming the option), ``X | None`` spelt ``Optional[X]`` (tyro checks
     the defaults of ``types.UnionType`` fields through typeguard, whose import alone doubles the
-    time of ``--help``; see benchmarks/import_time.py)."""
+    time of ``--help``; see benchmarks/import_time.py), its docstring without reStructuredText
+    markup, the chain options of a one-chain method hidden, and ``progress`` (None: decided at
+    run time) a ``--progress/--no-progress`` flag pair (:func:`parse_run` tells whether either
+    was given)."""
     hints = typing.get_type_hints(cls)
     body: dict[str, Any] = {
         "__post_init__": lambda self: None,
-        "__doc__": cls.__doc__,
+        "__doc__": plain_text(cls.__doc__),
         "__module__": cls.__module__,  # where tyro reads the fields' comments (the help)
         "__qualname__": cls.__qualname__,
         "__annotations__": {},
     }
+    hidden = one_chain_options(cls)
     for f in dataclasses.fields(cls):
-        if isinstance(hints[f.name], types.UnionType):
-            body["__annotations__"][f.name] = typing.Union[hints[f.name].__args__]  # noqa: UP007
+        hint = hints[f.name]
+        if f.name == "progress":
+            body["__annotations__"][f.name] = typing.Annotated[
+                bool, tyro.conf.arg(help_behavior_hint=PROGRESS_HINT)
+            ]
+            body[f.name] = False
+        elif f.name in hidden:
+            body["__annotations__"][f.name] = typing.Annotated[hint, tyro.conf.Suppress]
+            body[f.name] = f.default
+        elif isinstance(hint, types.UnionType):
+            body["__annotations__"][f.name] = typing.Union[hint.__args__]  # noqa: UP007
             body[f.name] = f.default
     return dataclass(frozen=True)(type(cls.__name__, (cls,), body))
 
@@ -107,7 +151,10 @@ def command_type(method: str) -> type:
     """The dataclass tyro parses for ``bnn-ppl run METHOD``: ``run`` (the shared options) and
     the method's config under its name, with ``bnn-ppl run``'s defaults."""
     if method not in METHODS:
-        raise CLIError(f"bnn-ppl run takes a method, one of {', '.join(METHODS)}; got {method!r}.")
+        raise CLIError(
+            f"bnn-ppl run takes a method, one of {', '.join(METHODS)}; got {method!r}"
+            + (did_you_mean(method, METHODS) or ".")
+        )
     config = _for_tyro(configs.CONFIGS[method])
     shared = _for_tyro(ChainRunOptions if method in CHAIN_METHODS else RunOptions)
     fields: list[Any] = [
@@ -129,7 +176,10 @@ def _refuse_old_spellings(args: Sequence[str]) -> None:
 
 def _options(method: str) -> set[str]:
     shared = ChainRunOptions if method in CHAIN_METHODS else RunOptions
-    names = [f.name for c in (shared, configs.CONFIGS[method]) for f in dataclasses.fields(c)]
+    config = configs.CONFIGS[method]
+    hidden = one_chain_options(config)
+    names = [f.name for c in (shared, config) for f in dataclasses.fields(c)
+             if f.name not in hidden]  # fmt: skip
     return {flag(n) for n in names} | {flag("no_" + n) for n in names}
 
 
@@ -155,7 +205,10 @@ def parse_run(args: Sequence[str]) -> RunSettings:
     ns = tyro.cli(command, prog=f"{PROG} run {method}", args=rest, config=_STYLE)
     fields = dataclasses.asdict(getattr(ns, method))
     given = any(a == "--batch-size" or a.startswith("--batch-size=") for a in rest)
-    return run_settings(method, ns.run, fields, batch_size_given=given)
+    shared = ns.run
+    if not any(a in ("--progress", "--no-progress") for a in rest):  # decided when it runs
+        shared = dataclasses.replace(shared, progress=None)
+    return run_settings(method, shared, fields, batch_size_given=given)
 
 
 def parse_evaluate(args: Sequence[str]) -> EvaluateOptions:

@@ -42,7 +42,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl import runs
 from bnn_ppl.cli.build import build_model, choose_noise, inputs_for, load_data
-from bnn_ppl.cli.console import printer, verdict
+from bnn_ppl.cli.console import count, printer, verdict
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
     BUDGET_FIELDS,
@@ -87,6 +87,12 @@ def _flags_for_divergence(s: RunSettings) -> Iterator[None]:
         raise err from None
 
 
+def _progress(o: RunOptions) -> bool | None:
+    """``--progress``/``--no-progress``, or (neither given) off with ``--quiet`` and else the
+    library's default (at a terminal, outside CI)."""
+    return False if o.progress is None and o.quiet else o.progress
+
+
 def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     """Any method through :func:`bnn_ppl.fit`; with ``--checkpoint-every`` (hmc, nuts, SG-MCMC)
     the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
@@ -102,7 +108,8 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
             "checkpoint_every": s.checkpoint_every,
             "progress_every": s.progress_every,  # may differ on a resume: not in config.json
         }
-    post = fit(model, data, s.config, jax.random.key(s.options.seed), **checkpoints)
+    post = fit(model, data, s.config, jax.random.key(s.options.seed),
+               progress_bar=_progress(s.options), **checkpoints)  # fmt: skip
     resumed = post.config.get("resumed_after_segment")
     summary: dict[str, Any] = {}
     c = s.config
@@ -143,6 +150,7 @@ def _fit_reference(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
         warnings.simplefilter("always", ReferenceNotConvergedWarning)
         post = fit(model, data, s.config, jax.random.key(s.options.seed),
                    checkpoint_dir=os.path.join(s.options.out, runs.CHECKPOINTS),
+                   progress_bar=_progress(s.options),
                    on_check=lambda check: say("  " + check.describe()))  # fmt: skip
     for w in caught:  # other warnings go on to the caller's filters
         if not issubclass(w.category, ReferenceNotConvergedWarning):
@@ -169,17 +177,18 @@ def _describe_model(o: RunOptions) -> str:
 
 
 def _plan(s: RunSettings) -> str:
-    """What the method is about to do (the loops without a progress bar say so)."""
+    """What the method is about to do."""
     c: Any = s.config
     every = f", checkpoints every {s.checkpoint_every}" if s.checkpoint_every else ""
     if s.method in ("hmc", "nuts"):
         return (
-            f"{s.method}: {c.num_chains} chain(s) x ({c.num_warmup} warmup + "
+            f"{s.method}: {count(c.num_chains, 'chain')} x ({c.num_warmup} warmup + "
             f"{c.num_samples} samples){every and every + ' draws'}"
         )
     if s.method in SGMCMC_METHODS:
         return (
-            f"{s.method}: {c.num_chains} chain(s) x ({c.num_warmup} burn-in + {c.num_samples} "
+            f"{s.method}: {count(c.num_chains, 'chain')} x ({c.num_warmup} burn-in + "
+            f"{c.num_samples} "
             f"cycles) of {c.cycle_length} steps, batch {c.batch_size}"
             f"{every and every + ' cycles'}"
         )
@@ -196,10 +205,10 @@ def _plan(s: RunSettings) -> str:
         first = f"MAP {c.map_steps} steps (one compiled loop), then " if c.map_steps else ""
         return f"svi: {first}{c.num_steps} SVI steps, {c.num_samples} draws from the guide"
     if s.method == "map":
-        return f"map: {c.num_steps} steps in one compiled loop (no progress bar)"
+        return f"map: {c.num_steps} steps in one compiled loop"
     return (
         f"ensemble: {c.num_members} members x {c.num_steps} steps, trained together in one "
-        "compiled loop (no progress bar)"
+        "compiled loop"
     )
 
 
@@ -233,7 +242,20 @@ def cmd_run(s: RunSettings) -> int:
         environment={"out": o.out, "data_dir": o.data_dir},
     )
     budget = BUDGET_FIELDS if s.method == "reference_hmc" else ()  # a rerun may raise it
-    reused = runs.claim(o.out, config_record, may_change=budget)
+    # one writer per folder: the lock is held from the claim to the last file written; a
+    # second command on a busy --out is refused here, before it removes or writes anything
+    if not os.path.exists(os.path.join(o.out, runs.LOCK)):  # nobody holds it: a refusal
+        runs.check_claim(o.out, config_record, may_change=budget)  # here creates nothing
+    with runs.FolderLock(o.out) as lock:
+        return _claimed_run(s, data, model, config_record, budget, heldout, lock, say)
+
+
+def _claimed_run(s: RunSettings, data: Any, model: Any, config_record: dict, budget: tuple,
+                 heldout: bool, lock: Any, say: Any) -> int:
+    """The run once every option is checked: claim ``--out`` (under ``lock``), fit, write."""
+    o = s.options
+    num_params = config_record["model"]["num_params"]
+    reused = runs.claim(o.out, config_record, may_change=budget, lock=lock)
     say(
         f"{o.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
         f"{_describe_model(o)}, {num_params} parameters; prior {o.prior}, "
@@ -267,9 +289,10 @@ def cmd_run(s: RunSettings) -> int:
         | ({"noise_choice": choice.record()} if choice is not None else {}),
     )
     shape = (
-        f"{record['num_chains']} chain(s) x {record['num_draws'] // record['num_chains']} draws"
+        f"{count(record['num_chains'], 'chain')} x "
+        f"{count(record['num_draws'] // record['num_chains'], 'draw')}"
         if fit.posterior.is_markov
-        else f"{record['num_draws']} draws"
+        else count(record["num_draws"], "draw")
     )
     say(f"{s.method}: {shape} in {wall:.1f} s")
     for row in fit.summary.get("chains", []):

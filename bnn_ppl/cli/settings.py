@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -84,12 +84,24 @@ MAX_COUNT = 2**31 - 1
 MAX_TREE_DEPTH = 30
 """nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
 _AT_LEAST = {"width": 1, "max_train": 1, "split": 0, "checkpoint_every": 1, "progress_every": 1}
-UNRECORDED = ("out", "data_dir", "quiet", "progress_every")
+UNRECORDED = ("out", "data_dir", "quiet", "progress", "progress_every")
 """Options :meth:`RunSettings.arguments` leaves out: a resumed run may give them differently."""
 
 
 class CLIError(InputValueError):
     """A bad command line that the library itself would not catch (printed without traceback)."""
+
+
+def did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``"; did you mean 'nuts'?"`` for a close choice, else ``""``.
+
+    >>> did_you_mean("nust", ("hmc", "nuts", "svi"))
+    "; did you mean 'nuts'?"
+    """
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def flag(name: str) -> str:
@@ -126,6 +138,7 @@ class RunOptions:
     noise: str | None = None  # regression: noise sd (0.5), halfnormal:S to infer it, or heldout
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
+    progress: bool | None = None  # live progress bars on stderr
 
 
 @dataclass(frozen=True)
@@ -159,8 +172,8 @@ class RunSettings:
 
     def arguments(self) -> dict[str, Any]:
         """What ``config.json`` records (and a resumed run must repeat): the options but the
-        :data:`UNRECORDED` ones (paths, ``quiet``, ``progress_every``), and the config's
-        fields."""
+        :data:`UNRECORDED` ones (paths, ``quiet``, ``progress``, ``progress_every``), and the
+        config's fields."""
         shared = dataclasses.asdict(self.options)
         for name in UNRECORDED:
             shared.pop(name, None)

@@ -25,6 +25,11 @@ from bnn_ppl.validation import InputTypeError, InputValueError
 __all__ = ["Poisson", "first_non_count"]
 
 
+MAX_EXACT_COUNT = 2**24
+"""The largest count a float32 holds exactly (every whole number up to it is exact); the
+Poisson likelihood refuses larger counts rather than round them."""
+
+
 def first_non_count(y: np.ndarray) -> str | None:
     """``"y[i] = v"`` for the first entry of ``y`` that is not a count (a non-negative whole
     number), or ``None`` if all are.
@@ -73,6 +78,14 @@ class Poisson:
             raise InputValueError(
                 f"y must hold counts (non-negative whole numbers) for a Poisson likelihood, got "
                 f"{bad}. Use Gaussian or StudentT for real-valued targets."
+            )
+        if y.size and float(np.max(y)) > MAX_EXACT_COUNT:
+            i = tuple(int(j) for j in np.argwhere(y > MAX_EXACT_COUNT)[0])
+            raise InputValueError(
+                f"y[{i[0] if len(i) == 1 else i}] = {y[i]} is above {MAX_EXACT_COUNT} (2**24), "
+                "the largest count float32 holds exactly: the Poisson log density would see a "
+                "rounded count. Rescale the counts (e.g. model them in thousands with a "
+                "Gaussian likelihood) or drop those rows."
             )
         return y
 

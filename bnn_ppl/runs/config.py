@@ -45,6 +45,10 @@ __all__ = [
     "read_config",
     "read_record",
     "claim",
+    "check_claim",
+    "record_checksum",
+    "FolderLock",
+    "LOCK",
 ]
 
 FORMAT = "bnn_ppl.run"
@@ -182,6 +186,15 @@ def config_differences(saved: Mapping[str, Any], new: Mapping[str, Any]) -> list
     return lines
 
 
+def record_checksum(record: Mapping[str, Any]) -> str:
+    """SHA-256 of a JSON record's fields other than ``"checksum"`` (canonical JSON): what
+    ``metrics.json`` stores under ``"checksum"``, so that a damaged record is refused. It
+    detects damage, not tampering: whoever edits the record can recompute it."""
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def read_record(path: str, missing: str) -> Any:
     """A run folder's JSON file; ``InputValueError(missing)`` if it does not exist, one naming
     the file if it cannot be read or parsed."""
@@ -207,8 +220,126 @@ def read_config(folder: str) -> dict[str, Any]:
     return cfg
 
 
+LOCK = ".lock"
+"""The run folder's lock file (an exclusive ``flock`` held by :class:`FolderLock`)."""
+
+
+class FolderLock:
+    """One writer per run folder: an exclusive ``flock`` on ``<folder>/.lock``, held from
+    the claim to the last file written (the kernel releases it when the process ends, even
+    by SIGKILL). A second process asking for it is refused at once, and touches nothing.
+
+    Use as a context manager around :func:`claim` and every write of the run::
+
+        with FolderLock(out) as lock:
+            runs.claim(out, config, lock=lock)
+            ...  # fit, then save_posterior(out, ...)
+
+    Raises:
+        InputValueError: ``folder`` exists and is not a folder, or another process holds
+            its lock (the message names the folder and the holder's process id).
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = os.fspath(folder)
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._fd is not None
+
+    def __enter__(self) -> FolderLock:
+        import fcntl
+
+        if os.path.exists(self.folder) and not os.path.isdir(self.folder):
+            raise InputValueError(f"--out {self.folder} exists and is not a folder.")
+        path = os.path.join(self.folder, LOCK)
+        if os.path.isdir(self.folder) and not os.path.exists(path):
+            entries = [e for e in os.listdir(self.folder) if not _temporary(e)]
+            if entries and CONFIG not in entries:  # not a run folder: leave it as it is
+                raise InputValueError(
+                    f"--out {self.folder} is not empty and is not a bnn-ppl run folder (no "
+                    f"{CONFIG}); choose a new or empty folder."
+                )
+        try:
+            fd = os.open(path, os.O_RDWR)  # an existing lock file is never rewritten here
+        except FileNotFoundError:
+            os.makedirs(self.folder, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            try:
+                holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise InputValueError(
+                f"--out {self.folder} is in use by another bnn-ppl run (process {holder} holds "
+                f"{path}); nothing was changed. Wait for it to finish, or choose another --out."
+            ) from None
+        self._fd = fd
+        return self
+
+    def mark(self) -> None:
+        """Write this process's id into the lock file (for the message a second process
+        gets); :func:`claim` calls it once the folder is claimed, so that a refused command
+        leaves even the lock file as it was."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fd is not None:
+            import fcntl
+
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def check_claim(folder: str | os.PathLike, config: Mapping[str, Any],
+                may_change: Collection[str] = ()) -> bool:  # fmt: skip
+    """Whether :func:`claim` would reuse ``folder`` (``False``: new or empty), reading only:
+    call it before taking the folder's lock where the folder has no lock file yet, so that a
+    refused run does not even create one (where it has one, take the lock first: a busy
+    folder is then refused as busy).
+
+    Raises:
+        ValueError: as :func:`claim` (not a folder, not a run folder, another configuration).
+    """
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise InputValueError(f"--out {folder} exists and is not a folder.")
+    entries = [e for e in os.listdir(folder) if e != LOCK and not _temporary(e)] if (
+        os.path.isdir(folder)) else []  # fmt: skip
+    if not entries:
+        return False
+    if not os.path.exists(os.path.join(folder, CONFIG)):
+        raise InputValueError(
+            f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
+            "choose a new or empty folder."
+        )
+    saved = read_config(folder)
+    kept = {k: v for k, v in (config.get("arguments") or {}).items() if k not in may_change}
+    then = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in may_change}
+    diff = config_differences({**saved, "arguments": then}, {**config, "arguments": kept})
+    if diff:
+        raise InputValueError(
+            f"--out {folder} holds a run with a different configuration; refusing to reuse "
+            "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
+            "original options."
+        )
+    return True
+
+
+def _temporary(entry: str) -> bool:
+    """Whether a folder entry is a temporary of an atomic write of a run file."""
+    return entry.endswith(".tmp") and any(entry.startswith(f".{n}.") for n in FILES)
+
+
 def claim(folder: str | os.PathLike, config: Mapping[str, Any],
-          may_change: Collection[str] = ()) -> bool:  # fmt: skip
+          may_change: Collection[str] = (), *, lock: FolderLock | None = None) -> bool:  # fmt: skip
     """Make ``folder`` the folder of the run ``config``; return whether it already was.
 
     A new or empty folder gets ``config.json``. A folder written by the same configuration is
@@ -221,30 +352,29 @@ def claim(folder: str | os.PathLike, config: Mapping[str, Any],
     behind (``.<name>.<hex>.tmp`` of the run's own files) are removed first; a folder holding
     nothing else counts as new.
 
+    Everything happens under the folder's :class:`FolderLock`: ``lock``, held by the caller
+    for the whole run, or else one taken for the claim alone. A folder another process holds
+    is refused at once, before anything is removed or written.
+
     Raises:
         ValueError: the folder holds a run with a different configuration (every differing
-            option is named with both values), or files that are not a bnn-ppl run.
+            option is named with both values), files that are not a bnn-ppl run, or is in
+            use by another process.
     """
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise InputValueError(f"--out {folder} exists and is not a folder.")
-    remove_temporaries(folder, FILES)
-    if os.path.isdir(folder) and os.listdir(folder):
-        if not os.path.exists(os.path.join(folder, CONFIG)):
-            raise InputValueError(
-                f"--out {folder} is not empty and is not a bnn-ppl run folder (no {CONFIG}); "
-                "choose a new or empty folder."
-            )
-        saved = read_config(folder)
-        kept = {k: v for k, v in (config.get("arguments") or {}).items() if k not in may_change}
-        then = {k: v for k, v in (saved.get("arguments") or {}).items() if k not in may_change}
-        diff = config_differences({**saved, "arguments": then}, {**config, "arguments": kept})
-        if diff:
-            raise InputValueError(
-                f"--out {folder} holds a run with a different configuration; refusing to reuse "
-                "it:\n" + "\n".join(diff) + "\nUse a new --out folder, or re-run with the "
-                "original options."
-            )
+    if lock is None or not lock.held:
+        if not os.path.exists(os.path.join(folder, LOCK)):  # no lock file yet: nobody holds it
+            check_claim(folder, config, may_change)  # read only: a refusal creates nothing
+        with FolderLock(folder) as held:
+            return claim(folder, config, may_change, lock=held)
+    if os.path.abspath(lock.folder) != os.path.abspath(folder):
+        raise InputValueError(f"lock is the lock of {lock.folder}, not of {folder}.")
+    remove_temporaries(folder, FILES)  # (under the lock: no other writer is in flight)
+    if check_claim(folder, config, may_change):
+        lock.mark()
         return True
     write_json(os.path.join(folder, CONFIG), dict(config))
+    lock.mark()
     return False

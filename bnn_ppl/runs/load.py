@@ -18,12 +18,22 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl.io import load_npz
+from bnn_ppl.io import load_npz, sha256_file
 from bnn_ppl.likelihoods import Prediction, prediction_from_fields
-from bnn_ppl.runs.config import METRICS, PREDICTIONS, SAMPLES, read_config, read_record
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.runs.config import (
+    METRICS,
+    POSTERIOR,
+    PREDICTIONS,
+    SAMPLES,
+    read_config,
+    read_record,
+    record_checksum,
+)
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["Run", "load_run", "dataset_name", "method_name", "check_comparable"]
+__all__ = ["Run", "load_run", "load_posterior", "dataset_name", "method_name",
+           "check_comparable"]
 
 _RECORD_KEYS = ("files", "layout", "num_chains", "num_draws", "task", "metrics")
 
@@ -82,10 +92,14 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         folder: the ``--out`` folder of a ``bnn-ppl run``.
         samples: also read ``samples.npz`` (only evaluation's weight-space diagnostics need it).
 
+    Every file ``metrics.json`` lists is verified against its SHA-256, and the record
+    against its own ``"checksum"``, before anything is returned: a damaged folder is refused,
+    never read silently (checksums detect damage, not deliberate edits).
+
     Raises:
         ValueError: the folder does not exist, is not a run folder, holds an unfinished or a
-            diverged run (:func:`bnn_ppl.runs.save_diverged`), or a file is damaged (the
-            message names it).
+            diverged run (:func:`bnn_ppl.runs.save_diverged`), or a file is damaged or missing
+            (the message names it).
 
     Example:
         >>> import os, tempfile
@@ -118,7 +132,12 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
                          "interrupted or failed. Re-run `bnn-ppl run` with the same options to "
                          "finish (or resume) it.")  # fmt: skip
     if not isinstance(record, dict):
-        record = {}
+        raise InputValueError(f"{path} is damaged: it holds no JSON object.")
+    if "checksum" in record and record["checksum"] != record_checksum(record):
+        raise InputValueError(
+            f"{path} is damaged: its content does not match its checksum. Re-run `bnn-ppl run` "
+            "with the same options to write the folder again."
+        )
     if record.get("status") == "diverged":
         raise InputValueError(
             f"{folder} holds a run that diverged ({record.get('method')}); there is nothing to "
@@ -129,6 +148,7 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
     missing += [f"files.{k}" for k in (PREDICTIONS, SAMPLES) if not isinstance(files.get(k), str)]
     if missing:
         raise InputValueError(f"{path} is not a complete bnn-ppl run record: missing {missing}.")
+    verify_files(folder, files)
     try:
         pred = load_npz(os.path.join(folder, PREDICTIONS), sha256=files[PREDICTIONS])
         draws = load_npz(os.path.join(folder, SAMPLES), sha256=files[SAMPLES]) if samples else None
@@ -145,6 +165,40 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
     except InputValueError as e:
         raise InputValueError(f"{folder}/{PREDICTIONS}: {e}") from None
     return Run(folder, config, record, predictions, targets, draws)
+
+
+def verify_files(folder: str, files: Mapping[str, Any]) -> None:
+    """Check every file of ``files`` (name -> SHA-256, ``metrics.json``'s) in ``folder``.
+
+    Raises:
+        InputValueError: a name that is not a plain file name, a missing file, or one whose
+            SHA-256 differs (naming it: damaged, or rewritten by a run in progress).
+    """
+    for name, digest in files.items():
+        if not isinstance(name, str) or os.path.basename(name) != name or name in ("", ".", ".."):
+            raise InputValueError(f"{folder}/{METRICS} is damaged: it lists the file {name!r}.")
+        target = os.path.join(folder, name)
+        if not os.path.isfile(target):
+            raise InputValueError(f"{folder}: {name} is missing.")
+        if not isinstance(digest, str) or sha256_file(target) != digest:
+            raise InputValueError(
+                f"{target}: checksum mismatch (its SHA-256 differs from the one in {METRICS}): "
+                "the file is damaged, or a run in progress is rewriting the folder. Re-run "
+                "`bnn-ppl run` with the same options to write it again."
+            )
+
+
+def load_posterior(folder: str | os.PathLike) -> Any:
+    """The :class:`~bnn_ppl.Posterior` of a finished run folder (``posterior.nc``), after
+    :func:`load_run`'s checks of every file of the folder, and :meth:`Posterior.load`'s own.
+
+    Raises:
+        InputValueError: as :func:`load_run`, or the folder has no ``posterior.nc``.
+    """
+    run = load_run(folder)
+    if POSTERIOR not in run.record["files"]:
+        raise InputValueError(f"{run.path} holds no {POSTERIOR} (its record does not list one).")
+    return Posterior.load(os.path.join(run.path, POSTERIOR))
 
 
 def dataset_name(run: Run) -> str:

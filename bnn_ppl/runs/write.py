@@ -19,15 +19,18 @@
 #   :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
 #   comparing runs needs neither the network nor the data.
 # * ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.runs.progress`):
-# the
-#   test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
+#   the test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
 #   an ensemble.
-# * ``metrics.json`` - written last, the commit record: the test metrics of the Bayesian model
-#   average, the layout, a sampler summary and the SHA-256 of both ``.npz`` files. A folder
-#   without it holds an unfinished run; one whose record says ``"status": "diverged"``
+# * ``metrics.json`` - written last, the commit record and the folder's manifest: the test
+#   metrics of the Bayesian model average, the layout, a sampler summary, the SHA-256 of every
+#   other file (``"files"``) and of itself (``"checksum"``), all verified by :func:`load_run`
+#   (they detect damage, not deliberate edits: whoever edits a file can recompute them). A
+#   folder without it holds an unfinished run; one whose record says ``"status": "diverged"``
 #   (:func:`save_diverged`) a run whose draws or loss became NaN/inf, with the reason.
 # * ``checkpoints/`` (hmc/nuts/SG-MCMC with ``--checkpoint-every``, reference_hmc always) - a
 #   killed run resumes from it.
+# * ``.lock`` - one writer per folder: :class:`FolderLock`, held from :func:`claim` to the last
+#   file written.
 #
 # Reading a folder back (:func:`load_run`, :class:`Run`, :func:`check_comparable`) lives in
 # :mod:`bnn_ppl.runs.load` and the configuration record in :mod:`bnn_ppl.runs.config`; this
@@ -44,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl.io import save_npz, write_json, write_jsonl
+from bnn_ppl.io import save_npz, sha256_file, write_json, write_jsonl
 from bnn_ppl.likelihoods import (
     Prediction,
     prediction_fields,
@@ -56,20 +59,31 @@ from bnn_ppl.runs.config import (
     CONFIG,
     EVALUATION,
     FORMAT,
+    LOCK,
     METRICS,
     POSTERIOR,
     PREDICTIONS,
     PROGRESS,
     SAMPLES,
     SCHEMA_VERSION,
+    FolderLock,
     array_sha256,
+    check_claim,
     claim,
     config_differences,
     data_identity,
     make_config,
+    record_checksum,
     versions,
 )
-from bnn_ppl.runs.load import Run, check_comparable, dataset_name, load_run, method_name
+from bnn_ppl.runs.load import (
+    Run,
+    check_comparable,
+    dataset_name,
+    load_posterior,
+    load_run,
+    method_name,
+)
 from bnn_ppl.runs.progress import running_metrics
 from bnn_ppl.validation import InputValueError
 
@@ -84,6 +98,9 @@ __all__ = [
     "EVALUATION",
     "PROGRESS",
     "CHECKPOINTS",
+    "LOCK",
+    "FolderLock",
+    "check_claim",
     "Run",
     "versions",
     "array_sha256",
@@ -95,6 +112,8 @@ __all__ = [
     "save_posterior",
     "save_diverged",
     "load_run",
+    "load_posterior",
+    "record_checksum",
     "dataset_name",
     "method_name",
     "flat_draws",
@@ -119,8 +138,14 @@ def save_results(
     task: str,
     y_std: float = 1.0,
     extra: Mapping[str, Any] | None = None,
+    written: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Write ``samples.npz``, ``predictions.npz`` and then ``metrics.json``; return the record.
+
+    ``metrics.json`` is the commit record and the folder's manifest: its ``"files"`` hold the
+    SHA-256 of ``config.json``, of both ``.npz`` files and of ``written`` (file name -> SHA-256
+    of other files this run wrote, e.g. ``posterior.nc``), and its ``"checksum"`` that of the
+    record itself (:func:`record_checksum`); :func:`load_run` verifies them all.
 
     Args:
         folder: the run folder (claimed with :func:`claim`).
@@ -131,6 +156,7 @@ def save_results(
         task: ``"classification"`` or ``"regression"``.
         y_std: the training targets' standard deviation (regression metrics in original units).
         extra: more JSON-able entries for ``metrics.json`` (sampler summary, wall time, ...).
+        written: more files of the folder to checksum, name -> SHA-256 of what was written.
 
     Raises:
         ValueError: inconsistent leading axes, or non-finite predictions (the samples and
@@ -169,7 +195,10 @@ def save_results(
         raise InputValueError(f"samples and predictions disagree on their leading axes: {shapes}.")
     (shape,) = shapes
     targets = np.asarray(targets)
-    files = {
+    config_path = os.path.join(folder, CONFIG)
+    files = {CONFIG: sha256_file(config_path)} if os.path.exists(config_path) else {}
+    files |= dict(written or {})
+    files |= {
         SAMPLES: save_npz(os.path.join(folder, SAMPLES), arrays),
         PREDICTIONS: save_npz(os.path.join(folder, PREDICTIONS), pred | {"targets": targets}),
     }
@@ -186,6 +215,7 @@ def save_results(
         **dict(extra or {}),
         "files": files,
     }
+    record["checksum"] = record_checksum(record)
     write_json(os.path.join(folder, METRICS), record)
     return record
 
@@ -226,6 +256,7 @@ def save_posterior(
     folder = os.fspath(folder)
     posterior.save(os.path.join(folder, POSTERIOR))  # before metrics.json, the commit record
     write_jsonl(os.path.join(folder, PROGRESS), running_metrics(posterior, y_std=y_std))
+    written = {name: sha256_file(os.path.join(folder, name)) for name in (POSTERIOR, PROGRESS)}
     pred = prediction_from_fields(dict(posterior.predictions))
     chains = posterior.is_markov
     return save_results(
@@ -237,6 +268,7 @@ def save_posterior(
         task="classification" if "probs" in posterior.predictions else "regression",
         y_std=y_std,
         extra={"method": posterior.method, **dict(extra or {})},
+        written=written,
     )
 
 
@@ -249,5 +281,6 @@ def save_diverged(
     reason. A rerun with the same options overwrites the record. Returns the record."""
     record = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "status": "diverged",
               "method": method, "reason": reason, **dict(extra or {})}  # fmt: skip
+    record["checksum"] = record_checksum(record)
     write_json(os.path.join(os.fspath(folder), METRICS), record)
     return record

@@ -30,6 +30,7 @@ from bnn_ppl import io, predictive, validation
 from bnn_ppl.config import (
     Config,
     MCMCConfig,
+    NUTSConfig,
     ReferenceHMCConfig,
     SGMCMCConfig,
 )
@@ -41,6 +42,7 @@ from bnn_ppl.inference.checkpoint.store import (
     resume_chunk,
     run_fingerprint,
 )
+from bnn_ppl.inference.mcmc.checks import warn_if_saturated
 from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, mcmc_kernel
 from bnn_ppl.inference.potential.bnn import full_batch_potential
 from bnn_ppl.inference.results import NUMPYRO_STATS, from_draws
@@ -160,6 +162,7 @@ def fit_checkpointed(
     checkpoint_dir: str | os.PathLike,
     checkpoint_every: int,
     progress_every: int | None = None,
+    progress_bar: bool = False,
     *,
     devices: Sequence[jax.Device] | None = None,
     dtype: Any = None,
@@ -170,11 +173,14 @@ def fit_checkpointed(
     make = _sgmcmc_plan if sg else _mcmc_plan
     chosen, resumed = resume_chunk(config, checkpoint_dir)
     placement = {"devices": devices, "dtype": dtype}
+    if sg:  # (the bar shows the MAP that sets the step size)
+        placement["progress_bar"] = progress_bar
     plan, pot, init, run_key, extra = make(model, d, chosen, key, placement)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     memory = recorded_chunk(pot, resumed)
     fingerprint = run_fingerprint(
-        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory
+        config.to_dict(), d.x, d.y, key, pot.potential_fn, one, memory_chunk=memory,
+        devices=pot.mesh.devices.size,
     )
     # SG-MCMC: one minibatch gradient per step, in full-batch gradients (progress.jsonl)
     per_step = sgmcmc_gradients_per_draw(1, config.batch_size, pot.num_data) if sg else None
@@ -191,7 +197,8 @@ def fit_checkpointed(
         gradients_per_step=per_step,
     )
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
-        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log)
+        draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log,
+                             progress_bar=progress_bar)  # fmt: skip
         log.write()  # (complete already, unless a kill came between a commit and its line)
     # how the run went (not part of the fingerprint): resumed after which segment, if any
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
@@ -207,6 +214,10 @@ def fit_checkpointed(
         post = sgmcmc_posterior(config, samples, extra | progress | {"accuracy": accuracy})
     else:
         check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if stuck
+        if isinstance(config, NUTSConfig):  # as nuts() does: most trees cut at the depth
+            sizes = draws.extra.get("adapt_state.step_size")  # (chain, draw)
+            last = None if sizes is None else [row[-1] for row in sizes]
+            warn_if_saturated(draws.extra.get("num_steps"), config.max_tree_depth, last)
         meta = {
             "num_warmup": plan.num_warmup,
             "num_samples": plan.num_samples,

@@ -246,6 +246,8 @@ def run_segments(
     store: CheckpointStore,
     checkpoint_every: int,
     on_segment: OnSegment | None = None,
+    *,
+    progress_bar: bool = False,
 ) -> Draws:
     """Run ``plan`` from ``init_params`` with ``rng_key`` (as ``MCMC.run(rng_key, *args,
     init_params=init_params)`` would), committing warmup and every ``checkpoint_every`` draws
@@ -258,6 +260,8 @@ def run_segments(
     after its commit. Warmup comes first, as segment 0, with its statistics (``"time/seconds"``,
     ``"time/iterations"``, ``"extra/<field>"`` per warmup iteration, ``"state/step_size"``; see
     ``_warmup``), unless the folder was written without them.
+
+    ``progress_bar``: NumPyro's bar for warmup and for each new segment (the same draws).
 
     Returns the :class:`Draws` of all segments (verified reads of every draws file).
     """
@@ -275,6 +279,7 @@ def run_segments(
         progress_bar=False,
         jit_model_args=True,
     )
+    mcmc.progress_bar = validation.check_bool("progress_bar", progress_bar)  # (even under CI)
     record = store.latest()
     resumed_from = None if record is None else record.segment
     if record is not None and record.draws_done > total:

@@ -14,7 +14,7 @@ Example:
 # :class:`CheckpointStore` is where :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`
 # keeps a run:
 #
-# * ``run.json`` - the run's fingerprint (:mod:`bnn_ppl.inference.checkpoint.store`), written once;
+# * ``run.json`` - the run's fingerprint (:func:`run_fingerprint`), written once;
 # * ``state_NNNNNN.npz`` - the sampler state after segment ``N`` (segment 0 is warmup);
 # * ``draws_NNNNNN.npz`` - the draws and extra fields of sampling segment ``N`` (``N >= 1``);
 #   ``draws_000000.npz``, if warmup committed one, holds warmup's statistics (its wall time,
@@ -23,13 +23,17 @@ Example:
 #   state file and of *every* draws file of segments ``1..N``, the draws per segment, and a
 #   SHA-256 of the record itself (``"checksum"``, over its other fields).
 #
-# Guarantees (each one is tested in ``tests/test_resume.py``):
+# Guarantees (each one is tested in ``tests/inference/checkpoint/test_resume.py``):
 #
 # * **Verified reads.** :meth:`CheckpointStore.latest` checks a record's own checksum, its name
 #   against its segment number, its fingerprint digest against ``run.json``'s, and the SHA-256 of
 #   every file it names; a record that fails any check, and every newer one, is *moved aside*
 #   into ``aside/`` with the damaged files (never deleted, never overwritten), and the newest
-#   intact record is used: a resume redoes the lost segments, which are bit-exact.
+#   intact record is used, with a :class:`CheckpointDamageWarning`: a resume keeps the intact
+#   prefix (every segment's state is kept, so damage to any draws file falls back to the
+#   segment before it) and redoes the lost segments, which are bit-exact.
+# * **Damage, not tampering.** The checksums detect damage (flipped bits, truncation, files of
+#   another run); an edit whose checksums are recomputed is accepted.
 # * **No short run.** A record counts the draws of every segment; a finished run is one whose
 #   record holds every requested draw, and it is read from all its draws files, each verified.
 # * **One writer.** An exclusive ``flock`` on ``lock`` (released by the kernel when the process
@@ -40,6 +44,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import glob
 import hashlib
@@ -47,6 +52,7 @@ import json
 import os
 import re
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -60,6 +66,7 @@ from bnn_ppl.validation import InputValueError
 __all__ = [
     "CheckpointStore",
     "CheckpointError",
+    "CheckpointDamageWarning",
     "Record",
     "record_checksum",
     "run_fingerprint",
@@ -76,6 +83,10 @@ FORMAT = "bnn_ppl.resume/1"
 class CheckpointError(InputValueError):
     """A checkpoint folder that cannot be used: locked, another run's, or damaged beyond
     recovery. The message names the file and what to do."""
+
+
+class CheckpointDamageWarning(UserWarning):
+    """Damaged checkpoint files were moved aside and the run resumes from an older segment."""
 
 
 class Record(NamedTuple):
@@ -135,6 +146,8 @@ class CheckpointStore:
 
     Opening checks ``run.json``: a new folder gets it; a folder of another run is refused by
     :func:`~bnn_ppl.inference.checkpoint.store.check_same` (naming the differing field).
+    A folder on read-only storage opens :attr:`read_only` (a shared lock, nothing written): a
+    finished run is read back; committing, or damage that would be moved aside, is an error.
     """
 
     def __init__(self, path: str | os.PathLike, fingerprint: Mapping[str, Any]):
@@ -142,24 +155,35 @@ class CheckpointStore:
         self.fingerprint = dict(fingerprint)
         self._lock_fd: int | None = None
         self._last: Record | None = None  # the newest record verified or written by us
+        self.read_only = False  # on read-only storage: read back, never written
 
     # ---------------------------------------------------------------- lock
     def __enter__(self) -> CheckpointStore:
-        os.makedirs(self.path, exist_ok=True)
-        fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        self.read_only = False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.makedirs(self.path, exist_ok=True)
+            fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as e:  # read-only storage: a finished run can still be read back
+            if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM) or not os.path.isfile(
+                    os.path.join(self.path, "run.json")):  # fmt: skip
+                raise
+            fd = os.open(self.path, os.O_RDONLY)  # (a shared lock on the folder itself)
+            self.read_only = True
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except OSError:
             os.close(fd)
             raise CheckpointError(
                 f"checkpoint_dir {self.path} is in use by another process (its 'lock' is held); "
                 "wait for it to finish or use another folder."
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        if not self.read_only:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd, self._last = fd, None
         try:
-            self._clean_temporaries()
+            if not self.read_only:
+                self._clean_temporaries()
             self._check_run_file()
         except BaseException:
             self.__exit__(None, None, None)
@@ -212,6 +236,11 @@ class CheckpointStore:
         never overwritten.
         """
         self._require_lock()
+        if self.read_only:
+            raise CheckpointError(
+                f"{self.path} is on read-only storage: it can be read back (a finished run) but "
+                "not continued. Copy it to writable storage to resume the run."
+            )
         if len(draws_per_segment) != segment or (draws is None and segment > 0):
             raise InputValueError(
                 "draws_per_segment must list segments 1..segment, and draws be given for "
@@ -241,10 +270,8 @@ class CheckpointStore:
             os.path.join(self.path, _name("record", segment, "json")),
             {**body, "checksum": record_checksum(body)},
         )
-        if previous is not None and previous.segment >= 1:  # keep the two newest states
-            old = os.path.join(self.path, _name("state", previous.segment - 1, "npz"))
-            if os.path.exists(old):
-                os.unlink(old)
+        # every segment's state is kept (a state is one draw per chain, small beside its
+        # segment's draws): damage to any older draws file falls back to the segment before it
         self._last = Record(
             segment, list(draws_per_segment), state_file, files[state_file], draws_files
         )
@@ -254,6 +281,11 @@ class CheckpointStore:
         present = [n for n in names if os.path.exists(os.path.join(self.path, n))]
         if not present:
             return
+        if self.read_only:
+            raise CheckpointError(
+                f"{self.path} is on read-only storage and {sorted(present)} are {why}; they "
+                "cannot be moved aside here. Copy the folder to writable storage and rerun."
+            )
         folder = os.path.join(self.path, "aside", f"{time.strftime('%Y%m%dT%H%M%S')}-{why}")
         os.makedirs(folder, exist_ok=True)
         for n in present:
@@ -304,13 +336,17 @@ class CheckpointStore:
 
     def latest(self) -> Record | None:
         """The newest intact record (``None``: nothing committed yet). Damaged records, the
-        damaged files they name, and every newer segment's files are moved into ``aside/``."""
+        damaged files they name, and every newer segment's files are moved into ``aside/``,
+        with one :class:`CheckpointDamageWarning` naming them and the segment kept: the intact
+        prefix (every segment before the first damaged file) is kept and the rest redone."""
         self._require_lock()
         names = sorted(glob.glob(os.path.join(self.path, "record_*.json")), reverse=True)
+        moved: list[str] = []
         for i, path in enumerate(names):
             record, damaged = self._verify(os.path.basename(path))
             if record is None:
                 self._move_aside(damaged, "damaged")
+                moved += [d for d in damaged if d not in moved]
                 continue
             if i > 0:  # files of the segments after the intact record: keep them aside
                 newer = [
@@ -319,12 +355,19 @@ class CheckpointStore:
                     for kind, ext in (("state", "npz"), ("draws", "npz"), ("record", "json"))
                 ]
                 self._move_aside(newer, "after-damaged")
+            if moved:
+                warnings.warn(CheckpointDamageWarning(
+                    f"{self.path}: damaged checkpoint files {sorted(moved)} (and the segments "
+                    f"after them) were moved to {self.path}/aside; resuming after segment "
+                    f"{record.segment}, the newest intact one: the later segments are redone "
+                    "(bit for bit)."), stacklevel=2)  # fmt: skip
             self._last = record
             return record
         if names:
             raise CheckpointError(
-                f"no intact commit record in {self.path} (all moved to {self.path}/aside); "
-                "delete the folder's record_*.json to start over, or use a new folder."
+                f"no intact commit record in {self.path}: every record, or a file every record "
+                f"needs, was damaged; they are now in {self.path}/aside (nothing was deleted). "
+                "Run the same command again to start over from warmup, or use a new folder."
             )
         return None
 
@@ -427,8 +470,12 @@ def run_fingerprint(
     init_params: Any,
     *,
     memory_chunk: int | None = None,
+    devices: int | None = None,
 ) -> dict[str, Any]:
-    """The fingerprint of a run (see the module doc): ``{"fields": {...}, "digest": sha}``.
+    """The fingerprint of a run (see the module doc): ``{"fields": {...}, "digest": sha}``,
+    and ``"devices"``, the number of devices the data are split over (outside the digest:
+    it only lets :func:`check_same` name the cause when a resume runs on another number of
+    devices, whose program, and so ``model.network``, differs).
 
     ``init_params`` are one chain's unconstrained initial parameters (the potential is traced
     and evaluated there). ``memory_chunk``: the chunk the potential's memory rule chose
@@ -459,7 +506,10 @@ def run_fingerprint(
     )
     fields = json.loads(json.dumps(fields, sort_keys=True))  # JSON-normal (tuples -> lists)
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
-    return {"fields": fields, "digest": digest}
+    out: dict[str, Any] = {"fields": fields, "digest": digest}
+    if devices is not None:
+        out["devices"] = int(devices)
+    return out
 
 
 def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, int | None]:
@@ -509,6 +559,15 @@ def check_same(saved: Mapping[str, Any], current: Mapping[str, Any], where: str)
     if saved.get("digest") == current.get("digest"):
         return
     a, b = dict(saved.get("fields", {})), dict(current.get("fields", {}))
+    then, now = saved.get("devices"), current.get("devices")
+    if then is not None and now is not None and then != now:
+        raise CheckpointError(
+            f"{where} was written by a run on {then} device(s) and this one has {now}: a "
+            "resume needs the same number of devices (the data's split over them is part of "
+            "the compiled program, and float32 sums round differently). Resume with "
+            f"{then} device(s) (e.g. devices=jax.devices()[:{then}], or CUDA_VISIBLE_DEVICES), "
+            "or use a new checkpoint_dir."
+        )
     parts = []
     for name in sorted(set(a) | set(b)):
         if a.get(name, "<missing>") != b.get(name, "<missing>"):

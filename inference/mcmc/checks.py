@@ -45,6 +45,7 @@ from numpyro.infer.hmc import HMCState
 from bnn_ppl import diagnostics, validation
 from bnn_ppl._compat import ReusingMCMC
 from bnn_ppl.diagnostics.chain_health import check_chains, final_step_size, warn_if_stuck
+from bnn_ppl.inference.progress_bar import check_progress_bar
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
@@ -62,6 +63,8 @@ __all__ = [
     "CheckedMCMC",
     "check_finished",
     "warn_if_shortened",
+    "TreeDepthWarning",
+    "warn_if_saturated",
 ]
 
 CHAIN_METHODS = ("vectorized", "sequential")
@@ -272,7 +275,7 @@ def check_run_args(
     )
     out["chain_method"] = validation.check_choice("chain_method", chain_method, CHAIN_METHODS)
     out["init_method"] = validation.check_choice("init_method", init_method, INIT_METHODS)
-    out["progress_bar"] = validation.check_bool("progress_bar", progress_bar)
+    out["progress_bar"] = check_progress_bar(progress_bar)  # None: on at a terminal
     out["extra_fields"] = check_extra_fields(extra_fields)
     return out
 
@@ -317,11 +320,69 @@ class CheckedMCMC(ReusingMCMC):
             print(f"chain {row['chain']}: {status}; " + ", ".join(fields))
 
 
-def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
+class TreeDepthWarning(UserWarning):
+    """NUTS stopped most of a chain's trajectories at ``max_tree_depth`` before they turned
+    back: the chain ran, but explores less per gradient than NUTS intends."""
+
+
+SATURATED_SHARE = 0.5
+"""The share of a chain's draws at the maximum tree depth above which
+:func:`warn_if_saturated` warns ("most draws")."""
+
+
+def warn_if_saturated(
+    num_steps: Any,
+    max_tree_depth: int | tuple[int, int] | None,
+    step_size: Any = None,
+    *,
+    stacklevel: int = 2,
+) -> None:
+    """A :class:`TreeDepthWarning` when most draws of a chain (``num_steps``: leapfrog steps per
+    draw, ``(chains, draws)``) took the ``2**max_tree_depth - 1`` steps of a full tree, naming
+    the chains, ``max_tree_depth`` and the adapted ``step_size`` (per chain, optional).
+    ``max_tree_depth=None`` (HMC) checks nothing."""
+    if max_tree_depth is None or num_steps is None:
+        return
+    if isinstance(max_tree_depth, tuple):  # (warmup, sampling): the draws are sampling's
+        max_tree_depth = max_tree_depth[1]
+    steps = np.asarray(num_steps)
+    steps = steps.reshape(1, -1) if steps.ndim < 2 else steps.reshape(steps.shape[0], -1)
+    if not steps.size:
+        return
+    full = 2**max_tree_depth - 1
+    share = np.mean(steps >= full, axis=1)
+    hit = np.flatnonzero(share > SATURATED_SHARE)
+    if not hit.size:
+        return
+    step = ""
+    if step_size is not None:
+        sizes = np.ravel(np.asarray(step_size, np.float64))
+        step = f" at the adapted step size {float(sizes[min(hit[0], sizes.size - 1)]):.3g}"
+    low = float(share[hit].min())
+    which = (
+        f"{low:.0%} of the draws of chain {hit[0]}"
+        if hit.size == 1
+        else f"{low:.0%} or more of the draws of chains {hit.tolist()}"
+    )
+    warnings.warn(
+        f"NUTS reached max_tree_depth={max_tree_depth} ({full} leapfrog steps) on "
+        f"{which}{step}: the trajectories "
+        "were cut off before they turned back, so each draw costs the most gradients and "
+        "moves less than NUTS intends. Raise max_tree_depth (each level doubles the most a draw "
+        "may cost), or help warmup adapt a larger step size: a narrower prior, standardised "
+        "inputs, or more warmup (step_size is only where its adaptation starts).",
+        TreeDepthWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def check_finished(
+    mcmc: MCMC, max_num_steps: int | None, max_tree_depth: int | tuple[int, int] | None = None
+) -> None:
     """Warn if a chain did not move (:func:`bnn_ppl.diagnostics.chain_health.check_chains`,
-    computed on the
-    device: only small masks are transferred) or if HMC's trajectory was shortened to
-    ``max_num_steps`` steps of its adapted step size."""
+    computed on the device: only small masks are transferred), if HMC's trajectory was shortened to
+    ``max_num_steps`` steps of its adapted step size, or if NUTS's trees were cut at
+    ``max_tree_depth`` on most draws (:func:`warn_if_saturated`)."""
     state = mcmc.last_state
     health = check_chains(
         mcmc.get_samples(group_by_chain=True),
@@ -333,6 +394,11 @@ def check_finished(mcmc: MCMC, max_num_steps: int | None) -> None:
     warn_if_shortened(
         state.adapt_state.step_size, state.trajectory_length, max_num_steps, stacklevel=4
     )
+    if max_tree_depth is not None:
+        extra = mcmc.get_extra_fields(group_by_chain=True)
+        warn_if_saturated(
+            extra.get("num_steps"), max_tree_depth, state.adapt_state.step_size, stacklevel=4
+        )
 
 
 def warn_if_shortened(

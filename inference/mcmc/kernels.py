@@ -380,3 +380,15 @@ class NUTS(_OnPotential, numpyro.infer.NUTS):
         super().__init__(potential_fn=potential.potential_fn, **kwargs)
         settings = _settings(kwargs, trajectory_length=None, num_steps=None)
         self._setup(potential, "NUTS", settings, kwargs.get("kinetic_fn"))
+        # (warmup, sampling) or one depth for both; NumPyro's default is 10
+        self.tree_depth_limit = kwargs.get("max_tree_depth", 10)
+
+    def get_diagnostics_str(self, state: HMCState) -> str:
+        """NumPyro's progress-bar figures, and a note when the tree reached the depth limit
+        (its trajectory cut off before it turned back: raise ``max_tree_depth``)."""
+        text = super().get_diagnostics_str(state)
+        depth = self.tree_depth_limit
+        depth = depth[1] if isinstance(depth, tuple) else depth
+        if int(state.num_steps) >= 2**depth - 1:
+            text += f" (max_tree_depth={depth} reached)"
+        return text

@@ -43,6 +43,7 @@ from bnn_ppl.inference.mcmc.checks import (
     CHAIN_METHODS,
     CheckedMCMC,
     LeapfrogLimitWarning,
+    TreeDepthWarning,
     as_key,
     check_finished,
     check_hmc_kwargs,
@@ -65,6 +66,7 @@ __all__ = [
     "QUARTER_PERIOD",
     "CheckedMCMC",
     "LeapfrogLimitWarning",
+    "TreeDepthWarning",
     "CHAIN_METHODS",
     "DEFAULT_EXTRA_FIELDS",
     "hmc_kwargs",
@@ -209,12 +211,14 @@ def _run(
         progress_bar=run["progress_bar"],
         jit_model_args=True,
     )
+    mcmc.progress_bar = run["progress_bar"]  # (NumPyro turns it off whenever CI is set)
     init_key, run_key = jax.random.split(key)
     chains = run["num_chains"]
     init = pot.init_params(init_key, chains if chains > 1 else None, method=run["init_method"])
     mcmc.run(run_key, *pot.args, init_params=init, extra_fields=run["extra_fields"])
     adapted_hmc = kernel_cls is HMC and kernel_kwargs["adapt_step_size"]
-    check_finished(mcmc, kernel_kwargs["max_num_steps"] if adapted_hmc else None)
+    depth = kernel_kwargs.get("max_tree_depth") if kernel_cls is NUTS else None
+    check_finished(mcmc, kernel_kwargs["max_num_steps"] if adapted_hmc else None, depth)
     return mcmc
 
 
@@ -250,7 +254,7 @@ def mcmc_kernel(model: BNN, x: Any, c: MCMCConfig) -> tuple[type[HMC] | type[NUT
 
 def run_mcmc(
     model: BNN, x: Any, y: Any, c: MCMCConfig, rng_key: PRNGKey, *,
-    devices: Sequence[jax.Device] | None = None, dtype: Any = None,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None, progress_bar: bool = False,
 ) -> MCMC:  # fmt: skip
     """The finished ``MCMC`` of :func:`~bnn_ppl.inference.fit` for an HMC or NUTS config:
     vectorized chains, :data:`DEFAULT_EXTRA_FIELDS`, every chain checked for not moving."""
@@ -260,7 +264,7 @@ def run_mcmc(
         kernel_cls, kernel_kwargs, model, x, y, rng_key, devices, c.chunk_size, dtype,
         c.chain_batching, num_warmup=c.num_warmup, num_samples=c.num_samples,
         num_chains=c.num_chains, chain_method="vectorized", thinning=c.thinning,
-        init_method=c.init_method, progress_bar=False, extra_fields=DEFAULT_EXTRA_FIELDS,
+        init_method=c.init_method, progress_bar=progress_bar, extra_fields=DEFAULT_EXTRA_FIELDS,
     )  # fmt: skip
 
 
@@ -293,7 +297,7 @@ def hmc(
     chunk_size: int | None = None,
     dtype: Any = None,
     chain_batching: str = "auto",
-    progress_bar: bool = False,
+    progress_bar: bool | None = None,
     extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
     """Full-batch HMC with a fixed trajectory length; returns the finished ``MCMC``.
@@ -342,7 +346,9 @@ def hmc(
         devices, chunk_size, dtype, chain_batching: as in
             :func:`~bnn_ppl.inference.full_batch_potential` (``chain_batching``: what
             vectorized chains do; ``"auto"`` runs a ConvNet's chains one after another).
-        progress_bar: show NumPyro's progress bar (slower: one dispatch per iteration).
+        progress_bar: show NumPyro's progress bar on stderr (warmup and sampling, with the step
+            size, acceptance rate and divergences; one dispatch per iteration, the same
+            draws). Default: when stderr is a terminal and ``CI`` is not set.
         extra_fields: HMC state fields to collect, for ``mcmc.get_extra_fields()``; the default
             (:data:`DEFAULT_EXTRA_FIELDS`) is what :func:`~bnn_ppl.inference.from_mcmc`
             turns into ArviZ's sample statistics (``energy`` gives BFMI and
@@ -410,14 +416,15 @@ def nuts(
     chunk_size: int | None = None,
     dtype: Any = None,
     chain_batching: str = "auto",
-    progress_bar: bool = False,
+    progress_bar: bool | None = None,
     extra_fields: tuple[str, ...] = DEFAULT_EXTRA_FIELDS,
 ) -> MCMC:
     """Full-batch NUTS; arguments as in :func:`hmc` plus ``max_tree_depth`` (1 to 15).
 
     Each NUTS iteration costs up to ``2**max_tree_depth`` gradients: lower it for big networks.
     As with :func:`hmc`, every argument is checked before anything compiles and every finished
-    chain is checked for not moving.
+    chain is checked for not moving; a chain whose trees reached ``max_tree_depth`` on most
+    draws gets a :class:`~bnn_ppl.inference.mcmc.checks.TreeDepthWarning`.
     """
     _deprecated("nuts", "NUTSConfig")
     _check_model(model)

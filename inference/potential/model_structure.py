@@ -47,6 +47,13 @@ class Site(NamedTuple):
     factor: bool
     plate_size: int | None
     """The data plate's size if the site is inside it, else None."""
+    rows: tuple[int, int] | None = None
+    """A plate site's rows along the plate's dimension: ``(of its log density, of its
+    value)`` (1 where it broadcasts); else None."""
+    sizes: tuple[int, int] | None = None
+    """A plate site's number of entries: ``(of its log density, of its value)``."""
+    discrete: bool = False
+    """Whether it is a latent site with a discrete support."""
 
 
 def in_plate(site: dict, plate: str) -> bool:
@@ -90,8 +97,17 @@ def structure(
         for name, s in tr.items():
             if s["type"] == "sample":
                 frame = next((f for f in s["cond_indep_stack"] if f.name == plate), None)
+                rows = sizes = None
+                if frame is not None:
+                    lp, value = site_lp(s), jnp.shape(s["value"])
+                    batch = value[: len(value) - s["fn"].event_dim]
+                    rows = (_along(jnp.shape(lp), frame.dim), _along(batch, frame.dim))
+                    sizes = (int(np.prod(jnp.shape(lp))), int(np.prod(value)))
+                discrete = not s["is_observed"] and bool(
+                    getattr(s["fn"].support, "is_discrete", False))
                 sites.append(Site(name, bool(s["is_observed"]), isinstance(s["fn"], Unit),
-                                  None if frame is None else frame.size))
+                                  None if frame is None else frame.size, rows, sizes,
+                                  discrete))
         return {k: s["value"] for k, s in tr.items()
                 if s["type"] == "sample" and not s["is_observed"]}
 
@@ -99,20 +115,55 @@ def structure(
     return sites, values
 
 
+def _along(shape: tuple[int, ...], dim: int) -> int:
+    """The size of ``shape`` along the (negative) plate dimension ``dim``; 1 if it has none."""
+    return int(shape[len(shape) + dim]) if len(shape) >= -dim else 1
+
+
 def check_sites(full: list[Site], one_row: list[Site], n: int, plate: str) -> None:
     """Refuse, naming the site: no site in the plate; a plate not of ``n`` rows or not sized
-    from the data (``one_row``: the sites traced on a one-row probe); a latent in the plate; an
-    observed site (other than a factor) outside it."""
+    from the data (``one_row``: the sites traced on a one-row probe); a plate site whose value
+    or log density does not have the plate's rows (one per data row: on one row of the data,
+    one; an array of ``n`` rows passed outside ``data`` gives it ``n`` on every chunk); a
+    latent in the plate; a discrete latent; an observed site (other than a factor) outside
+    the plate."""
     if not any(s.plate_size is not None for s in full):
         raise InputValueError(f"the model has no sample site inside numpyro.plate({plate!r}, "
                               "n); put the observed sites in that plate (or set data_plate).")
-    one = {s.name: s.plate_size for s in one_row}
+    one = {s.name: s for s in one_row}
     for s in full:
-        if s.plate_size is not None and (s.plate_size != n or one.get(s.name) != 1):
+        if s.discrete:
+            raise InputValueError(
+                f"site {s.name!r} is a discrete latent; model_potential's potential is over "
+                "continuous latents only (HMC needs a gradient): marginalise it out (e.g. "
+                "dist.MixtureSameFamily), or sample the model with NumPyro's MixedHMC or "
+                "DiscreteHMCGibbs.")
+        if s.plate_size is None:
+            pass
+        elif s.plate_size != n:
             raise InputValueError(
                 f"site {s.name!r}: plate {plate!r} has size {s.plate_size} but the data have "
-                f"{n} rows, or its size does not follow them; size the plate from the data "
-                f"(numpyro.plate({plate!r}, x.shape[0])): it is called on chunks.")
+                f"{n} rows; size the plate from the data (numpyro.plate({plate!r}, "
+                "x.shape[0])): it is called on chunks.")
+        elif s.name not in one or one[s.name].plate_size != 1:
+            size = one[s.name].plate_size if s.name in one else "no plate"
+            raise InputValueError(
+                f"site {s.name!r}: plate {plate!r} has the data's {n} rows, but on one row of "
+                f"the data it has size {size}: its size does not follow the data; size it "
+                f"from them (numpyro.plate({plate!r}, x.shape[0])): it is called on chunks.")
+        else:
+            o = one[s.name]
+            rows_ok = o.rows == (1, 1) and s.rows == (n, n)
+            if not rows_ok or (o.sizes is not None and s.sizes is not None
+                               and (o.sizes[0] * n, o.sizes[1] * n) != s.sizes):  # fmt: skip
+                raise InputValueError(
+                    f"site {s.name!r} in plate {plate!r}: on one row of the data its log "
+                    f"density has {o.rows[0] if o.rows else '?'} row(s) and its value "
+                    f"{o.rows[1] if o.rows else '?'} (expected 1, one per data row): its "
+                    "density reads a per-row array passed outside data (model_args or "
+                    "model_kwargs, e.g. per-row weights or offsets), which every chunk would "
+                    "get whole. Pass every per-row array in data={...} (it is then split with "
+                    "the rows).")
         if s.plate_size is not None and not s.observed:
             raise InputValueError(
                 f"site {s.name!r} is a latent inside plate {plate!r} (a per-row local latent); "

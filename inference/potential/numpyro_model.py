@@ -81,7 +81,7 @@ from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
 from bnn_ppl.flat_draws import init_to_prior_draw
-from bnn_ppl.inference.potential.bnn import FullBatchPotential, compute_dtype, is_real
+from bnn_ppl.inference.potential.bnn import FullBatchPotential, compute_dtype, is_real, memory_chunk
 from bnn_ppl.inference.potential.distributed import (
     check_process_local,
     describe_arguments,
@@ -289,6 +289,50 @@ class ModelPotential(FullBatchPotential, Tempered):
         return potential_fn
 
 
+def check_model_call(
+    model: Callable, model_args: tuple, model_kwargs: Mapping[str, Any], data: Mapping[str, Any]
+) -> None:
+    """Refuse, naming the clash, a ``model`` that cannot be called as ``model(*model_args,
+    **model_kwargs, **data)`` (e.g. NumPyro's ``model(X, Y, D_H)`` given ``model_args=(5,)``
+    and ``data={"X": ..., "Y": ...}``: the 5 would fill ``X``); a model whose signature Python
+    cannot read is left to its call.
+
+    >>> def model(X, Y, D_H, D_Y=1): ...
+    >>> check_model_call(model, (5,), {}, {"X": 0, "Y": 0})
+    Traceback (most recent call last):
+    ...
+    bnn_ppl.validation.InputTypeError: model(X, Y, D_H, D_Y=1) cannot take model_args (5,) ...
+    """
+    import inspect
+
+    try:
+        sig = inspect.signature(model)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*model_args, **model_kwargs, **data)
+    except TypeError as e:
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        positional = [p.name for p in sig.parameters.values() if p.kind in kinds]
+        filled = positional[: len(model_args)]
+        named = set(data) | set(model_kwargs)
+        taken = [name for name in filled if name in named]
+        text = (
+            f"model{sig} cannot take model_args {tuple(model_args)!r} with the keywords "
+            f"{sorted(data)} of data" + (f" and {sorted(model_kwargs)} of model_kwargs"
+                                         if model_kwargs else "") + f" ({e})."
+        )  # fmt: skip
+        if taken:
+            free = [name for name in positional if name not in named]
+            pairs = dict(zip(free, model_args, strict=False))
+            text += (
+                f" model_args fill the model's parameters from the left, so they would fill "
+                f"{taken}, which data gives by keyword. Pass the other arguments by keyword: "
+                f"model_kwargs={pairs!r} and no model_args."
+            )
+        raise InputTypeError(text) from None
+
+
 def model_potential(
     model: Callable,
     *model_args: Any,
@@ -314,7 +358,12 @@ def model_potential(
         model_kwargs: other keyword arguments, passed unchanged.
         data_plate: the name of the plate over the rows.
         chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`
-            (``devices`` may span processes, see above).
+            (``devices`` may span processes, see above): ``chunk_size`` an int, ``None``
+            (1024 rows on the CPU backend, else the memory rule) or ``"auto"`` (the memory
+            rule of :mod:`bnn_ppl.inference.potential.bnn` on any backend, with the model's own
+            potential compiled for a probe chunk; not with several processes);
+            :attr:`~bnn_ppl.inference.FullBatchPotential.chunk_rule` says which rule chose
+            it.
         temperature, temper: ``T > 0``; ``"likelihood"`` or ``"posterior"`` (see above).
         init_strategy: the NumPyro init strategy of :meth:`ModelPotential.init_params`.
         chain_batching: what vectorized chains do, as for
@@ -353,6 +402,7 @@ def model_potential(
     model_kwargs = dict(model_kwargs or {})
     if clash := sorted(set(model_kwargs) & set(data)):
         raise InputValueError(f"{clash} are in both data and model_kwargs; pass each once.")
+    check_model_call(model, model_args, model_kwargs, data)
     for k, a in data.items():
         check_process_local(f"data[{k!r}]", a)
     arrays = {k: validation.as_array(f"data[{k!r}]", a) for k, a in data.items()}
@@ -366,14 +416,18 @@ def model_potential(
     temperature = validation.check_positive("temperature", temperature)
     temper = validation.check_choice("temper", temper, TEMPER_MODES)
     validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
-    if chunk_size is not None:
-        chunk_size = validation.check_int("chunk_size", chunk_size, minimum=1)
+    chunk_size = validation.check_chunk_size(chunk_size)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if acc == jnp.float64 and not jax.config.jax_enable_x64:
         raise InputValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True).")
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
         raise InputValueError("devices is empty; pass at least one (default: jax.devices()).")
+    if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
+        raise InputValueError(
+            "chunk_size='auto' is not supported with devices of several processes (each "
+            "process's free memory may differ); pass an int."
+        )
 
     layout = None
     if len({d.process_index for d in devices}) > 1:  # several processes: this process's rows
@@ -395,6 +449,26 @@ def model_potential(
     check_globals(model, model_args, model_kwargs, data_plate, probe, (spec, values),
                   (probe_spec, one_values))
     kept = deterministic_sites(model, model_args, model_kwargs, values, probe, data_plate)
+    fields = dict(
+        model=model, model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,
+        data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
+        temperature=temperature, temper=temper, init_strategy=init_strategy,
+        deterministic_sites=tuple(kept), chain_batching=chain_batching, dtype=acc,
+    )
+    rule = "chunk_size"
+    if chunk_size is None and layout is not None:
+        rule = "several processes"
+    elif chunk_size is None and devices[0].platform == "cpu":
+        rule = "cpu default"
+    elif chunk_size in (None, "auto"):  # the memory rule of bnn_ppl.inference.potential.bnn
+        data_bytes = 1 + sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
+                             for a in arrays.values())  # fmt: skip
+        chunk_size, rule = memory_chunk(
+            -(-n // len(devices)), _model_probe(fields, arrays, devices[0]), devices,
+            data_bytes_per_row=data_bytes,
+        )
+    if chunk_size in (None, "auto"):
+        chunk_size = None
 
     if layout is not None:
         mesh, placed, mask = place_local(arrays, layout)
@@ -409,10 +483,27 @@ def model_potential(
             jax.device_put(np.arange(padded) < n, sharding),
         )
     return ModelPotential(
-        model=model, data=sharded, mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks,
-        dtype=acc, _x_spec=None,
-        model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,
-        data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
-        temperature=temperature, temper=temper, init_strategy=init_strategy,
-        deterministic_sites=tuple(kept), chain_batching=chain_batching,
+        data=sharded, mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks,
+        _x_spec=None, chunk_rule=rule, **fields,
     )
+
+
+def _model_probe(fields: dict, arrays: dict[str, np.ndarray], device: Any) -> Callable:
+    """``rows -> Compiled``: the potential's value and gradient for one chunk of ``rows`` rows
+    on ``device`` (shapes only: nothing runs, no data are placed), for the memory rule."""
+    mesh = Mesh(np.asarray([device]), (DATA_AXIS,))
+    sharding = NamedSharding(mesh, P(DATA_AXIS))
+
+    def compile_probe(rows: int) -> Any:
+        data = ModelData(
+            {k: jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype, sharding=sharding)
+             for k, a in arrays.items()},
+            jax.ShapeDtypeStruct((rows,), bool, sharding=sharding),
+        )  # fmt: skip
+        pot = ModelPotential(data=data, mesh=mesh, num_data=rows, chunk_size=rows,
+                             num_chunks=1, _x_spec=None, **fields)  # type: ignore[arg-type]
+        u = jax.eval_shape(lambda: pot.init_params(jax.random.key(0)))
+        f = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
+        return f.lower(u, data).compile()
+
+    return compile_probe

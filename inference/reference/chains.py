@@ -37,13 +37,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from bnn_ppl.config import ReferenceHMCConfig
-from bnn_ppl.diagnostics.chain_health import ChainHealth, check_chains
+from bnn_ppl.diagnostics.chain_health import MIN_DRAWS, ChainHealth, check_chains
 from bnn_ppl.inference.checkpoint.segments import joined_arrays, segment_arrays
 from bnn_ppl.inference.ensemble import unconstrained_fitter
 from bnn_ppl.inference.mcmc.checks import CheckedMCMC, as_key
@@ -277,9 +278,25 @@ def rule_check(values: np.ndarray, first: int, c: ReferenceHMCConfig) -> dict[st
     return check_convergence(values[:, first:], **rule_settings(c))
 
 
-def segment_health(segment: Segment) -> list[ChainHealth]:
-    """:func:`~bnn_ppl.diagnostics.chain_health.check_chains` on one segment (no warning)."""
-    return check_chains(segment.samples, segment.extra, segment.step_size, warn=False)
+def segment_health(segment: Segment, earlier: Sequence[Segment] = ()) -> list[ChainHealth]:
+    """:func:`~bnn_ppl.diagnostics.chain_health.check_chains` (no warning) on the latest
+    ``segment``, joined with as many of the ``earlier`` segments (oldest first) as it takes to
+    reach :data:`~bnn_ppl.diagnostics.chain_health.MIN_DRAWS` draws per chain: a segment
+    shorter than that would leave repeated or frozen draws unjudged."""
+    window = [segment]
+    for part in reversed(earlier):
+        if sum(next(iter(p.samples.values())).shape[1] for p in window) >= MIN_DRAWS:
+            break
+        window.insert(0, part)
+    if len(window) == 1:
+        return check_chains(segment.samples, segment.extra, segment.step_size, warn=False)
+
+    def join(arrays: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        keys = [k for k in arrays[-1] if all(k in a for a in arrays)]
+        return {k: np.concatenate([a[k] for a in arrays], axis=1) for k in keys}
+
+    return check_chains(join([p.samples for p in window]), join([p.extra for p in window]),
+                        segment.step_size, warn=False)  # fmt: skip
 
 
 def health_record(health: list[ChainHealth]) -> list[dict[str, Any]]:

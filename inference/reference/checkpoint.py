@@ -73,7 +73,7 @@ the stopping rule, which decide how many segments are sampled but not what they 
 
 def reference_fingerprint(
     c: ReferenceHMCConfig, x: Any, y: Any, rng_key: Any, potential_fn: Any, init: Any,
-    memory_chunk: int | None = None,
+    memory_chunk: int | None = None, devices: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """:func:`~bnn_ppl.inference.checkpoint.store.run_fingerprint` of a reference run: ``c``'s
     fields but :data:`NOT_FINGERPRINTED` (and the tempering fields without tempering), the
@@ -105,7 +105,8 @@ def reference_fingerprint(
     fields = {k: v for k, v in c.to_dict().items() if k not in (*NOT_FINGERPRINTED, *unused)}
     first = chain_kernel(c).first_params(init)
     return run_fingerprint(
-        fields, x, y, as_key(rng_key), potential_fn, first, memory_chunk=memory_chunk
+        fields, x, y, as_key(rng_key), potential_fn, first, memory_chunk=memory_chunk,
+        devices=devices,
     )
 
 
@@ -127,7 +128,8 @@ class CheckpointedChains(Chains):
         chosen, resumed = resume_chunk(c, checkpoint_dir)  # a memory rule's chunk is kept
         super().__init__(model, x, y, chosen, rng_key)
         fingerprint = reference_fingerprint(c, x, y, rng_key, self.pot.potential_fn, self.init,
-                                            recorded_chunk(self.pot, resumed))  # fmt: skip
+                                            recorded_chunk(self.pot, resumed),
+                                            devices=self.pot.mesh.devices.size)  # fmt: skip
         self.store = CheckpointStore(checkpoint_dir, fingerprint)
         self._replay: list[dict[str, np.ndarray]] = []  # committed segments not yet replayed
         self._checks: CheckCache | None = None  # opened with the folder's lock

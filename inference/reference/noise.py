@@ -120,6 +120,7 @@ def heldout_noise(
         fit = map_estimate(
             model, x[train], y[train], num_steps=num_steps, learning_rate=learning_rate,
             init_method=init_method, rng_key=jax.random.fold_in(fit_key, k),
+            progress_bar=False,  # (one fold's short fit of several: no bar each)
         )  # fmt: skip
         draws = {name: v[None, None] for name, v in fit.params.items()}
         mean = np.asarray(predict(model, draws, x[rows]).mean).reshape(len(rows), -1)

@@ -50,11 +50,12 @@
 # of
 #   ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
 # * **Chains that do not move.** After every segment each chain is checked
-#   (:func:`bnn_ppl.diagnostics.chain_health.check_chains`): frozen, stuck on repeated draws, or
-# *crawling*
-#   (a step size orders of magnitude below the other chains', or moves per draw a negligible
-#   fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
-#   so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
+#   (:func:`bnn_ppl.diagnostics.chain_health.check_chains`, on the latest segment joined with
+#   earlier ones up to at least 20 draws per chain, so short segments are judged too): frozen,
+#   stuck on repeated draws, or *crawling* (a step size orders of magnitude below the other
+#   chains', or moves per draw a negligible fraction of theirs, though it "accepts" every
+#   proposal). The step size is fixed after warmup, so more draws cannot mend such a chain: the
+#   run stops (``"chains_not_moving"``), not
 #   converged, and the record and the warning name the chain.
 # * **Memory.** Every draw and the checked quantity stay in memory (``chains x draws x n x K``
 #   float32 probabilities: 576 MB for 4 chains x 10,000 draws on digits' 360 test rows).
@@ -94,12 +95,13 @@ import numpy as np
 from bnn_ppl import validation
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.data import Dataset
-from bnn_ppl.diagnostics.chain_health import warn_if_stuck
+from bnn_ppl.diagnostics.chain_health import MIN_DRAWS, warn_if_stuck
 from bnn_ppl.diagnostics.chain_levels import chain_levels, describe_levels
 from bnn_ppl.diagnostics.function_values import check_quantity, default_quantity, function_values
 from bnn_ppl.diagnostics.scale_levels import describe_scale_levels, scale_levels
 from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards
 from bnn_ppl.inference.checkpoint.fit import check_checkpoint_dir
+from bnn_ppl.inference.progress_bar import check_progress_bar, segment_bar
 from bnn_ppl.inference.reference.chains import (
     Chains,
     health_record,
@@ -237,6 +239,7 @@ def reference_hmc(
     config: ReferenceHMCConfig | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
     on_check: Callable[[ConvergenceCheck], Any] | None = None,
+    progress_bar: bool | None = None,
     **settings: Any,
 ) -> ReferenceRun:
     """Run HMC in segments until the test predictions converge or the budget ends.
@@ -259,6 +262,9 @@ def reference_hmc(
             ``lambda check: print(check.describe(), flush=True)`` to follow a run of hours;
             its return value is ignored, and an exception it raises ends the run (the
             committed segments of a checkpointed run stay committed).
+        progress_bar: a bar on stderr of the draws per chain up to ``max_draws``, advanced
+            after each segment, with the shares of test values that meet the R-hat and ESS
+            thresholds; default: when stderr is a terminal and ``CI`` is not set.
         **settings: any of its fields, overriding ``config``: ``num_chains`` (4),
             ``num_warmup`` (500), ``segment_draws`` (200), ``max_draws`` (10000 per chain),
             ``max_seconds`` (None), ``max_rhat`` (1.01), ``min_share`` (0.99), ``min_ess``
@@ -300,6 +306,7 @@ def reference_hmc(
         validation.check_same_length("x_test", x_test, "y_test", y_test)
         model.likelihood.check_targets(y_test, model.output_shape(x_test))
     key = validation.check_key("rng_key", rng_key) if rng_key is not None else None
+    bar_on = check_progress_bar(progress_bar)
     if on_check is not None and not callable(on_check):
         raise InputTypeError(
             "on_check must be a callable taking a ConvergenceCheck (e.g. lambda check: "
@@ -317,9 +324,11 @@ def reference_hmc(
     parts: list[Posterior] = []
     values: list[np.ndarray] = []
     checks: list[ConvergenceCheck] = []
+    earlier: list[Any] = []  # the segments before the latest (chain health joins them)
     draws = gradients = 0
-    with chains:
+    with chains, segment_bar(c.max_draws, "reference_hmc: warmup", bar_on) as bar:
         warm, segment = chains.start(deadline)
+        bar.set_description_str("reference_hmc", refresh=False)
         reason = "max_seconds" if warm.cut_short else ""
         while True:
             part = from_draws(segment.samples, segment.extra, chains.mcmc.sampler,
@@ -327,7 +336,8 @@ def reference_hmc(
             parts.append(part)
             values.append(function_values(model, part.samples, x_test, quantity, y=y_test,
                                           chunk_size=c.chunk_size))  # fmt: skip
-            health = segment_health(segment)
+            health = segment_health(segment, earlier)
+            earlier = [*earlier[-MIN_DRAWS:], segment]  # (at most MIN_DRAWS segments needed)
             if reason:  # warmup cut short: its last segment is all there is
                 break
             draws += part.num_draws
@@ -339,6 +349,10 @@ def reference_hmc(
             # (checkpointed: the committed time, so that a rerun replays the same decisions)
             seconds = time.monotonic() - start if segment.seconds is None else segment.seconds
             checks.append(ConvergenceCheck(len(checks) + 1, draws, gradients, seconds, **figures))
+            bar.update(part.num_draws)
+            bar.set_postfix_str(
+                f"R-hat ok {figures['share_rhat_ok']:.0%}, ESS ok {figures['share_ess_ok']:.0%}"
+            )
             if on_check is not None:
                 on_check(checks[-1])
             n = min(c.segment_draws, c.max_draws - draws)  # the next segment's draws, if any
@@ -404,12 +418,23 @@ def reference_hmc(
     )  # fmt: skip
     if not converged:
         note = chains.kernel.problem(segment.state)
-        text = not_converged_message(c, reason, warm, checks, health, quantity, apart, funnel,
-                                     note, projection, chains.resumed_after,
-                                     describe_laggards(lags, last["size"], max_rhat=c.max_rhat,
-                                                       min_ess=c.min_ess) if lags else None)
+        text = not_converged_message(
+            c,
+            reason,
+            warm,
+            checks,
+            health,
+            quantity,
+            apart,
+            funnel,
+            note,
+            projection,
+            chains.resumed_after,
+            describe_laggards(lags, last["size"], max_rhat=c.max_rhat, min_ess=c.min_ess)
+            if lags
+            else None,
+        )
         warnings.warn(ReferenceNotConvergedWarning(text), stacklevel=2)
     return ReferenceRun(posterior, kept_values, quantity, tuple(checks),
                         converged, reason, warm.warmup_done, warm.cut_short, warm.seconds,
                         chains.resumed_after)  # fmt: skip
-

@@ -219,8 +219,15 @@ class ParallelTempering(MCMCKernel):
             raise InputValueError(
                 f"betas must start at 1 and fall strictly, staying above 0, got {b.tolist()}."
             )
+        b32 = b.astype(np.float32)  # what the kernel computes with: it must be a ladder too
+        if b32[0] != 1 or np.any(np.diff(b32) >= 0) or b32[-1] < np.finfo(np.float32).tiny:
+            raise InputValueError(
+                f"betas {b.tolist()} are not a ladder in float32, the kernel's precision "
+                f"({b32.tolist()}): two are equal there, or the last is below 1.2e-38. Space "
+                "them further apart, or raise the lowest."
+            )
         self.potential = potential
-        self.betas = b.astype(np.float32)
+        self.betas = b32
         self.num_steps = validation.check_int("num_steps", num_steps)
         self.step_size = float(validation.check_positive("step_size", step_size))
         self.adapt_ladder = validation.check_bool("adapt_ladder", adapt_ladder)

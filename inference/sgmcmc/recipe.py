@@ -39,10 +39,11 @@ KERNELS = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC}
 
 def sgmcmc_setup(
     model: BNN, x: Any, y: Any, c: SGMCMCConfig, key: PRNGKey, *,
-    devices: Sequence[jax.Device] | None = None, dtype: Any = None,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None, progress_bar: bool = False,
 ) -> tuple[Callable[[], Any], FullBatchPotential, Params, PRNGKey, dict[str, Any]]:  # fmt: skip
     """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit:
-    the step size (given, or recommended at a MAP estimate) and the cyclical schedule."""
+    the step size (given, or recommended at a MAP estimate: ``progress_bar`` shows that MAP's
+    progress) and the cyclical schedule."""
     kernel_cls = KERNELS[c.method]
     pot = full_batch_potential(  # chains are vectorized
         model, x, y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
@@ -55,6 +56,7 @@ def sgmcmc_setup(
         found = map_estimate(
             model, x, y, num_steps=c.map_steps, batch_size=batch,
             init_method=c.init_method, rng_key=map_key, chunk_size=c.chunk_size,
+            progress_bar=progress_bar,
         )  # fmt: skip
         scales = gradient_scales(pot, pot.unconstrain(found.params), batch, rng_key=scale_key)
         step = recommended_step_size(c.method.upper(), scales)
@@ -82,13 +84,13 @@ def sgmcmc_posterior(c: SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
 
 def run_sgmcmc(
     model: BNN, x: Any, y: Any, c: SGMCMCConfig, key: PRNGKey, *,
-    devices: Sequence[jax.Device] | None = None, dtype: Any = None,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None, progress_bar: bool = False,
 ) -> Posterior:  # fmt: skip
     """Run the recipe: vectorized chains, the last step of every cycle kept; what the
     statistics of every sampling step show went wrong is warned about and kept in
     ``config["accuracy"]``."""
     kernel, pot, init, run_key, extra = sgmcmc_setup(
-        model, x, y, c, key, devices=devices, dtype=dtype
+        model, x, y, c, key, devices=devices, dtype=dtype, progress_bar=progress_bar
     )
     n = c.cycle_length
     mcmc = MCMC(
@@ -100,7 +102,9 @@ def run_sgmcmc(
         chain_method="vectorized",
         progress_bar=False,
         jit_model_args=True,
+        progress_rate=n,  # (with the bar: one update per cycle)
     )
+    mcmc.progress_bar = progress_bar  # (NumPyro turns it off whenever CI is set)
     mcmc.run(run_key, *pot.args, init_params=init)
     samples = {k: np.asarray(v) for k, v in cycle_end_samples(mcmc, n, group_by_chain=True).items()}
     return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})

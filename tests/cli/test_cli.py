@@ -131,13 +131,24 @@ def test_evaluate_writes_metrics_diagnostics_and_plots(hmc_run: Path) -> None:
     assert [g["name"] for g in ws["groups"]] == ["Dense_0", "Dense_1"]
     assert 0.0 <= ws["fraction_above"]["1.1"] <= 1.0
     assert evaluation["plots"] == ["reliability.png", "rhat.png"]
-    # the values failing R-hat <= 1.01 / bulk ESS >= 400, worst first, with the odd chain: the
-    # library's laggards of the saved per-draw probabilities
+    # the values failing the ordinary rule (R-hat <= 1.01, bulk ESS >= 100 per chain: 200 for
+    # 2 chains), worst first, with the odd chain: the library's laggards of the saved per-draw
+    # probabilities
+    from bnn_ppl.cli.evaluate import judge, rule_for
     from bnn_ppl.diagnostics.slow_values import describe_laggards, laggards
 
     probs = load_npz(hmc_run / runs.PREDICTIONS)["probs"]
-    want = laggards(probs)
-    assert f"slow values: {describe_laggards(want, probs[0, 0].size)}" in out
+    want = laggards(probs, min_ess=200)
+    text = describe_laggards(want, probs[0, 0].size, min_ess=200)
+    assert f"slow values: {text}" in out
+    # the verdict names the rule and, not met by 2 x 20 draws, the draws that would meet it
+    rule = rule_for(runs.load_run(str(hmc_run)))
+    assert (rule.name, rule.max_rhat, rule.min_ess) == ("ordinary-run", 1.01, 200.0)
+    verdict = judge(probs, rule)
+    assert verdict["text"] in out and verdict == evaluation["diagnostics"]["verdict"]
+    assert "ordinary-run rule: R-hat <= 1.01 and bulk ESS >= 200" in verdict["text"]
+    assert not verdict["met"] and verdict["draws_needed_per_chain"] > 20
+    assert f"run about {verdict['draws_needed_per_chain']:,} draws per chain" in out
     listed = evaluation["diagnostics"]["laggards"]
     assert [tuple(g["index"]) for g in listed] == [g.index for g in want[:20]]
 
@@ -222,7 +233,7 @@ def test_rerun_with_the_same_options_resumes(hmc_run: Path, folder: Path) -> Non
     rc, out, err = bnn_ppl("run", *HMC_CHECKPOINTED, "--out", str(copy))
     assert rc == 0, err
     assert "reusing the run folder" in out and "resumed after checkpoint segment 2" in out
-    assert "hmc: 2 chain(s) x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
+    assert "hmc: 2 chains x 20 draws in" in out and "test, BMA of 40 draws: accuracy" in out
     assert (copy / runs.SAMPLES).read_bytes() == (hmc_run / runs.SAMPLES).read_bytes()
 
 
@@ -416,8 +427,11 @@ def test_run_method_help_shows_its_options_and_no_other_methods(
     monkeypatch.setenv("COLUMNS", "200")  # one line per option
     rc, out, _ = bnn_ppl("run", method, "--help")
     assert rc == 0
+    from bnn_ppl.cli.parser import one_chain_options
+
     shared = cli.ChainRunOptions if method in cli.CHAIN_METHODS else cli.RunOptions
-    own = _fields(config.CONFIGS[method]) | _fields(shared)
+    hidden = {"--" + n.replace("_", "-") for n in one_chain_options(config.CONFIGS[method])}
+    own = (_fields(config.CONFIGS[method]) | _fields(shared)) - hidden  # (svi, map: no chains)
     for flag in own:
         assert flag in out, f"bnn-ppl run {method} --help lacks {flag}"
     others = set().union(*(_fields(c) for c in config.CONFIGS.values()))
@@ -477,7 +491,7 @@ BAD_RUNS = {
     ),
     "chain batching of a method without chains": (
         ["svi", "--chain-batching", "sequential"],
-        "--chain-batching='sequential' does nothing for svi, which fits one set of weights",
+        "--chain-batching does not apply to bnn-ppl run svi; it applies to hmc/nuts/ensemble",
     ),
     "unknown chain batching": (
         ["--chain-batching", "batched"],
@@ -843,6 +857,10 @@ def test_an_incomplete_run_record_is_named(key: str, hmc_run: Path, tmp_path: Pa
     shutil.copytree(hmc_run, copy)
     record = read_json(copy / runs.METRICS)
     del record[key]
+    (copy / runs.METRICS).write_text(json.dumps(record))
+    rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")  # its checksum no longer matches
+    assert rc == 2 and "metrics.json is damaged" in err
+    record["checksum"] = runs.record_checksum(record)  # re-signed: complete or not, it says
     (copy / runs.METRICS).write_text(json.dumps(record))
     rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")
     assert rc == 2 and "is not a complete bnn-ppl run record: missing" in err and key in err

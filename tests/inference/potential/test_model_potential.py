@@ -309,7 +309,8 @@ def _wrong_plate_name(x, y=None):
         (_local_latent, "site 'z_row' is a latent inside plate 'data'"),
         (_observed_outside, "site 'y_mean' is observed outside plate 'data'"),
         (_data_dependent_prior, "site 'w' is outside plate 'data' but its density depends"),
-        (_fixed_plate_size, "site 'y': plate 'data' has size 37"),
+        (_fixed_plate_size, "site 'y': plate 'data' has the data's 37 rows, but on one row of "
+                            "the data it has size 37"),
         (_wrong_plate_name, r"no sample site inside numpyro.plate\('data'"),
         (_prior_scaled_by_rows, "site 'w' is outside plate 'data' but its shape or density "
          r"depends on the number of rows \(37 here.*Pass the number of rows as a model arg"),
@@ -363,7 +364,7 @@ SHARDED_SCRIPT = textwrap.dedent(
     import json, sys
     import jax, jax.numpy as jnp, numpy as np
     jax.config.update("jax_enable_x64", True)
-    sys.path.insert(0, "tests")
+    sys.path[:0] = ["tests", "tests/inference/potential"]  # conftest, this module
     from test_model_potential import two_obs_model, _data
     from bnn_ppl.inference import model_potential
     assert len(jax.devices()) == 4, jax.devices()
