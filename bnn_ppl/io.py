@@ -1,12 +1,13 @@
 """Files written atomically, read without pickle.
 
 Example:
-    >>> import os, tempfile
-    >>> from bnn_ppl.io import write_json, read_json
-    >>> path = os.path.join(tempfile.mkdtemp(), "run", "metrics.json")
-    >>> write_json(path, {"accuracy": 0.97})
-    >>> read_json(path)
-    {'accuracy': 0.97}
+    >>> import os, tempfile, numpy as np
+    >>> from bnn_ppl.io import load_npz, read_json, save_npz, write_json
+    >>> j, z = (os.path.join(tempfile.mkdtemp(), n) for n in ("m.json", "d.npz"))
+    >>> write_json(j, {"accuracy": 0.97})
+    >>> digest = save_npz(z, {"w": np.zeros((2, 3))})  # no pickle, atomic
+    >>> read_json(j), load_npz(z, sha256=digest)["w"].shape
+    ({'accuracy': 0.97}, (2, 3))
 """
 
 # Notes:
@@ -15,14 +16,6 @@ Example:
 # bytes written) and come back with :func:`load_npz`, which never unpickles: an object array, a
 # pickled file, a truncated or corrupted archive or a checksum mismatch is a ``ValueError`` naming
 # the file and what is wrong with it.
-#
-#     >>> import numpy as np
-#     >>> from bnn_ppl.io import save_npz, load_npz
-#     >>> path = os.path.join(tempfile.mkdtemp(), "draws.npz")
-#     >>> digest = save_npz(path, {"Dense_0.kernel": np.zeros((2, 3)), "step": np.int32(7)})
-#     >>> arrays = load_npz(path, sha256=digest)
-#     >>> sorted(arrays), arrays["Dense_0.kernel"].shape
-#     (['Dense_0.kernel', 'step'], (2, 3))
 
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ Example:
     >>> from bnn_ppl import cli
     >>> s = cli.run_settings("ensemble", cli.RunOptions(out="runs/ens"), {"num_members": 3})
     >>> s.config
-    EnsembleConfig(chunk_size=None, init_method='prior', chain_batching='auto', num_steps=1000, \
+    EnsembleConfig(chunk_size=None, init_method='prior', chain_batching='auto', num_steps=1000,
+    learning_rate=0.01, batch_size=None, num_members=3)
 """
 
 # Notes:
@@ -24,8 +25,6 @@ Example:
 # ::
 #
 #     bnn-ppl run hmc --model mlp --dataset digits --prior normal:0.3 --out runs/hmc
-#
-# learning_rate=0.01, batch_size=None, num_members=3)
 
 from __future__ import annotations
 

@@ -201,8 +201,7 @@ def compare_to_reference(
         >>> import numpy as np
         >>> from bnn_ppl.metrics.comparison import compare_to_reference, format_table
         >>> labels = np.array([0, 1])
-        >>> hmc = np.array([[[0.9, 0.1], [0.2, 0.8]]] * 2)               # 2 draws, 2 rows,
-        ...     2 classes
+        >>> hmc = np.array([[[0.9, 0.1], [0.2, 0.8]]] * 2)  # 2 draws, 2 rows, 2 classes
         >>> svi = np.array([[[0.6, 0.4], [0.6, 0.4]]] * 3)
         >>> rows = compare_to_reference({"HMC": hmc, "SVI": svi}, labels, task="classification",
         ...                             reference="HMC")

@@ -171,8 +171,7 @@ def save_results(
         ...                        data={"name": "toy", "task": "classification"})
         >>> runs.claim(folder, cfg)
         False
-        >>> probs = np.full((3, 4, 2), 0.5)                       # 3 members, 4 test rows,
-        ...     2 classes
+        >>> probs = np.full((3, 4, 2), 0.5)  # 3 members, 4 test rows, 2 classes
         >>> record = runs.save_results(folder, samples={"w": np.zeros((3, 2))},
         ...                            predictions=probs, targets=np.array([0, 1, 1, 0]),
         ...                            chains=False, task="classification")

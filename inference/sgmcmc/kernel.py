@@ -499,8 +499,8 @@ def stats_update(stats: StepStats, info: Any, active: Array, capped: Array | boo
         >>> for h, t in [(0.1, 0.5), (0.3, 1.5)]:
         ...     s = stats_update(s, Info(jnp.asarray(h), jnp.asarray(t)), jnp.asarray(True), False)
         >>> run = pool(s)
-        >>> run.steps, run.mean["kinetic_temperature"],
-        ...     round(run.step_mean["kinetic_temperature"], 3)
+        >>> (run.steps, run.mean["kinetic_temperature"],
+        ...  round(run.step_mean["kinetic_temperature"], 3))
         (2, 1.0, 0.25)
     """
     h = jnp.asarray(info.step_size, jnp.float32)
