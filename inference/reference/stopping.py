@@ -371,6 +371,7 @@ def committed_note(c: ReferenceHMCConfig, checks: list[ConvergenceCheck], warm: 
 
     Example:
         >>> from bnn_ppl.config import ReferenceHMCConfig
+        >>> from bnn_ppl.inference.reference.chains import Warmup
         >>> from bnn_ppl.inference.reference.stopping import ConvergenceCheck
         >>> check = ConvergenceCheck(1, 500, 10_000, 8_000.0, 3, 0, 1.05, 0.5, 50.0, 200.0, 0.6,
         ...                          False)
