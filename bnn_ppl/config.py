@@ -3,7 +3,8 @@
 # Notes:
 #
 # :func:`bnn_ppl.inference.fit` takes one of these and returns a :class:`~bnn_ppl.Posterior`
-# whose ``config`` is :meth:`to_dict` of it, so a run is described by one JSON-able record and
+# whose ``config`` is :meth:`Config.to_dict` of it, so a run is described by one JSON-able
+# record and
 # :func:`from_dict` rebuilds the dataclass from it. Every value is checked when the dataclass is
 # built (an :class:`~bnn_ppl.InputError` naming the field), so a bad setting fails before anything
 # is compiled. The module imports nothing heavy (no JAX), so a command line can build its options

@@ -79,6 +79,27 @@ class Tempered:
         return 1.0 / self.temperature if self.temper == "posterior" else 1.0
 
 
+COMPUTE_DTYPES = ("bfloat16", "float16", "float32", "float64")
+"""The dtypes a network's pass can be computed in (:class:`BNN`'s ``compute_dtype``)."""
+
+
+def check_compute_dtype(compute_dtype: Any) -> Any:
+    """``compute_dtype`` as a NumPy dtype (``None`` stays ``None``), or an
+    :class:`~bnn_ppl.validation.InputValueError` naming the dtypes allowed."""
+    if compute_dtype is None:
+        return None
+    try:
+        dtype = jnp.dtype(compute_dtype)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.name not in COMPUTE_DTYPES:
+        raise InputValueError(
+            f"compute_dtype must be None or one of {', '.join(COMPUTE_DTYPES)} (e.g. "
+            f"'bfloat16'), got {compute_dtype!r}."
+        )
+    return dtype
+
+
 class _Structure(NamedTuple):
     """A model's sites for one input shape: the network parameters' priors, the hyper-parameter
     sites of hierarchical priors, which hyper sites each parameter uses, and every site."""
@@ -105,9 +126,16 @@ class BNN(Tempered):
         temperature: ``T > 0``; ``T < 1`` is a cold posterior.
         temper: ``"likelihood"`` tempers the log-likelihood only, ``"posterior"`` the whole
             log joint.
+        compute_dtype: the dtype of the network's forward and backward pass, e.g.
+            ``"bfloat16"`` (default ``None``: the parameters' own, float32). The weights and
+            inputs are cast to it for the network only; its output is cast back before the
+            likelihood, so the parameters, the per-row log-likelihoods, their sum, the gradient
+            and the sampler's state stay float32. HMC stays exact for the potential it is
+            given, which is the reduced-precision one (see the precision guide).
 
     Raises:
-        ValueError: ``temperature <= 0`` or an unknown ``temper``.
+        ValueError: ``temperature <= 0``, an unknown ``temper`` or a ``compute_dtype`` that
+            is not a floating dtype.
         TypeError: a network, prior or likelihood of the wrong kind.
 
     Example:
@@ -135,6 +163,7 @@ class BNN(Tempered):
         likelihood: Likelihood,
         temperature: float = 1.0,
         temper: str = "likelihood",
+        compute_dtype: Any = None,
     ):
         self.network: Network = as_network(network)
         self.module = network
@@ -152,6 +181,7 @@ class BNN(Tempered):
         self.likelihood = likelihood
         self.temperature = validation.check_positive("temperature", temperature)
         self.temper = validation.check_choice("temper", temper, TEMPER_MODES)
+        self.compute_dtype = check_compute_dtype(compute_dtype)
         self._cache: dict[Any, _Structure] = {}
         self._weight_names: frozenset[str] = frozenset()
 
@@ -259,9 +289,25 @@ class BNN(Tempered):
         latent = {k: params[k] for k in self.likelihood.latent_sites()}
         return weights, latent
 
+    def forward(self, weights: Params, x: Array) -> Any:
+        """The network's output for ``weights`` (the network's parameters only), computed in
+        :attr:`compute_dtype` when one is set and returned in the weights' dtype."""
+        if self.compute_dtype is None:
+            return self.network.apply(weights, x)
+        low = self.compute_dtype
+
+        def cast(a: Any, dtype: Any) -> Any:
+            a = jnp.asarray(a)
+            return a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a
+
+        leaves = jax.tree.leaves(weights)
+        back = jnp.result_type(*leaves) if leaves else jnp.result_type(float)
+        out = self.network.apply(jax.tree.map(lambda a: cast(a, low), weights), cast(x, low))
+        return jax.tree.map(lambda a: cast(a, back), out)
+
     def apply(self, params: Params, x: Array) -> Array:
         """Network output for constrained ``params`` (likelihood latents are ignored)."""
-        return self.network.apply(self.split(params)[0], x)
+        return self.forward(self.split(params)[0], x)
 
     def log_prior(self, params: Params, x: Any) -> Array:
         """Untempered log prior density of constrained ``params`` (x gives the input shape)."""
@@ -271,12 +317,12 @@ class BNN(Tempered):
     def log_likelihood(self, params: Params, x: Array, y: Array) -> Array:
         """Untempered per-example log-likelihood, shape ``(n,)``."""
         weights, latent = self.split(params)
-        return self.likelihood.log_prob(self.network.apply(weights, x), y, latent)
+        return self.likelihood.log_prob(self.forward(weights, x), y, latent)
 
     def predict_one(self, params: Params, x: Array) -> Any:
         """Predictive distribution for one parameter draw (probabilities or a Gaussian)."""
         weights, latent = self.split(params)
-        return self.likelihood.predict(self.network.apply(weights, x), latent)
+        return self.likelihood.predict(self.forward(weights, x), latent)
 
     # ------------------------------------------------------------- initialising
     def _sample_sites(self, x: Any, draw: Any) -> Params:
@@ -397,5 +443,5 @@ class BNN(Tempered):
             if subsample_size is not None:
                 x = jnp.asarray(x)[idx]
                 y = None if y is None else jnp.asarray(y)[idx]
-            out = self.network.apply(weights, x)
+            out = self.forward(weights, x)
             numpyro.sample(OBSERVED_SITE, self.likelihood.numpyro_dist(out, latent), obs=y)

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jax
 
 from bnn_ppl import validation
+from bnn_ppl.compile_cache import use_persistent_cache
 from bnn_ppl.config import (
     ATMCConfig,
     Config,
@@ -242,6 +243,10 @@ def fit(
             reference run's draws. ``None`` (default): on when stderr is a terminal and the
             environment variable ``CI`` is not set. The bar changes no result.
 
+    Compiled programs are kept in JAX's persistent compilation cache
+    (:func:`bnn_ppl.compile_cache.use_persistent_cache`: ``~/.cache/bnn_ppl/jax``, moved or
+    turned off by ``BNN_PPL_CACHE_DIR``), so a rerun or a resume does not compile them again.
+
     Returns:
         A :class:`~bnn_ppl.Posterior` whose ``config`` is ``config.to_dict()`` (plus what the
         method chose, e.g. the SG-MCMC step size), with the observed data, per-row
@@ -301,6 +306,7 @@ def fit(
             y_test = validation.as_array("y_test", d.y_test)
             validation.check_same_length("x_test", x_test, "y_test", y_test)
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
+    use_persistent_cache()  # a rerun or a resume reads its compiled programs back
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(

@@ -41,9 +41,11 @@ __all__ = ["MeanFieldGuide", "SVIResult", "svi_mean_field", "default_optimizer"]
 
 
 class MeanFieldGuide(AutoNormal):
-    """NumPyro's ``AutoNormal`` with its draws made flat (:class:`bnn_ppl.flat_draws.
-    flat_normal_draws`): the same values, parameters and ELBO, but the draw of a many-axis
-    site (a convolution kernel) compiles quickly. With the initial values drawn flat too
+    """NumPyro's ``AutoNormal`` with its draws made flat.
+
+    Draws come from :func:`bnn_ppl.flat_draws.flat_normal_draws`: the same values, parameters
+    and ELBO, but the draw of a many-axis site (a convolution kernel) compiles quickly. With
+    the initial values drawn flat too
     (:func:`bnn_ppl.flat_draws.init_to_prior_draw`), a ResNet-20's SVI set-up on a CPU, from
     nothing compiled to two ELBO steps, took 59 s instead of 99 s (1.67x,
     ``benchmarks/init_draw.py``, RESULTS.md). :func:`svi_mean_field` builds it (its docstring

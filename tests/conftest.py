@@ -31,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 UCI_DIR = Path(os.environ.get("BNN_PPL_DATA") or ROOT.parent / "shared" / "data" / "uci")
 
 jax.config.update("jax_compilation_cache_dir", str(ROOT / ".jax_cache"))
+# bnn_ppl's own default (fit, the CLI) in the tests and their child processes: never the
+# user's ~/.cache
+os.environ.setdefault("BNN_PPL_CACHE_DIR", str(ROOT / ".jax_cache"))
 # every program, however quick to compile: the suite's tail of small tests compiles hundreds of
 # small programs each, most of them again in the other xdist worker, in child processes, or by a
 # later test that builds the same sampler afresh (measured: the CLI's tiny HMC run repeated in a

@@ -46,6 +46,10 @@ CASES = {
     "dense_metric": (["--quick"], "dense / diagonal", None),
     "progress_metrics": (["--quick"], "per prefix / streamed", None),
     "segments": (["--quick", "--rounds", "1"], "with ReusingMCMC", None),
+    "time_to_first_draw": (["--quick"], "target <= 2", None),
+    "compile_cache": (["--quick"], "target <= 20 %", None),
+    "numpyro_end_to_end": (["--quick"], "model_potential", None),
+    "precision_posterior": (["--quick"], "total variation", None),
 }
 
 
@@ -77,7 +81,8 @@ def run_script(name: str, args: list[str], devices: int | None) -> tuple[str, fl
 SLOW_CASES = {
     "gpu", "memory", "vs_blackjax", "reference_mass_matrix", "hmc_overhead", "import_time",
     "scaling", "sharding", "potential", "trajectory_cap", "init_draw", "chain_batching",
-    "dense_metric", "progress_metrics", "segments",
+    "dense_metric", "progress_metrics", "segments", "time_to_first_draw", "compile_cache",
+    "numpyro_end_to_end", "precision_posterior",
 }  # fmt: skip
 
 

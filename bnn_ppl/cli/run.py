@@ -54,6 +54,7 @@ from bnn_ppl.cli.settings import (
     RunSettings,
     parse_noise,
 )
+from bnn_ppl.compile_cache import use_persistent_cache
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.inference import ReferenceNotConvergedWarning, fit
 from bnn_ppl.inference.run_folder import chain_summary, convergence_summary
@@ -218,6 +219,7 @@ def _metric_line(m: Mapping[str, float]) -> str:
 def cmd_run(s: RunSettings) -> int:
     o = s.options
     say = printer(o.quiet)
+    use_persistent_cache(o.cache_dir)
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
     data = inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:

@@ -84,7 +84,7 @@ MAX_COUNT = 2**31 - 1
 MAX_TREE_DEPTH = 30
 """nuts: deepest tree whose 2^D - 1 leapfrog steps NumPyro's int32 counters hold."""
 _AT_LEAST = {"width": 1, "max_train": 1, "split": 0, "checkpoint_every": 1, "progress_every": 1}
-UNRECORDED = ("out", "data_dir", "quiet", "progress", "progress_every")
+UNRECORDED = ("out", "data_dir", "quiet", "progress", "progress_every", "cache_dir")
 """Options :meth:`RunSettings.arguments` leaves out: a resumed run may give them differently."""
 
 
@@ -139,6 +139,7 @@ class RunOptions:
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
     progress: bool | None = None  # live progress bars on stderr
+    cache_dir: str | None = None  # compiled programs: a folder or "off" ($BNN_PPL_CACHE_DIR)
 
 
 @dataclass(frozen=True)
@@ -172,8 +173,8 @@ class RunSettings:
 
     def arguments(self) -> dict[str, Any]:
         """What ``config.json`` records (and a resumed run must repeat): the options but the
-        :data:`UNRECORDED` ones (paths, ``quiet``, ``progress``, ``progress_every``), and the
-        config's fields."""
+        :data:`UNRECORDED` ones (paths, ``quiet``, ``progress``, ``progress_every``,
+        ``cache_dir``), and the config's fields."""
         shared = dataclasses.asdict(self.options)
         for name in UNRECORDED:
             shared.pop(name, None)

@@ -171,10 +171,15 @@ class _OnPotential:
         model_args: tuple,
         model_kwargs: dict,
     ) -> HMCState:
-        """:meth:`_states` (jitted), with NumPyro functions of its own: their closures, which
-        hold the traced data, end with the trace."""
-        init_kernel = self._hmc_functions().init
-        return self._states(init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs)
+        """:meth:`_states` then :meth:`adjust` (jitted: one program). Its trace sets NumPyro's
+        sampler up for ``num_warmup`` as it goes; the one closure of NumPyro's that keeps traced
+        data (the integrator's potential) is rebuilt from the data by every ``sample``."""
+        init_kernel = self._functions.init
+        states = self._states(
+            init_kernel, rng_key, num_warmup, init_params, model_args, model_kwargs
+        )
+        self._set_up_for = num_warmup
+        return self.adjust(states)
 
     def adjust(self, state: HMCState) -> HMCState:
         """What this kernel changes in NumPyro's state after ``init`` and every ``sample``."""
@@ -229,10 +234,12 @@ class _OnPotential:
         # bit (tests/test_hmc.py::test_kernels_are_numpyros_on_its_public_api). MCMC.run calls
         # init on every run, also when it continues from a post_warmup_state and discards the
         # result: the program is compiled once per kernel and input shapes. NumPyro's sampler
-        # is set up for num_warmup by tracing only (no computation). What init_kernel sets up
-        # (its warmup adapter, the number of warmup steps) depends on num_warmup and the
-        # kernel's settings alone, so the trace - a trace of the whole gradient, 0.3 s for a
-        # tiny MLP on a CPU, every run - is skipped when it is already set up for it.
+        # is set up for num_warmup by the program's own trace (see _compiled_states), or, when
+        # the program was compiled before and another num_warmup came in between, by tracing
+        # only (no computation). What init_kernel sets up (its warmup adapter, the number of
+        # warmup steps) depends on num_warmup and the kernel's settings alone, so the trace - a
+        # trace of the whole gradient, 0.3 s for a tiny MLP on a CPU - is skipped when it is
+        # already set up for it.
         # init_params=None: drawn by a program of their own, so that the gradient's program is
         # the one compiled for given values. MCMC.run after MCMC.warmup calls init with None
         # and discards the state; a None of its own made init compile the gradient a second
@@ -249,7 +256,7 @@ class _OnPotential:
             )
         self._set_up_for = num_warmup
         self._initialized = True
-        return self.adjust(state)
+        return state
 
     def sample(self, state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
         """One iteration of NumPyro's ``sample_kernel`` (vmapped when ``state`` holds one state

@@ -178,12 +178,22 @@ class FullBatchPotential:
         if num_chains is not None:
             num_chains = validation.check_int("num_chains", num_chains)
 
-        def one(k: PRNGKey) -> Params:
-            return self.unconstrain(self.model.init(k, self._x_spec, method=method))
+        return self._init_draw(key, num_chains, method)
 
-        if num_chains is None:
-            return one(key)
-        return jax.vmap(one)(jax.random.split(key, num_chains))
+    @cached_property
+    def _init_draw(self) -> Callable[[PRNGKey, int | None, str], Params]:
+        """:meth:`init_params`'s draw as one compiled program per ``(num_chains, method)``
+        (drawn op by op it compiled a few dozen small programs on a new network's first run)."""
+
+        def draw(key: PRNGKey, num_chains: int | None, method: str) -> Params:
+            def one(k: PRNGKey) -> Params:
+                return self.unconstrain(self.model.init(k, self._x_spec, method=method))
+
+            if num_chains is None:
+                return one(key)
+            return jax.vmap(one)(jax.random.split(key, num_chains))
+
+        return jax.jit(draw, static_argnums=(1, 2))
 
     # ------------------------------------------------------------------ density
     @cached_property

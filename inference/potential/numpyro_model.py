@@ -65,7 +65,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
@@ -81,7 +81,8 @@ from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
 from bnn_ppl.flat_draws import init_to_prior_draw
-from bnn_ppl.inference.potential.bnn import FullBatchPotential, compute_dtype, is_real, memory_chunk
+from bnn_ppl.inference.potential.bnn import FullBatchPotential, is_real, memory_chunk
+from bnn_ppl.inference.potential.bnn import compute_dtype as data_dtype
 from bnn_ppl.inference.potential.distributed import (
     check_process_local,
     describe_arguments,
@@ -106,7 +107,7 @@ from bnn_ppl.inference.potential.sharded_sum import (
     pad_rows,
     sharded_chunked_sum,
 )
-from bnn_ppl.model import TEMPER_MODES, Tempered
+from bnn_ppl.model import TEMPER_MODES, Tempered, check_compute_dtype
 from bnn_ppl.types import Array, Params, PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -139,6 +140,8 @@ class ModelPotential(FullBatchPotential, Tempered):
     temper: str
     init_strategy: Callable
     deterministic_sites: tuple[str, ...]
+    compute_dtype: Any = field(default=None, kw_only=True)
+    """The dtype the plate sites' model code runs in per chunk (``None``: as given)."""
 
     def _trace(self, substitute: dict | Callable, kwargs: Mapping[str, Any]) -> Any:
         key = "substitute_fn" if callable(substitute) else "data"
@@ -237,11 +240,20 @@ class ModelPotential(FullBatchPotential, Tempered):
     def _sharded_log_likelihood(self) -> Callable[[Params, ModelData], Array]:
         acc, plate_sites = self.dtype, set(self.plate_sites)
 
+        low = self.compute_dtype
+
         def chunk_ll(values: Params, batch: dict[str, Array], mask: Array) -> Array:
             total = jnp.zeros((), acc)
-            for name, site in self._trace(values, batch).items():
+            if low is None:
+                trace = self._trace(values, batch)
+            else:  # the model's code in `low`; each plate site's density in the values' dtype
+                cast = {k: _cast(a, low) for k, a in batch.items()}
+                trace = self._trace(jax.tree.map(lambda a: _cast(a, low), values), cast)
+            for name, site in trace.items():
                 if name not in plate_sites:
                     continue
+                if low is not None:
+                    site = _site_back(site, cast, batch, acc)
                 rows = per_row(site_lp(site), site, self.data_plate)
                 total = total + jnp.sum(jnp.where(mask, rows, 0)).astype(acc)
             return total
@@ -287,6 +299,23 @@ class ModelPotential(FullBatchPotential, Tempered):
             return -(self.prior_scale * log_prior + self.likelihood_scale * ll + log_det)
 
         return potential_fn
+
+
+def _cast(a: Any, dtype: Any) -> Any:
+    """``a`` in ``dtype`` if it is a floating array, else unchanged."""
+    if isinstance(a, jax.Array | np.ndarray) and jnp.issubdtype(a.dtype, jnp.floating):
+        return a.astype(dtype)
+    return a
+
+
+def _site_back(site: dict, cast: dict[str, Array], batch: dict[str, Array], dtype: Any) -> dict:
+    """A plate site traced in reduced precision, with its distribution's parameters in
+    ``dtype`` and its observed value the data's own (not the cast copy): its log density is
+    then computed in ``dtype`` from the reduced-precision network output."""
+    value = next((batch[k] for k, a in cast.items() if site["value"] is a), None)
+    value = _cast(site["value"], dtype) if value is None else value
+    fn = jax.tree.map(lambda a: _cast(a, dtype), site["fn"])
+    return {**site, "fn": fn, "value": value}
 
 
 def check_model_call(
@@ -346,6 +375,7 @@ def model_potential(
     temper: str = "likelihood",
     init_strategy: Callable = init_to_uniform,
     chain_batching: str = "auto",
+    compute_dtype: Any = None,
 ) -> ModelPotential:
     """Build the sharded, chunked potential of the NumPyro ``model`` on ``data``.
 
@@ -369,6 +399,11 @@ def model_potential(
         chain_batching: what vectorized chains do, as for
             :func:`~bnn_ppl.inference.full_batch_potential`; ``"auto"`` (default): one chain
             after another when the model's per-chunk log-likelihood has a convolution.
+        compute_dtype: run the model's per-chunk code (its network) in this dtype, e.g.
+            ``"bfloat16"``: the global values and the floating data arrays are cast to it for
+            the trace, and each observed site's log density is computed from the distribution's
+            parameters cast back to ``dtype`` at the data's own (uncast) observed values. The
+            prior, the sum, the gradient and the sampler's state stay float32.
 
     Raises:
         InputValueError, InputTypeError: bad data, arguments, or a model that breaks one of
@@ -412,10 +447,11 @@ def model_potential(
         if a.shape[0] != n:
             raise InputValueError(f"data[{k!r}] has {a.shape[0]} rows but data[{first!r}] has "
                                   f"{n}; every sharded argument has one row per example.")
-    arrays = {k: a.astype(compute_dtype(a.dtype)) for k, a in arrays.items()}
+    arrays = {k: a.astype(data_dtype(a.dtype)) for k, a in arrays.items()}
     temperature = validation.check_positive("temperature", temperature)
     temper = validation.check_choice("temper", temper, TEMPER_MODES)
     validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
+    low = check_compute_dtype(compute_dtype)
     chunk_size = validation.check_chunk_size(chunk_size)
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if acc == jnp.float64 and not jax.config.jax_enable_x64:
@@ -454,6 +490,7 @@ def model_potential(
         data_plate=data_plate, plate_sites=tuple(s.name for s in full if s.plate_size),
         temperature=temperature, temper=temper, init_strategy=init_strategy,
         deterministic_sites=tuple(kept), chain_batching=chain_batching, dtype=acc,
+        compute_dtype=low,
     )
     rule = "chunk_size"
     if chunk_size is None and layout is not None:

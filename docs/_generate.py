@@ -1,0 +1,393 @@
+"""Pages generated from the code and the stored records, written before every docs build.
+
+* ``api/*.rst`` - one page per public module, every name of its ``__all__`` (grouped by concept
+  for ``bnn_ppl.inference``); a name missing from the groups lands under "Other".
+* ``references/catalogue.md`` and ``examples/references/README.md`` - the stored reference runs,
+  from their JSON records (``python docs/_generate.py`` rewrites both).
+* ``benchmarks/results.md`` - the benchmark tables, from ``benchmarks/records/*.jsonl``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import shutil
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+ROOT = DOCS.parent
+
+# (page, module, title, groups): groups is a list of (heading, names); None: one group, __all__
+API_PAGES: list[tuple[str, str, str, list[tuple[str, list[str]]] | None]] = [
+    ("bnn_ppl", "bnn_ppl", "bnn_ppl", None),
+    (
+        "inference",
+        "bnn_ppl.inference",
+        "bnn_ppl.inference",
+        [
+            ("One driver", ["fit", "fit_run", "FitData"]),
+            ("Results as a Posterior", ["from_mcmc", "from_svi", "from_map"]),
+            (
+                "The potential",
+                [
+                    "full_batch_potential",
+                    "FullBatchPotential",
+                    "model_potential",
+                    "ModelPotential",
+                    "ModelData",
+                ],
+            ),
+            (
+                "HMC and NUTS",
+                ["hmc", "nuts", "HMC", "NUTS", "default_trajectory_length"],
+            ),
+            ("Checkpoints and resuming", ["run_segments", "MCMCPlan"]),
+            (
+                "SG-MCMC kernels",
+                [
+                    "SGLD",
+                    "SGHMC",
+                    "SGNHT",
+                    "ATMC",
+                    "SGMCMCKernel",
+                    "schedules",
+                ],
+            ),
+            (
+                "SG-MCMC gradients, step sizes and accuracy",
+                [
+                    "gradient_estimator",
+                    "full_batch_estimator",
+                    "gradient_scales",
+                    "recommended_step_size",
+                    "check_accuracy",
+                    "SGMCMCAccuracyWarning",
+                ],
+            ),
+            (
+                "Reference posteriors",
+                [
+                    "reference_hmc",
+                    "ReferenceRun",
+                    "ConvergenceCheck",
+                    "ReferenceNotConvergedWarning",
+                    "ParallelTempering",
+                    "heldout_noise",
+                ],
+            ),
+            (
+                "Baselines: SVI, MAP, ensembles",
+                [
+                    "svi_mean_field",
+                    "map_estimate",
+                    "deep_ensemble",
+                ],
+            ),
+            ("Several processes", ["distributed"]),
+        ],
+    ),
+    ("models", "bnn_ppl.models", "bnn_ppl.models", None),
+    ("config", "bnn_ppl.config", "bnn_ppl.config", None),
+    ("priors", "bnn_ppl.priors", "bnn_ppl.priors", None),
+    ("likelihoods", "bnn_ppl.likelihoods", "bnn_ppl.likelihoods", None),
+    ("data", "bnn_ppl.data", "bnn_ppl.data", None),
+    ("metrics", "bnn_ppl.metrics", "bnn_ppl.metrics", None),
+    ("diagnostics", "bnn_ppl.diagnostics", "bnn_ppl.diagnostics", None),
+    ("plots", "bnn_ppl.plots", "bnn_ppl.plots", None),
+    ("validation", "bnn_ppl.validation", "bnn_ppl.validation", None),
+]
+
+
+def public_names(module_name: str) -> list[str]:
+    """The module's ``__all__`` (every public name the API reference must show)."""
+    module = importlib.import_module(module_name)
+    return list(module.__all__)
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` only when it changed (an unchanged page keeps Sphinx's cache valid)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _kind(module, name: str) -> str:
+    value = getattr(module, name)
+    if inspect.ismodule(value):
+        return "module"
+    if inspect.isclass(value) or inspect.isfunction(value):
+        return "object"
+    return "data"
+
+
+def api_pages() -> list[str]:
+    """Write ``docs/api/<page>.rst``; return the page names in order."""
+    written = []
+    seen: dict[int, str] = {}  # an object on two pages is documented on the first
+    for page, module_name, title, groups in API_PAGES:
+        module = importlib.import_module(module_name)
+        names = public_names(module_name)
+        also = []
+        for n in names:
+            value = getattr(module, n)
+            if (
+                inspect.ismodule(value)
+                and value.__name__.startswith("bnn_ppl.")
+                and any(value.__name__ == m for _, m, _, _ in API_PAGES)
+            ):
+                also.append(f"* :mod:`{module_name}.{n}` - :doc:`{value.__name__.split('.')[-1]}`")
+            elif _kind(module, n) == "object" and id(value) in seen:
+                also.append(f"* ``{module_name}.{n}`` is :obj:`{seen[id(value)]}`")
+            elif _kind(module, n) == "object":
+                seen[id(value)] = f"{module_name}.{n}"
+        skip = {line.split("``")[1].rsplit(".", 1)[1] for line in also if "``" in line} | {
+            line.split("`")[1].rsplit(".", 1)[1] for line in also if ":mod:" in line
+        }
+        all_names, names = names, [n for n in names if n not in skip]
+        if groups is None:
+            groups = [("Names", names)]
+        else:
+            grouped = {n for _, group in groups for n in group}
+            unknown = sorted(grouped - set(all_names))
+            if unknown:
+                raise RuntimeError(
+                    f"docs/_generate.py names {unknown} not in {module_name}.__all__"
+                )
+            rest = [n for n in names if n not in grouped]
+            if rest:
+                groups = [*groups, ("Other", rest)]
+        lines = [
+            title,
+            "=" * len(title),
+            "",
+            f".. automodule:: {module_name}",
+            "   :no-members:",
+            "",
+            f".. currentmodule:: {module_name}",
+            "",
+        ]
+        if also:
+            lines += ["Also here", "---------", "", *also, ""]
+        for heading, group in groups:
+            group = [n for n in group if n not in skip]
+            if not group:
+                continue
+            lines += [heading, "-" * len(heading), ""]
+            objects = [n for n in group if _kind(module, n) != "data"]
+            data = [n for n in group if _kind(module, n) == "data"]
+            if objects:
+                lines += [".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
+                lines += [f"   {n}" for n in objects] + [""]
+            for n in data:
+                lines += [f".. autodata:: {n}", "   :no-value:", ""]
+        _write(DOCS / "api" / f"{page}.rst", "\n".join(lines))
+        written.append(page)
+    index = (
+        [
+            "API reference",
+            "=============",
+            "",
+            "Every public name, documented from its docstring, under the import path to use.",
+            "",
+            ".. toctree::",
+            "   :maxdepth: 1",
+            "",
+        ]
+        + [f"   {p}" for p in written]
+        + [""]
+    )
+    _write(DOCS / "api" / "index.rst", "\n".join(index))
+    return written
+
+
+REFERENCES = ROOT / "examples" / "references"
+
+CATALOGUE_HEAD = """\
+# Stored reference posteriors
+
+<!-- generated by docs/_generate.py from the JSON records in this folder: do not edit -->
+
+Converged (or, where stated, budget-stopped) HMC predictives written by `examples/reference.py`
+(`bnn_ppl.inference.reference_hmc`). For each run, a `.npz` holds the Bayesian model average's
+predictive at every test row (`probs`, or Gaussian `mean` and `scale`, with `y_test`; newer files
+also each chain's average, `chain_probs` or `chain_mean`/`chain_scale`) and a `.json` the
+command, seed, commit, versions, data, model, the recipe's settings, every convergence check and
+the test metrics computed from the stored predictions (`tests/test_reference.py` recomputes them
+from the `.npz`, checked by its SHA-256). `examples/against_reference.py --reference NAME`
+measures other methods against any of them; the `command` field of a record's JSON file is
+the command that made it. What the runs taught is in the documentation's
+findings (reference runs, against the converged reference).
+
+Columns: *converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min_share` of the
+predictions and bulk ESS >= `min_ess`) at the last check, else the reason the run stopped;
+*draws/chain* counts the sampling draws of the last check; *metrics* are on the test split
+(standardised targets; `orig.` in the targets' units).
+"""
+
+
+def _fmt_metrics(metrics: dict) -> str:
+    names = {
+        "nll": "NLL",
+        "accuracy": "accuracy",
+        "gaussian_nll": "NLL",
+        "rmse": "RMSE",
+        "rmse_original": "RMSE orig.",
+        "test_ll_original": "test LL orig.",
+    }
+    return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items() if k in metrics)
+
+
+def catalogue() -> str:
+    """The catalogue of ``examples/references/*.json`` as Markdown (one row per record)."""
+    import json
+
+    rows = []
+    for path in sorted(REFERENCES.glob("*.json")):
+        record = json.loads(path.read_text())
+        recipe = record.get("recipe", {})
+        check = recipe.get("convergence") or {}
+        data = record.get("data", {})
+        model = record.get("model", {})
+        split = f" split {data['split']}" if data.get("split") is not None else ""
+        noise = f", noise {model['noise']}" if model.get("noise") is not None else ""
+        verdict = "yes" if record.get("converged") else f"no ({record.get('stop_reason')})"
+        draws = check.get("draws", "")
+        rows.append(
+            f"| `{path.stem}` | {data.get('name', '')}{split} | {model.get('network', '')}, "
+            f"{model.get('prior', '')}, {model.get('likelihood', '')}{noise} | {verdict} | "
+            f"{draws} x {recipe.get('num_chains', '')} | {record.get('wall_seconds', 0):,.0f} s | "
+            f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
+        )
+    table = [
+        "| record | data | model | converged | draws/chain x chains | wall | metrics | commit |",
+        "|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    return CATALOGUE_HEAD + "\n" + "\n".join(table) + "\n"
+
+
+def cli_reference() -> str:
+    """Every ``bnn-ppl`` subcommand's ``--help``, as the tyro parser prints it."""
+    import contextlib
+    import io
+    import os
+
+    from bnn_ppl.cli.parser import parse_compare, parse_evaluate, parse_run
+    from bnn_ppl.cli.settings import METHODS
+
+    os.environ["COLUMNS"] = "100"
+    out = [
+        "# Command-line options",
+        "",
+        "<!-- generated by docs/_generate.py from the bnn-ppl parser: do not edit -->",
+        "",
+        "Every option of every `bnn-ppl` subcommand, as `--help` prints it. "
+        "{doc}`cli` explains the commands.",
+        "",
+    ]
+    commands = [(f"bnn-ppl run {m}", parse_run, [m]) for m in METHODS]
+    commands += [("bnn-ppl evaluate", parse_evaluate, []), ("bnn-ppl compare", parse_compare, [])]
+    for title, parse, args in commands:
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            with contextlib.suppress(SystemExit):
+                parse([*args, "--help"])
+        text = "\n".join(line.rstrip() for line in buffer.getvalue().splitlines())
+        out += [f"## `{title}`", "", "```text", text.strip("\n"), "```", ""]
+    return "\n".join(out)
+
+
+def config_reference() -> str:
+    """A table of every field of every config dataclass: its type and default."""
+    import dataclasses
+
+    from bnn_ppl import config as configs
+
+    out = [
+        "# Every config",
+        "",
+        "<!-- generated by docs/_generate.py from bnn_ppl.config: do not edit -->",
+        "",
+        "The fields of each method's config dataclass, with their defaults; "
+        "{doc}`fit` says how they are used and each class's API page what each field means.",
+        "",
+    ]
+    for method, cls in configs.CONFIGS.items():
+        out += [
+            f"## `{method}`: {{class}}`~bnn_ppl.config.{cls.__name__}`",
+            "",
+            "| field | type | default |",
+            "|---|---|---|",
+        ]
+        for field in dataclasses.fields(cls):
+            if not field.init:
+                continue
+            if field.default is not dataclasses.MISSING:
+                default = f"`{field.default!r}`"
+            elif field.default_factory is not dataclasses.MISSING:
+                default = f"`{field.default_factory()!r}`"
+            else:
+                default = "(required)"
+            kind = str(field.type).replace("|", "\\|")
+            out.append(f"| `{field.name}` | `{kind}` | {default.replace('|', '\\|')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def benchmark_records() -> str:
+    """Tables of the raw benchmark records (``benchmarks/gpu_runs/*.jsonl``), one per section."""
+    import json
+    import math
+
+    out = [
+        "# GPU benchmark records",
+        "",
+        "<!-- generated by docs/_generate.py from benchmarks/gpu_runs/*.jsonl: do not edit -->",
+        "",
+        "The raw records of `benchmarks/gpu.py` (`bash benchmarks/gpu_device.sh` runs it on a "
+        "GPU machine and writes one JSON line per measurement); one table per record file and "
+        "section. {doc}`overview` says what each script measures.",
+        "",
+    ]
+    for path in sorted((ROOT / "benchmarks" / "gpu_runs").glob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out += [f"## `{path.name}`", ""]
+        sections: dict[str, list[dict]] = {}
+        for row in rows:
+            sections.setdefault(str(row.get("section", "")), []).append(row)
+        for section, group in sections.items():
+            keys = [k for k in group[0] if k not in ("section",)]
+            for row in group[1:]:
+                keys += [k for k in row if k not in keys and k != "section"]
+
+            def cell(value):
+                if isinstance(value, float):
+                    return "" if math.isnan(value) else f"{value:.4g}"
+                if isinstance(value, (list, dict)):
+                    return "`" + json.dumps(value).replace("|", "\\|") + "`"
+                return str(value).replace("|", "\\|")
+
+            out += [f"**{section}**", "", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+            out += ["| " + " | ".join(cell(row.get(k, "")) for k in keys) + " |" for row in group]
+            out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    sys.path.insert(0, str(ROOT))
+    shutil.rmtree(DOCS / "api" / "generated", ignore_errors=True)  # autosummary rewrites it
+    api_pages()
+    _write(REFERENCES / "README.md", catalogue())
+    _write(DOCS / "guide" / "cli_options.md", cli_reference())
+    _write(DOCS / "guide" / "configs.md", config_reference())
+    _write(DOCS / "benchmarks" / "gpu_records.md", benchmark_records())
+    _write(
+        DOCS / "references" / "catalogue.md",
+        "# Stored reference posteriors\n\n```{include} ../../examples/references/README.md\n"
+        ":start-after: do not edit -->\n```\n",
+    )
+
+
+if __name__ == "__main__":
+    main()

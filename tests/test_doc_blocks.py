@@ -1,0 +1,125 @@
+"""Every ```python block of the Markdown documentation runs.
+
+The blocks of one page run in order, in one fresh process (a page's blocks build on each other),
+in a temporary folder. A page's notebooks (MyST-NB, executed by the docs build) are not run here.
+An HTML comment on the line before a block changes what happens to it:
+
+* ``<!-- docs-test: skip (reason) -->`` - not run (hour-long settings; a short variant precedes it);
+* ``<!-- docs-test: uci -->`` - needs the UCI files: run with ``$BNN_PPL_DATA`` set to them,
+  skipped (with the reason) where they are absent.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, UCI_DIR
+
+MARKER = re.compile(r"<!--\s*docs-test:\s*(skip|uci)\b[^>]*-->")
+FENCE = re.compile(r"^```python\s*$")
+
+
+def _pages() -> list[Path]:
+    pages = [
+        ROOT / "README.md",
+        ROOT / "CHANGELOG.md",
+        ROOT / "examples" / "references" / "README.md",
+    ]
+    for path in sorted((ROOT / "docs").rglob("*.md")):
+        if "_build" in path.parts or "jupyter_execute" in path.parts:
+            continue
+        if path.read_text().startswith("---\nfile_format: mystnb"):
+            continue  # an executed notebook: the docs build runs it
+        pages.append(path)
+    return [p for p in pages if p.exists()]
+
+
+def blocks(text: str) -> list[tuple[str | None, str]]:
+    """``(marker, code)`` of every ```python block; marker is "skip", "uci" or None."""
+    lines = text.splitlines()
+    out = []
+    i = 0
+    while i < len(lines):
+        if FENCE.match(lines[i]):
+            marker = None
+            previous = lines[i - 1] if i else ""
+            if m := MARKER.search(previous):
+                marker = m.group(1)
+            j = i + 1
+            while j < len(lines) and lines[j].rstrip() != "```":
+                j += 1
+            out.append((marker, "\n".join(lines[i + 1 : j])))
+            i = j
+        i += 1
+    return out
+
+
+def test_blocks_parser_reads_markers():
+    text = "a\n```python\nx = 1\n```\n<!-- docs-test: skip (hours) -->\n```python\ny\n```\n"
+    text += "<!-- docs-test: uci -->\n```python\nz = 2\n```\n```bash\nls\n```\n"
+    assert blocks(text) == [(None, "x = 1"), ("skip", "y"), ("uci", "z = 2")]
+
+
+PAGES = [p for p in _pages() if blocks(p.read_text())]
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_page_blocks_run(page: Path, tmp_path: Path):
+    found = blocks(page.read_text())
+    run = [(m, code) for m, code in found if m != "skip"]
+    if not run:
+        pytest.skip("every block of this page is marked skip")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
+    if any(m == "uci" for m, _ in run):
+        if not UCI_DIR.is_dir():
+            pytest.skip(f"needs the UCI files ({UCI_DIR} absent; set $BNN_PPL_DATA)")
+        env["BNN_PPL_DATA"] = str(UCI_DIR)
+    script = "\n\n".join(code for _, code in run)
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, (
+        f"{page.relative_to(ROOT)}: a block failed\n"
+        f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    )
+
+
+def test_no_markdown_file_over_40kb():
+    tracked = subprocess.run(["git", "ls-files", "*.md"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    big = [
+        (name, (ROOT / name).stat().st_size)
+        for name in tracked.stdout.split()
+        if (ROOT / name).exists() and (ROOT / name).stat().st_size > 40_000
+    ]
+    assert not big, f"Markdown files over 40 KB (split them into pages): {big}"
+
+
+def test_readme_is_one_screen():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 150
+
+
+def test_reference_catalogue_is_generated_from_the_records():
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _generate
+    finally:
+        sys.path.pop(0)
+    stored = (ROOT / "examples" / "references" / "README.md").read_text()
+    assert stored == _generate.catalogue(), "run: python docs/_generate.py"
+    records = sorted((ROOT / "examples" / "references").glob("*.json"))
+    assert len(records) > 0
+    for record in records:  # one row per record
+        assert f"| `{record.stem}` |" in stored
