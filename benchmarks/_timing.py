@@ -6,7 +6,8 @@
   ``numpyro.util.maybe_jit`` in the benchmark's own process makes a repeated ``mcmc.run`` reuse
   its compiled loop, so the steady-state cost can be timed. (Copied from
   ``benchmarks/potential.py``, which documents it in full. The library does the same, scoped
-  to each run of a ``bnn_ppl.inference.ReusingMCMC``: ``inference/loop_reuse.py``; this switch
+  to each run of a ``bnn_ppl.inference.checkpoint.segments.ReusingMCMC``: ``bnn_ppl/_compat.py``;
+  this switch
   stays for the scripts that time stock ``numpyro.infer.MCMC``.)
 * :class:`CompileCounter` - counts jaxpr traces and XLA compilations (``jax.monitoring``), so
   a script can check that nothing compiled inside a timed section.

@@ -8,7 +8,7 @@ new section begins. Sections, in order:
 
 1. ``resnet``: ResNet20FRN (width 16, 274k parameters) over ``--n`` x 32x32x3 CIFAR-shaped
    random inputs, 10 classes, for each ``--chunks`` size (rows per chunk of the potential's
-   loop; ``auto``: the potential's own memory rule, :mod:`bnn_ppl.inference.potential.chunking`, whose
+   loop; ``auto``: the potential's own memory rule, :mod:`bnn_ppl.inference.potential.bnn`, whose
    choice is recorded as ``chunk_rule``), at JAX's default matmul precision (TF32 on Ampere+
    GPUs). Per chunk size: compile time, gradient time (median of ``--repeats``), XLA's temp
    buffer and the device's peak memory so far (``memory_stats()``), and XLA's FLOP count where

@@ -29,7 +29,7 @@ on 8 rows, from the start (its eager initialisation, whose op-by-op programs com
 and its compiled loop), each round after ``jax.clear_caches()`` with the persistent cache off:
 
 * ``AutoNormal`` - NumPyro's guide with ``init_to_sample``, what ``svi_mean_field`` used;
-* ``MeanFieldGuide`` - :class:`bnn_ppl.inference.MeanFieldGuide` with
+* ``MeanFieldGuide`` - :class:`bnn_ppl.inference.svi.MeanFieldGuide` with
   :func:`bnn_ppl.flat_draws.init_to_prior_draw`, what it uses now (the same draws, flat);
 
 and the two ELBO traces must be equal.
@@ -59,8 +59,8 @@ from numpyro.optim import optax_to_numpyro
 
 import bnn_ppl as bp
 from bnn_ppl.flat_draws import init_to_prior_draw
-from bnn_ppl.inference import MeanFieldGuide
 from bnn_ppl.inference.sgmcmc.kernel import normal_like
+from bnn_ppl.inference.svi import MeanFieldGuide
 from bnn_ppl.models import MLP, ResNet20FRN
 
 

@@ -73,7 +73,7 @@ def _child(variant: str, n: int, warmup: int, draws: int, depth: int) -> dict:
     import bnn_ppl as bp
     from bnn_ppl.inference import NUTS as OurNUTS
     from bnn_ppl.inference import model_potential, nuts
-    from bnn_ppl.inference.loop_reuse import ReusingMCMC
+    from bnn_ppl._compat import ReusingMCMC
     from bnn_ppl.models import MLP
 
     x, y = get_data(n)

@@ -14,7 +14,8 @@ small digits MLP:
 
 All with the step size adapted (dual averaging, target acceptance 0.8) and chains started from
 independent prior draws. Per run: mean leapfrog steps, and for each function-space quantity
-(:mod:`bnn_ppl.diagnostics.function_values`: all softmax probabilities, p(true class), centred logits) the
+(:mod:`bnn_ppl.diagnostics.function_values`: all softmax probabilities, p(true class), centred
+logits) the
 share of R-hat above 1.01 and 1.1 and the minimum and median bulk ESS per 1000 gradient
 evaluations of the sampling phase (the efficiency a reference run pays for).
 

@@ -2,8 +2,8 @@
 
 Every checkpoint segment of ``fit(..., checkpoint_dir=...)`` (and of the reference recipe) is a
 new ``MCMC.run``. Stock NumPyro 0.22 compiles its sampling loop again on every run
-(``inference/loop_reuse.py`` says why); the library's runs use
-:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`, whose repeated runs reuse it. This measures
+(``bnn_ppl/_compat.py`` says why); the library's runs use
+:class:`~bnn_ppl._compat.ReusingMCMC`, whose repeated runs reuse it. This measures
 the CPU seconds of one process per case (a fresh Python process each, no persistent
 compilation cache, cases interleaved over rounds):
 
@@ -88,7 +88,8 @@ def _ref_case(case: str, quick: bool) -> float:
     from numpyro.infer import MCMC
 
     import bnn_ppl as bp
-    from bnn_ppl.inference import HMC, ReusingMCMC, full_batch_potential
+    from bnn_ppl.inference import HMC, full_batch_potential
+    from bnn_ppl.inference.checkpoint.segments import ReusingMCMC
     from bnn_ppl.models import MLP
 
     rng = np.random.default_rng(0)

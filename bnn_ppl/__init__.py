@@ -1,21 +1,5 @@
 """bnn_ppl: Bayesian neural networks as NumPyro models.
 
-The data flow is the architecture, one module per stage::
-
-    data -> BNN (network + prior + likelihood + temperature) -> potential (sharded, chunked)
-         -> kernel (NumPyro HMC/NUTS) -> samples -> predict / bma -> metrics
-
-* :mod:`bnn_ppl.data` - embedded datasets (``bp.data.load("digits")``)
-* :mod:`bnn_ppl.priors`, :mod:`bnn_ppl.likelihoods`, :class:`bnn_ppl.BNN` - the model
-* :mod:`bnn_ppl.predictive` - ``bp.predict`` and ``bp.bma``
-* :mod:`bnn_ppl.metrics` - accuracy, NLL, calibration, agreement
-* ``bnn_ppl.models`` (architectures) and ``bnn_ppl.inference`` (potential, HMC) are
-  subpackages installed from the top-level ``models/`` and ``inference/`` folders.
-
-``import bnn_ppl`` itself is cheap: each name is imported on first use, so JAX, NumPyro and
-Flax load with the first model or computation, ArviZ with the first diagnostic or ArviZ file
-(always after NumPyro: :mod:`bnn_ppl._imports`), and matplotlib only with ``bp.plots``.
-
 Example:
     >>> import bnn_ppl as bp
     >>> from bnn_ppl.models import MLP
@@ -26,11 +10,29 @@ Example:
     193
 """
 
+# Notes:
+#
+# The data flow is the architecture, one module per stage::
+#
+#     data -> BNN (network + prior + likelihood + temperature) -> potential (sharded, chunked)
+#          -> kernel (NumPyro HMC/NUTS) -> samples -> predict / bma -> metrics
+#
+# * :mod:`bnn_ppl.data` - embedded datasets (``bp.data.load("digits")``)
+# * :mod:`bnn_ppl.priors`, :mod:`bnn_ppl.likelihoods`, :class:`bnn_ppl.BNN` - the model
+# * :mod:`bnn_ppl.predictive` - ``bp.predict`` and ``bp.bma``
+# * :mod:`bnn_ppl.metrics` - accuracy, NLL, calibration, agreement
+# * ``bnn_ppl.models`` (architectures) and ``bnn_ppl.inference`` (potential, HMC) are
+#   subpackages installed from the top-level ``models/`` and ``inference/`` folders.
+#
+# ``import bnn_ppl`` itself is cheap: each name is imported on first use, so JAX, NumPyro and
+# Flax load with the first model or computation, ArviZ with the first diagnostic or ArviZ file
+# (always after NumPyro: :mod:`bnn_ppl._compat`), and matplotlib only with ``bp.plots``.
+
 from importlib import import_module
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
 
-from bnn_ppl import _imports
+from bnn_ppl import _compat
 
 __all__ = [
     "BNN",
@@ -96,8 +98,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time these come from __g
     from bnn_ppl.validation import InputError  # noqa: F401
 
 # an ArviZ imported before bnn_ppl may have left NumPyro as a lazy proxy; make it real before
-# any bnn_ppl module imports a NumPyro submodule (see bnn_ppl._imports)
-_imports.ensure_numpyro()
+# any bnn_ppl module imports a NumPyro submodule (see bnn_ppl._compat)
+_compat.ensure_numpyro()
 
 
 def __getattr__(name: str) -> Any:
@@ -107,9 +109,9 @@ def __getattr__(name: str) -> Any:
         module_name, attr = f"bnn_ppl.{name}", None  # any other submodule, e.g. ``bp.io``
     else:
         raise AttributeError(f"module 'bnn_ppl' has no attribute {name!r}")
-    _imports.ensure_numpyro()
+    _compat.ensure_numpyro()
     module = import_module(module_name)
-    _imports.rebind_numpyro_submodules()
+    _compat.rebind_numpyro_submodules()
     value = module if attr is None else getattr(module, attr)
     globals()[name] = value
     return value

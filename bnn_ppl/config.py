@@ -1,28 +1,18 @@
-"""Typed settings of every inference method: one small frozen dataclass per method.
+"""Typed settings of every inference method: one small frozen dataclass per method."""
 
-:func:`bnn_ppl.inference.fit` takes one of these and returns a :class:`~bnn_ppl.Posterior`
-whose ``config`` is :meth:`Config.to_dict` of it, so a run is described by one JSON-able record and
-:func:`from_dict` rebuilds the dataclass from it. Every value is checked when the dataclass is
-built (an :class:`~bnn_ppl.InputError` naming the field), so a bad setting fails before anything
-is compiled. The module imports nothing heavy (no JAX), so a command line can build its options
-from these classes cheaply.
-
-One name per concept: ``num_samples`` (draws per chain, or cycles for SG-MCMC), ``num_steps``
-(optimiser steps), ``num_members`` (ensemble size), ``batch_size`` (minibatch rows; ``None`` is
-the full batch), ``chunk_size`` (rows per chunk of the full-batch potential).
-
-Example:
-    >>> from bnn_ppl.config import HMCConfig, from_dict
-    >>> c = HMCConfig(num_warmup=10, num_samples=20, num_chains=2)
-    >>> c.method, c.to_dict()["num_chains"]
-    ('hmc', 2)
-    >>> from_dict(c.to_dict()) == c
-    True
-    >>> HMCConfig(num_samples=0)
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: num_samples must be an int >= 1, got 0.
-"""
+# Notes:
+#
+# :func:`bnn_ppl.inference.fit` takes one of these and returns a :class:`~bnn_ppl.Posterior`
+# whose ``config`` is :meth:`Config.to_dict` of it, so a run is described by one JSON-able
+# record and
+# :func:`from_dict` rebuilds the dataclass from it. Every value is checked when the dataclass is
+# built (an :class:`~bnn_ppl.InputError` naming the field), so a bad setting fails before anything
+# is compiled. The module imports nothing heavy (no JAX), so a command line can build its options
+# from these classes cheaply.
+#
+# One name per concept: ``num_samples`` (draws per chain, or cycles for SG-MCMC), ``num_steps``
+# (optimiser steps), ``num_members`` (ensemble size), ``batch_size`` (minibatch rows; ``None`` is
+# the full batch), ``chunk_size`` (rows per chunk of the full-batch potential).
 
 from __future__ import annotations
 
@@ -43,10 +33,12 @@ __all__ = [
     "EnsembleConfig",
     "HMCConfig",
     "MAPConfig",
+    "MCMCConfig",
     "NUTSConfig",
     "ReferenceHMCConfig",
     "SGHMCConfig",
     "SGLDConfig",
+    "SGMCMCConfig",
     "SGNHTConfig",
     "SVIConfig",
     "from_dict",
@@ -54,10 +46,12 @@ __all__ = [
 
 INIT_METHODS = ("prior", "median", "uniform")
 QUANTITIES = ("probs", "p_true", "centred_logits", "mean", "mean_log_density")
-"""The function-space quantities (:data:`bnn_ppl.diagnostics.function_values.QUANTITIES`, without JAX)."""
+"""The function-space quantities (:data:`bnn_ppl.diagnostics.function_values.QUANTITIES`, without
+JAX)."""
 MASS_MATRICES = ("diagonal", "dense", "identity")
 CHAIN_BATCHING = ("auto", "vectorized", "sequential")
-"""How vectorized chains evaluate the network (:data:`bnn_ppl.inference.potential.sharded_sum.CHAIN_BATCHING`,
+"""How vectorized chains evaluate the network
+(:data:`bnn_ppl.inference.potential.sharded_sum.CHAIN_BATCHING`,
 without JAX)."""
 
 
@@ -123,13 +117,16 @@ class Config:
 
 
 @dataclass(frozen=True)
-class _MCMCConfig(Config):
+class MCMCConfig(Config):
+    """Shared by HMC and NUTS: warmup, draws, chains, the step size and the mass matrix
+    (``mass_matrix``: ``"diagonal"`` or ``"dense"`` adapted in warmup, ``"identity"`` fixed)."""
+
     num_warmup: int = 200  # warmup iterations per chain
     num_samples: int = 200  # draws per chain
     num_chains: int = 1  # chains, vectorised
     thinning: int = 1  # keep every k-th draw
     step_size: float = 0.01  # initial step size
-    adapt_mass_matrix: bool = True  # adapt a diagonal mass matrix
+    mass_matrix: str = "diagonal"  # diagonal or dense (adapted in warmup), or identity
     target_accept_prob: float = 0.8  # step-size adaptation target
 
     def __post_init__(self) -> None:
@@ -138,7 +135,7 @@ class _MCMCConfig(Config):
         for name in ("num_samples", "num_chains", "thinning"):
             _count(name, getattr(self, name))
         validation.check_positive("step_size", self.step_size)
-        validation.check_bool("adapt_mass_matrix", self.adapt_mass_matrix)
+        validation.check_choice("mass_matrix", self.mass_matrix, MASS_MATRICES)
         validation.check_number(
             "target_accept_prob",
             self.target_accept_prob,
@@ -150,9 +147,22 @@ class _MCMCConfig(Config):
 
 
 @dataclass(frozen=True)
-class HMCConfig(_MCMCConfig):
-    """Full-batch HMC (:func:`bnn_ppl.inference.hmc`): ``trajectory_length=None`` is a quarter
-    period in the current metric; ``max_num_steps`` bounds the leapfrog steps."""
+class HMCConfig(MCMCConfig):
+    """Full-batch HMC (``bp.fit`` with this config): ``trajectory_length=None`` is a quarter
+    period in the current metric; ``max_num_steps`` bounds the leapfrog steps.
+
+    Example:
+        >>> from bnn_ppl.config import HMCConfig, from_dict
+        >>> c = HMCConfig(num_warmup=10, num_samples=20, num_chains=2)
+        >>> c.method, c.to_dict()["num_chains"]
+        ('hmc', 2)
+        >>> from_dict(c.to_dict()) == c
+        True
+        >>> HMCConfig(num_samples=0)
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: num_samples must be an int >= 1, got 0.
+    """
 
     method: ClassVar[str] = "hmc"
 
@@ -168,8 +178,8 @@ class HMCConfig(_MCMCConfig):
 
 
 @dataclass(frozen=True)
-class NUTSConfig(_MCMCConfig):
-    """NUTS (:func:`bnn_ppl.inference.nuts`) with trees of depth at most ``max_tree_depth``."""
+class NUTSConfig(MCMCConfig):
+    """NUTS (``bp.fit`` with this config) with trees of depth at most ``max_tree_depth``."""
 
     method: ClassVar[str] = "nuts"
 
@@ -237,7 +247,7 @@ class SVIConfig(MAPConfig):
 
 
 @dataclass(frozen=True)
-class _SGMCMCConfig(Config):
+class SGMCMCConfig(Config):
     """Shared by the SG-MCMC samplers: a cyclical cosine step size of ``cycle_length`` steps
     starting each cycle at ``step_size`` and one draw at the end of each cycle;
     ``num_warmup`` burn-in cycles, then ``num_samples`` cycles (draws) per chain. Each chain
@@ -274,28 +284,28 @@ class _SGMCMCConfig(Config):
 
 
 @dataclass(frozen=True)
-class SGLDConfig(_SGMCMCConfig):
+class SGLDConfig(SGMCMCConfig):
     """Stochastic-gradient Langevin dynamics (:class:`bnn_ppl.inference.SGLD`)."""
 
     method: ClassVar[str] = "sgld"
 
 
 @dataclass(frozen=True)
-class SGHMCConfig(_SGMCMCConfig):
+class SGHMCConfig(SGMCMCConfig):
     """Stochastic-gradient HMC (:class:`bnn_ppl.inference.SGHMC`)."""
 
     method: ClassVar[str] = "sghmc"
 
 
 @dataclass(frozen=True)
-class SGNHTConfig(_SGMCMCConfig):
+class SGNHTConfig(SGMCMCConfig):
     """The stochastic-gradient Nosé-Hoover thermostat (:class:`bnn_ppl.inference.SGNHT`)."""
 
     method: ClassVar[str] = "sgnht"
 
 
 @dataclass(frozen=True)
-class ATMCConfig(_SGMCMCConfig):
+class ATMCConfig(SGMCMCConfig):
     """Adaptive thermostat Monte Carlo (:class:`bnn_ppl.inference.ATMC`)."""
 
     method: ClassVar[str] = "atmc"
@@ -437,6 +447,8 @@ def from_dict(record: Mapping[str, Any]) -> Config:
     method = fields.pop("method", None)
     if method not in CONFIGS:
         raise InputValueError(f"record['method'] must be one of {sorted(CONFIGS)}, got {method!r}.")
+    if method in ("hmc", "nuts") and "adapt_mass_matrix" in fields:  # a record before mass_matrix
+        fields["mass_matrix"] = "diagonal" if fields.pop("adapt_mass_matrix") else "identity"
     _fields(CONFIGS[method], fields)
     return CONFIGS[method](**fields)
 

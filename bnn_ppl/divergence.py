@@ -1,11 +1,5 @@
 """Diverged results: a fit whose loss or parameters became NaN/inf is an error, never a result.
 
-:func:`check_finite_result` raises :class:`DivergedError` (an
-:class:`~bnn_ppl.validation.InputValueError`, so the command line reports it as a user error)
-naming where the loss, or a parameter, first stopped being finite and what usually causes it.
-:func:`~bnn_ppl.inference.map_estimate`, :func:`~bnn_ppl.inference.deep_ensemble`,
-:func:`~bnn_ppl.inference.svi_mean_field` and :func:`~bnn_ppl.fit` check their results with it.
-
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.divergence import check_finite_result
@@ -14,6 +8,14 @@ Example:
     ...
     bnn_ppl.divergence.DivergedError: map_estimate diverged: the loss became nan (at index [1]). ...
 """
+
+# Notes:
+#
+# :func:`check_finite_result` raises :class:`DivergedError` (an
+# :class:`~bnn_ppl.validation.InputValueError`, so the command line reports it as a user error)
+# naming where the loss, or a parameter, first stopped being finite and what usually causes it.
+# :func:`~bnn_ppl.inference.map_estimate`, :func:`~bnn_ppl.inference.deep_ensemble`,
+# :func:`~bnn_ppl.inference.svi_mean_field` and :func:`~bnn_ppl.fit` check their results with it.
 
 from __future__ import annotations
 

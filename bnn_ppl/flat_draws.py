@@ -1,31 +1,22 @@
-"""Random draws that XLA compiles quickly: drawn flat, one vmapped call per group, reshaped.
+"""Random draws that XLA compiles quickly: drawn flat, one vmapped call per group, reshaped."""
 
-XLA:CPU compiles a random draw of a 4- or 5-axis shape slowly: a ``jax.random.normal`` of a
-3x3x16x16 convolution kernel's shape took 2.7 s to compile, of its 1-axis flattening 0.12 s,
-with the same values (``jax_threefry_partitionable``, JAX's default: the counters are the
-linear index). And a program that draws every parameter of a network with its own key holds
-one random-number program per parameter (a ResNet-20: 107). Here every draw is made flat and
-reshaped, and draws of one group and size by one vmapped call: the same values (bit for bit at
-XLA's default optimisation; at most an ulp apart at level 0, where XLA:CPU rounds a vector
-loop's tail differently), a ResNet-20's prior draw and SG-MCMC noise compiling 5-6x faster
-(``benchmarks/init_draw.py``, RESULTS.md).
-
-Used by :meth:`bnn_ppl.BNN.init` (:func:`prior_draws`), the SG-MCMC kernels' noise
-(:func:`bnn_ppl.inference.sgmcmc.kernel.normal_like`), and NumPyro's own draws where we call them:
-the initial values of mean-field SVI and of a NumPyro model's potential
-(:func:`init_to_prior_draw`, NumPyro's ``init_to_sample`` drawn flat) and the mean-field guide's
-draws (:class:`flat_normal_draws`, ``Normal`` sites drawn flat), each with NumPyro's values.
-
-Example:
-    >>> import jax
-    >>> keys = jax.random.split(jax.random.key(0), 2)
-    >>> normal = lambda group, size: lambda k: jax.random.normal(k, (size,))
-    >>> a, b = grouped_flat_draws(list(keys), [(3, 3), (9,)], ["normal", "normal"], normal)
-    >>> a.shape, b.shape
-    ((3, 3), (9,))
-    >>> bool((a == jax.random.normal(keys[0], (3, 3))).all())
-    True
-"""
+# Notes:
+#
+# XLA:CPU compiles a random draw of a 4- or 5-axis shape slowly: a ``jax.random.normal`` of a
+# 3x3x16x16 convolution kernel's shape took 2.7 s to compile, of its 1-axis flattening 0.12 s,
+# with the same values (``jax_threefry_partitionable``, JAX's default: the counters are the
+# linear index). And a program that draws every parameter of a network with its own key holds
+# one random-number program per parameter (a ResNet-20: 107). Here every draw is made flat and
+# reshaped, and draws of one group and size by one vmapped call: the same values (bit for bit at
+# XLA's default optimisation; at most an ulp apart at level 0, where XLA:CPU rounds a vector
+# loop's tail differently), a ResNet-20's prior draw and SG-MCMC noise compiling 5-6x faster
+# (``benchmarks/init_draw.py``, RESULTS.md).
+#
+# Used by :meth:`bnn_ppl.BNN.init` (:func:`prior_draws`), the SG-MCMC kernels' noise
+# (:func:`bnn_ppl.inference.sgmcmc.kernel.normal_like`), and NumPyro's own draws where we call them:
+# the initial values of mean-field SVI and of a NumPyro model's potential
+# (:func:`init_to_prior_draw`, NumPyro's ``init_to_sample`` drawn flat) and the mean-field guide's
+# draws (:class:`flat_normal_draws`, ``Normal`` sites drawn flat), each with NumPyro's values.
 
 from __future__ import annotations
 
@@ -59,7 +50,18 @@ def grouped_flat_draws(
     flat_draw: Callable[[Hashable, int], Callable[[Any], jax.Array]],
 ) -> list[jax.Array]:
     """One draw per key: ``flat_draw(group, size)(key)``, ``size`` entries reshaped to its
-    shape; draws whose group and size agree are made by one vmapped call."""
+    shape; draws whose group and size agree are made by one vmapped call.
+
+    Example:
+        >>> import jax
+        >>> keys = jax.random.split(jax.random.key(0), 2)
+        >>> normal = lambda group, size: lambda k: jax.random.normal(k, (size,))
+        >>> a, b = grouped_flat_draws(list(keys), [(3, 3), (9,)], ["normal", "normal"], normal)
+        >>> a.shape, b.shape
+        ((3, 3), (9,))
+        >>> bool((a == jax.random.normal(keys[0], (3, 3))).all())
+        True
+    """
     batches: dict[tuple[Hashable, int], list[int]] = {}
     for i, (shape, group) in enumerate(zip(shapes, groups, strict=True)):
         batches.setdefault((group, math.prod(shape)), []).append(i)

@@ -1,32 +1,21 @@
 """Files written atomically, read without pickle.
 
-Every file bnn_ppl writes goes through :func:`atomic_write`: the bytes go to a temporary file in
-the target's folder, are flushed and fsynced, and the temporary file is renamed over the target
-(``os.replace``, atomic on POSIX). A reader therefore sees the old file or the new one, never a
-partial one. Files get the permissions ``open()`` would give them (0666 less the umask), so a
-run folder on a shared filesystem is as readable as the user's other files.
-
 Example:
-    >>> import os, tempfile
-    >>> from bnn_ppl.io import write_json, read_json
-    >>> path = os.path.join(tempfile.mkdtemp(), "run", "metrics.json")
-    >>> write_json(path, {"accuracy": 0.97})
-    >>> read_json(path)
-    {'accuracy': 0.97}
-
-Arrays go to ``.npz`` files with :func:`save_npz` (atomic, no pickle, returns the SHA-256 of the
-bytes written) and come back with :func:`load_npz`, which never unpickles: an object array, a
-pickled file, a truncated or corrupted archive or a checksum mismatch is a ``ValueError`` naming
-the file and what is wrong with it.
-
-    >>> import numpy as np
-    >>> from bnn_ppl.io import save_npz, load_npz
-    >>> path = os.path.join(tempfile.mkdtemp(), "draws.npz")
-    >>> digest = save_npz(path, {"Dense_0.kernel": np.zeros((2, 3)), "step": np.int32(7)})
-    >>> arrays = load_npz(path, sha256=digest)
-    >>> sorted(arrays), arrays["Dense_0.kernel"].shape
-    (['Dense_0.kernel', 'step'], (2, 3))
+    >>> import os, tempfile, numpy as np
+    >>> from bnn_ppl.io import load_npz, read_json, save_npz, write_json
+    >>> j, z = (os.path.join(tempfile.mkdtemp(), n) for n in ("m.json", "d.npz"))
+    >>> write_json(j, {"accuracy": 0.97})
+    >>> digest = save_npz(z, {"w": np.zeros((2, 3))})  # no pickle, atomic
+    >>> read_json(j), load_npz(z, sha256=digest)["w"].shape
+    ({'accuracy': 0.97}, (2, 3))
 """
+
+# Notes:
+#
+# Arrays go to ``.npz`` files with :func:`save_npz` (atomic, no pickle, returns the SHA-256 of the
+# bytes written) and come back with :func:`load_npz`, which never unpickles: an object array, a
+# pickled file, a truncated or corrupted archive or a checksum mismatch is a ``ValueError`` naming
+# the file and what is wrong with it.
 
 from __future__ import annotations
 

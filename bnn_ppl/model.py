@@ -1,39 +1,23 @@
-"""The Bayesian neural network: network + prior + likelihood + temperature, as a NumPyro model.
+"""The Bayesian neural network: network + prior + likelihood + temperature, as a NumPyro model."""
 
-``BNN(...)`` is a callable NumPyro model ``model(x, y=None)``: every network parameter is a
-``numpyro.sample`` site with its prior, the likelihood's own latents (a Gaussian noise scale
-with a prior) are sites too, and the targets are observed at site ``"y"`` inside a
-``numpyro.plate("data", n)``. So the model works with everything in NumPyro (``NUTS(model)``,
-``Predictive``, ``initialize_model``, ``render_model``). For large data use the sharded,
-chunked potential of :func:`bnn_ppl.inference.full_batch_potential`, which computes the same
-density from the pieces this class exposes (:meth:`BNN.sites`, :meth:`BNN.log_prior`,
-:meth:`BNN.log_likelihood`).
-
-Temperature ``T`` (the "cold posterior" of Wenzel et al. 2020 and Izmailov et al. 2021):
-
-* ``temper="likelihood"``: ``log p(θ) + (1/T) log p(D | θ)``
-* ``temper="posterior"``: ``(1/T) [log p(θ) + log p(D | θ)]``
-
-(In both, the Jacobian of the transform to unconstrained space is *not* tempered: the tempered
-density is a density over the constrained parameters.)
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> model = bp.BNN(MLP(hidden=(8,), out=3), prior=bp.priors.Normal(0.3),
-    ...                likelihood=bp.likelihoods.Categorical(), temperature=1.0)
-    >>> print(model.describe(jnp.zeros((1, 4))))
-    site            shape    prior
-    Dense_0.bias    (8,)     Normal(scale=0.3)
-    Dense_0.kernel  (4, 8)   Normal(scale=0.3)
-    Dense_1.bias    (3,)     Normal(scale=0.3)
-    Dense_1.kernel  (8, 3)   Normal(scale=0.3)
-    >>> from numpyro.infer import Predictive
-    >>> draws = Predictive(model, num_samples=2)(jax.random.key(0), jnp.zeros((5, 4)))
-    >>> draws["y"].shape
-    (2, 5)
-"""
+# Notes:
+#
+# ``BNN(...)`` is a callable NumPyro model ``model(x, y=None)``: every network parameter is a
+# ``numpyro.sample`` site with its prior, the likelihood's own latents (a Gaussian noise scale
+# with a prior) are sites too, and the targets are observed at site ``"y"`` inside a
+# ``numpyro.plate("data", n)``. So the model works with everything in NumPyro (``NUTS(model)``,
+# ``Predictive``, ``initialize_model``, ``render_model``). For large data use the sharded,
+# chunked potential of :func:`bnn_ppl.inference.full_batch_potential`, which computes the same
+# density from the pieces this class exposes (:meth:`BNN.sites`, :meth:`BNN.log_prior`,
+# :meth:`BNN.log_likelihood`).
+#
+# Temperature ``T`` (the "cold posterior" of Wenzel et al. 2020 and Izmailov et al. 2021):
+#
+# * ``temper="likelihood"``: ``log p(θ) + (1/T) log p(D | θ)``
+# * ``temper="posterior"``: ``(1/T) [log p(θ) + log p(D | θ)]``
+#
+# (In both, the Jacobian of the transform to unconstrained space is *not* tempered: the tempered
+# density is a density over the constrained parameters.)
 
 from __future__ import annotations
 
@@ -153,6 +137,23 @@ class BNN(Tempered):
         ValueError: ``temperature <= 0``, an unknown ``temper`` or a ``compute_dtype`` that
             is not a floating dtype.
         TypeError: a network, prior or likelihood of the wrong kind.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> model = bp.BNN(MLP(hidden=(8,), out=3), prior=bp.priors.Normal(0.3),
+        ...                likelihood=bp.likelihoods.Categorical(), temperature=1.0)
+        >>> print(model.describe(jnp.zeros((1, 4))))
+        site            shape    prior
+        Dense_0.bias    (8,)     Normal(scale=0.3)
+        Dense_0.kernel  (4, 8)   Normal(scale=0.3)
+        Dense_1.bias    (3,)     Normal(scale=0.3)
+        Dense_1.kernel  (8, 3)   Normal(scale=0.3)
+        >>> from numpyro.infer import Predictive
+        >>> draws = Predictive(model, num_samples=2)(jax.random.key(0), jnp.zeros((5, 4)))
+        >>> draws["y"].shape
+        (2, 5)
     """
 
     def __init__(

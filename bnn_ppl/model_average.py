@@ -1,39 +1,27 @@
-"""The Bayesian model average of per-draw predictions: the one implementation.
+"""The Bayesian model average of per-draw predictions: the one implementation."""
 
-:func:`bma` averages the draws of a prediction (leading axis = draws): classification
-probabilities are averaged; a Poisson's rate is averaged; a Gaussian or Student-t mixture is
-moment-matched (its mean and standard deviation). Everything that averages predictions over
-draws goes through the three steps below, so a streamed average (a checkpointed run's
-``RunningBMA``), the metric suite (:mod:`bnn_ppl.metrics.suite`) and ``bp.bma`` agree:
-
-* :func:`summarize` - the average of one batch of draws as an :class:`Average`: the count, the
-  mean over draws of the probabilities / rates / means, and for a mixture the mean within-draw
-  variance and the sum of squared deviations of the draws' means from their mean;
-* :func:`merge` - two :class:`Average` s of disjoint draws combined exactly (Chan et al.'s
-  pairwise update: no ``E[m²] - E[m]²`` cancellation, so float32 stays accurate for means far
-  from zero);
-* :func:`result` - the prediction an :class:`Average` stands for.
-
-The exact density of the average (the equal-weight mixture of the draws, not its moment match)
-at the targets is :func:`log_density` of the draws' log densities; the mixture NLLs of
-:mod:`bnn_ppl.metrics` use it.
-
-The arithmetic follows its inputs: JAX arrays (traceable, as in ``bp.bma``) or NumPy arrays
-(float64 sums, as in a streamed average).
-
-Example:
-    >>> import numpy as np
-    >>> from bnn_ppl.likelihoods import GaussianPrediction
-    >>> from bnn_ppl.model_average import bma, merge, result, summarize
-    >>> draws = GaussianPrediction(np.array([[0.0], [2.0], [4.0]]), np.ones((3, 1)))
-    >>> whole = bma(draws)                              # mixture sd: sqrt(1 + 8/3)
-    >>> round(float(whole.mean[0]), 4), round(float(whole.scale[0]), 4)
-    (2.0, 1.9149)
-    >>> first = summarize(GaussianPrediction(draws.mean[:1], draws.scale[:1]))
-    >>> rest = summarize(GaussianPrediction(draws.mean[1:], draws.scale[1:]))
-    >>> round(float(result(merge(first, rest)).scale[0]), 4)    # in parts: the same
-    1.9149
-"""
+# Notes:
+#
+# :func:`bma` averages the draws of a prediction (leading axis = draws): classification
+# probabilities are averaged; a Poisson's rate is averaged; a Gaussian or Student-t mixture is
+# moment-matched (its mean and standard deviation). Everything that averages predictions over
+# draws goes through the three steps below, so a streamed average (a checkpointed run's
+# ``RunningBMA``), the metric suite (:mod:`bnn_ppl.metrics.suite`) and ``bp.bma`` agree:
+#
+# * :func:`summarize` - the average of one batch of draws as an :class:`Average`: the count, the
+#   mean over draws of the probabilities / rates / means, and for a mixture the mean within-draw
+#   variance and the sum of squared deviations of the draws' means from their mean;
+# * :func:`merge` - two :class:`Average` s of disjoint draws combined exactly (Chan et al.'s
+#   pairwise update: no ``E[m²] - E[m]²`` cancellation, so float32 stays accurate for means far
+#   from zero);
+# * :func:`result` - the prediction an :class:`Average` stands for.
+#
+# The exact density of the average (the equal-weight mixture of the draws, not its moment match)
+# at the targets is :func:`log_density` of the draws' log densities; the mixture NLLs of
+# :mod:`bnn_ppl.metrics` use it.
+#
+# The arithmetic follows its inputs: JAX arrays (traceable, as in ``bp.bma``) or NumPy arrays
+# (float64 sums, as in a streamed average).
 
 from __future__ import annotations
 
@@ -94,7 +82,21 @@ def _variance(pred: GaussianPrediction | StudentTPrediction) -> Any:
 
 def summarize(predictions: Prediction) -> Average:
     """The :class:`Average` of a batch of draws (leading axis = draws), without checks (see
-    :func:`bma` for them); at least one draw."""
+    :func:`bma` for them); at least one draw.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.likelihoods import GaussianPrediction
+        >>> from bnn_ppl.model_average import bma, merge, result, summarize
+        >>> draws = GaussianPrediction(np.array([[0.0], [2.0], [4.0]]), np.ones((3, 1)))
+        >>> whole = bma(draws)                              # mixture sd: sqrt(1 + 8/3)
+        >>> round(float(whole.mean[0]), 4), round(float(whole.scale[0]), 4)
+        (2.0, 1.9149)
+        >>> first = summarize(GaussianPrediction(draws.mean[:1], draws.scale[:1]))
+        >>> rest = summarize(GaussianPrediction(draws.mean[1:], draws.scale[1:]))
+        >>> round(float(result(merge(first, rest)).scale[0]), 4)    # in parts: the same
+        1.9149
+    """
     if isinstance(predictions, PoissonPrediction):
         return Average("poisson", predictions.rate.shape[0], predictions.rate.mean(axis=0))
     if isinstance(predictions, GaussianPrediction | StudentTPrediction):

@@ -1,26 +1,16 @@
-"""One functional view of Flax networks, linen or nnx: flat parameters in, outputs out.
+"""One functional view of Flax networks, linen or nnx: flat parameters in, outputs out."""
 
-A BNN needs three things from its network: the parameter shapes (to put a prior on each),
-a way to draw initial values, and a pure ``apply(params, x)``. :func:`as_network` wraps a
-``flax.linen.Module`` or a ``flax.nnx.Module`` into a :class:`Network` that offers exactly
-these, with parameters as a flat dict keyed by dotted path (``"Dense_0.kernel"`` for linen,
-``"layers.0.kernel"`` for nnx).
-
-Only trainable parameters are allowed: a linen network with other variable collections (batch
-statistics) is refused, because batch statistics do not belong in a posterior; nnx state that is
-not an ``nnx.Param`` (RNG counters, say) is kept fixed.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.network import as_network
-    >>> from bnn_ppl.models import MLP
-    >>> net = as_network(MLP(hidden=(3,), out=2))
-    >>> {k: v.shape for k, v in net.shapes(jnp.zeros((1, 4))).items()}
-    {'Dense_0.bias': (3,), 'Dense_0.kernel': (4, 3), 'Dense_1.bias': (2,), 'Dense_1.kernel': (3, 2)}
-    >>> params = net.init(jax.random.key(0), jnp.zeros((1, 4)))
-    >>> net.apply(params, jnp.ones((5, 4))).shape
-    (5, 2)
-"""
+# Notes:
+#
+# A BNN needs three things from its network: the parameter shapes (to put a prior on each),
+# a way to draw initial values, and a pure ``apply(params, x)``. :func:`as_network` wraps a
+# ``flax.linen.Module`` or a ``flax.nnx.Module`` into a :class:`Network` that offers exactly
+# these, with parameters as a flat dict keyed by dotted path (``"Dense_0.kernel"`` for linen,
+# ``"layers.0.kernel"`` for nnx).
+#
+# Only trainable parameters are allowed: a linen network with other variable collections (batch
+# statistics) is refused, because batch statistics do not belong in a posterior; nnx state that is
+# not an ``nnx.Param`` (RNG counters, say) is kept fixed.
 
 from __future__ import annotations
 
@@ -131,6 +121,18 @@ def as_network(module: Any) -> Network:
 
     Raises:
         TypeError: ``module`` is neither a ``flax.linen.Module`` nor a ``flax.nnx.Module``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.network import as_network
+        >>> from bnn_ppl.models import MLP
+        >>> net = as_network(MLP(hidden=(3,), out=2))
+        >>> {k: v.shape for k, v in net.shapes(jnp.zeros((1, 4))).items()}
+        {'Dense_0.bias': (3,), 'Dense_0.kernel': (4, 3), 'Dense_1.bias': (2,), 'Dense_1.kernel':
+        (3, 2)}
+        >>> params = net.init(jax.random.key(0), jnp.zeros((1, 4)))
+        >>> net.apply(params, jnp.ones((5, 4))).shape
+        (5, 2)
     """
     if isinstance(module, nn.Module):
         return LinenNetwork(module)

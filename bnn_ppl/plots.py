@@ -1,26 +1,14 @@
 """Figures: reliability diagrams, R-hat in weight vs function space, 1-D regression bands,
 metrics against a setting.
-
-Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented API
-(``Figure(...)``, not :mod:`matplotlib.pyplot`): nothing here selects a backend, opens a window,
-calls ``plt.show`` or registers the figure with pyplot's global state, so the module is safe in
-scripts, tests, notebooks and worker processes alike. :func:`save_figure` renders a figure to
-PNG through :func:`bnn_ppl.io.atomic_write`, so a reader never sees a half-written image.
-
-Example:
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.plots import reliability_diagram, save_figure
-    >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.4, 0.6], [0.55, 0.45]])
-    >>> labels = np.array([0, 1, 1, 1])
-    >>> curve = bp.metrics.reliability_curve(probs, labels, num_bins=5)
-    >>> fig = reliability_diagram({"model": curve})
-    >>> path = os.path.join(tempfile.mkdtemp(), "reliability.png")
-    >>> save_figure(fig, path)
-    >>> open(path, "rb").read(8) == b"\\x89PNG\\r\\n\\x1a\\n"
-    True
 """
+
+# Notes:
+#
+# Every function returns a :class:`matplotlib.figure.Figure` built with the object-oriented API
+# (``Figure(...)``, not :mod:`matplotlib.pyplot`): nothing here selects a backend, opens a window,
+# calls ``plt.show`` or registers the figure with pyplot's global state, so the module is safe in
+# scripts, tests, notebooks and worker processes alike. :func:`save_figure` renders a figure to
+# PNG through :func:`bnn_ppl.io.atomic_write`, so a reader never sees a half-written image.
 
 from __future__ import annotations
 
@@ -33,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
-from bnn_ppl import _imports
+from bnn_ppl._compat import arviz
 from bnn_ppl.io import atomic_write
 from bnn_ppl.metrics import ReliabilityCurve
 from bnn_ppl.validation import InputTypeError, InputValueError
@@ -222,6 +210,20 @@ def rhat_histograms(
             e.g. ``{"weight space": weight_space(s), "function space": function_space(...)}``.
         thresholds: R-hat values marked with dashed lines (Vehtari's 1.01, Izmailov's 1.1).
         bins: histogram bins (log-spaced over the range of all values).
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.plots import reliability_diagram, save_figure
+        >>> probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.4, 0.6], [0.55, 0.45]])
+        >>> labels = np.array([0, 1, 1, 1])
+        >>> curve = bp.metrics.reliability_curve(probs, labels, num_bins=5)
+        >>> fig = reliability_diagram({"model": curve})
+        >>> path = os.path.join(tempfile.mkdtemp(), "reliability.png")
+        >>> save_figure(fig, path)
+        >>> open(path, "rb").read(8) == b"\\x89PNG\\r\\n\\x1a\\n"
+        True
     """
     if not spaces:
         raise InputValueError("spaces is empty; pass e.g. {'weight space': rhat_values}.")
@@ -329,13 +331,13 @@ def _arviz_figure(plot: object) -> Figure:
 
 def trace_plot(idata: object, var_names: list[str] | None = None) -> Figure:
     """ArviZ's trace plot (``arviz.plot_trace_dist``) as a matplotlib figure."""
-    az = _imports.arviz()  # NumPyro before ArviZ; see bnn_ppl._imports
+    az = arviz()  # NumPyro before ArviZ; see bnn_ppl._compat
     return _arviz_figure(az.plot_trace_dist(idata, var_names=var_names, backend="matplotlib"))
 
 
 def rank_plot(idata: object, var_names: list[str] | None = None) -> Figure:
     """ArviZ's rank plot (``arviz.plot_rank``) as a matplotlib figure."""
-    az = _imports.arviz()
+    az = arviz()
     return _arviz_figure(az.plot_rank(idata, var_names=var_names, backend="matplotlib"))
 
 

@@ -1,21 +1,5 @@
 """The one result of every inference method: a :class:`Posterior`.
 
-HMC, NUTS, the SG-MCMC samplers, mean-field SVI, MAP and deep ensembles all end in the same
-record: constrained draws with ``(chain, draw)`` leading axes (an ensemble's members are its
-chains, one draw each; SVI's draws come from the fitted guide as one chain), per-draw sampler
-statistics under ArviZ's names, the configuration that produced them, and, when the data were
-given, the predictions at the test inputs and per-row log-likelihoods of the training and test
-targets. :meth:`Posterior.to_inference_data` turns it into an ArviZ ``DataTree`` (groups
-``posterior``, ``sample_stats``, ``observed_data``, ``predictions``, ``log_likelihood``), so
-``az.summary``, ``az.bfmi``, ``az.plot_energy``, ``az.loo(..., var_name="y")`` and
-``az.waic`` work; :meth:`Posterior.save` writes it as netCDF (``posterior.nc``, atomically) and
-:meth:`Posterior.load` reads it back. Nothing is pickled.
-
-Sample statistics use ArviZ's names: ``acceptance_rate``, ``diverging``, ``energy``,
-``step_size``, ``n_steps``, ``tree_depth`` and ``lp`` (the log density, minus the potential).
-Optimisation curves (SVI's negative ELBO, MAP and ensemble losses) are kept in ``trace`` and
-stored in a group of their own, ``optimization``.
-
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.posterior import Posterior
@@ -24,6 +8,24 @@ Example:
     >>> post.num_chains, post.num_draws, post.flat_samples()["w"].shape
     (2, 100, (200, 3))
 """
+
+# Notes:
+#
+# HMC, NUTS, the SG-MCMC samplers, mean-field SVI, MAP and deep ensembles all end in the same
+# record: constrained draws with ``(chain, draw)`` leading axes (an ensemble's members are its
+# chains, one draw each; SVI's draws come from the fitted guide as one chain), per-draw sampler
+# statistics under ArviZ's names, the configuration that produced them, and, when the data were
+# given, the predictions at the test inputs and per-row log-likelihoods of the training and test
+# targets. :meth:`Posterior.to_inference_data` turns it into an ArviZ ``DataTree`` (groups
+# ``posterior``, ``sample_stats``, ``observed_data``, ``predictions``, ``log_likelihood``), so
+# ``az.summary``, ``az.bfmi``, ``az.plot_energy``, ``az.loo(..., var_name="y")`` and
+# ``az.waic`` work; :meth:`Posterior.save` writes it as netCDF (``posterior.nc``, atomically) and
+# :meth:`Posterior.load` reads it back. Nothing is pickled.
+#
+# Sample statistics use ArviZ's names: ``acceptance_rate``, ``diverging``, ``energy``,
+# ``step_size``, ``n_steps``, ``tree_depth`` and ``lp`` (the log density, minus the potential).
+# Optimisation curves (SVI's negative ELBO, MAP and ensemble losses) are kept in ``trace`` and
+# stored in a group of their own, ``optimization``.
 
 from __future__ import annotations
 
@@ -36,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from bnn_ppl import _imports
 from bnn_ppl import io as _io
+from bnn_ppl._compat import arviz
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = ["Posterior", "SAMPLE_STATS", "MARKOV_METHODS"]
@@ -233,27 +235,6 @@ class Posterior:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 
-    def with_data(
-        self,
-        model: Any,
-        x: Any,
-        y: Any,
-        x_test: Any = None,
-        y_test: Any = None,
-        *,
-        chunk_size: int | None = None,
-        predictions: Mapping[str, np.ndarray] | None = None,
-    ) -> Posterior:
-        """A copy with ``observed``, per-row ``log_likelihood`` (``"y"``, and ``"y_test"``
-        given test targets) and ``predictions`` at ``x_test`` computed for every draw by
-        ``model`` (a :class:`~bnn_ppl.BNN`; ``predictions`` given: those, already computed);
-        see :func:`bnn_ppl.pointwise.attach_data`."""
-        from bnn_ppl.pointwise import attach_data
-
-        return attach_data(
-            self, model, x, y, x_test, y_test, chunk_size=chunk_size, predictions=predictions
-        )
-
     # ------------------------------------------------------------------------- ArviZ
     def to_inference_data(self) -> Any:
         """An ArviZ ``DataTree``: posterior, sample_stats, observed_data, predictions,
@@ -261,7 +242,7 @@ class Posterior:
         are attributes of the root (``config`` as a JSON string)."""
         import xarray as xr
 
-        az = _imports.arviz()  # NumPyro before ArviZ; see bnn_ppl._imports
+        az = arviz()  # NumPyro before ArviZ; see bnn_ppl._compat
         groups: dict[str, dict[str, np.ndarray]] = {"posterior": dict(self.samples)}
         dims: dict[str, list[str]] = {}
         if self.sample_stats:

@@ -1,32 +1,14 @@
-"""Priors over network parameters.
+"""Priors over network parameters."""
 
-A prior is a small frozen dataclass that turns a parameter shape into a NumPyro distribution
-whose event shape is that parameter's shape (all entries i.i.d.). A model's prior is given as
-
-* one ``Prior`` for every parameter,
-* a mapping from path patterns to priors, e.g. ``{"Dense_0": Normal(1.0), "*": Normal(0.1)}``,
-  or
-* a callable ``(path, shape) -> Prior`` (return ``None`` for "no prior": that is an error).
-
-Paths are the dotted names of the network's parameters (``"Dense_0.kernel"``, ``"layers.1.bias"``).
-A pattern matches a path if it equals it, if it is a prefix of it up to a dot (``"Dense_0"``
-matches ``"Dense_0.kernel"`` and ``"Dense_0.bias"``), or if it matches as a shell-style glob
-(``"*.bias"``). The **first** matching pattern, in the mapping's order, wins. A parameter that no
-pattern matches, and a pattern that matches no parameter, are ``ValueError`` s: every parameter
-gets a prior, and typos don't pass silently (NumPyro's dict priors keep unmatched parameters
-fixed without a word; see numpyro issue 1873).
-
-Example:
-    >>> import bnn_ppl as bp
-    >>> prior = bp.priors.Normal(scale=0.3)
-    >>> prior.distribution((2, 3)).event_shape
-    (2, 3)
-    >>> spec = {"Dense_0": bp.priors.Laplace(1.0), "*": bp.priors.Normal(0.1)}
-    >>> bp.priors.resolve(spec, {"Dense_0.kernel": (4, 2), "Dense_1.bias": (1,)})["Dense_1.bias"]
-    Normal(scale=0.1)
-    >>> bp.priors.from_string("student_t:3,0.1")
-    StudentT(df=3.0, scale=0.1)
-"""
+# Notes:
+#
+# A prior is a small frozen dataclass that turns a parameter shape into a NumPyro distribution
+# whose event shape is that parameter's shape (all entries i.i.d.). A model's prior is given as
+#
+# * one ``Prior`` for every parameter,
+# * a mapping from path patterns to priors, e.g. ``{"Dense_0": Normal(1.0), "*": Normal(0.1)}``,
+#   or
+# * a callable ``(path, shape) -> Prior`` (return ``None`` for "no prior": that is an error).
 
 from __future__ import annotations
 
@@ -106,6 +88,18 @@ def resolve(spec: PriorSpec, shapes: Mapping[str, tuple[int, ...]]) -> dict[str,
         ValueError: a parameter is matched by no pattern (the message lists all such paths and
             the available ones), or a pattern matches no parameter.
         TypeError: ``spec`` (or a value in it) is not a prior.
+
+    Example:
+        >>> import bnn_ppl as bp
+        >>> prior = bp.priors.Normal(scale=0.3)
+        >>> prior.distribution((2, 3)).event_shape
+        (2, 3)
+        >>> spec = {"Dense_0": bp.priors.Laplace(1.0), "*": bp.priors.Normal(0.1)}
+        >>> bp.priors.resolve(spec, {"Dense_0.kernel": (4, 2),
+        ...     "Dense_1.bias": (1,)})["Dense_1.bias"]
+        Normal(scale=0.1)
+        >>> bp.priors.from_string("student_t:3,0.1")
+        StudentT(df=3.0, scale=0.1)
     """
     if isinstance(spec, Prior):
         return {path: spec for path in shapes}

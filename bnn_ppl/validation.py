@@ -1,24 +1,15 @@
-"""Input checks, in one place, raised eagerly before anything is traced or compiled.
+"""Input checks, in one place, raised eagerly before anything is traced or compiled."""
 
-Every check raises :class:`InputValueError` (a ``ValueError``: bad value) or
-:class:`InputTypeError` (a ``TypeError``: bad type) with a message that names the argument and
-says how to fix it. Nothing is dropped, clipped or repaired silently.
-
-Both derive from :class:`InputError`, the one exception type bnn_ppl raises for a bad argument,
-file or configuration. ``except ValueError`` / ``except TypeError`` still work; the command line
-catches ``InputError`` alone, so that a bug (any other exception) shows its traceback instead of
-passing for a user error.
-
-Example:
-    >>> import numpy as np
-    >>> from bnn_ppl import validation
-    >>> validation.check_positive("temperature", 0.5)
-    0.5
-    >>> validation.check_positive("temperature", 0.0)
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: temperature must be a finite number > 0, got 0.0. ...
-"""
+# Notes:
+#
+# Every check raises :class:`InputValueError` (a ``ValueError``: bad value) or
+# :class:`InputTypeError` (a ``TypeError``: bad type) with a message that names the argument and
+# says how to fix it. Nothing is dropped, clipped or repaired silently.
+#
+# Both derive from :class:`InputError`, the one exception type bnn_ppl raises for a bad argument,
+# file or configuration. ``except ValueError`` / ``except TypeError`` still work; the command line
+# catches ``InputError`` alone, so that a bug (any other exception) shows its traceback instead of
+# passing for a user error.
 
 from __future__ import annotations
 
@@ -53,7 +44,18 @@ class InputError(Exception):
 
 
 class InputValueError(InputError, ValueError):
-    """A bad value (NaN, out of range, wrong shape, unknown name, ...): a ``ValueError``."""
+    """A bad value (NaN, out of range, wrong shape, unknown name, ...): a ``ValueError``.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl import validation
+        >>> validation.check_positive("temperature", 0.5)
+        0.5
+        >>> validation.check_positive("temperature", 0.0)
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: temperature must be a finite number > 0, got 0.0. ...
+    """
 
 
 class InputTypeError(InputError, TypeError):
@@ -152,7 +154,7 @@ def check_positive(name: str, value: Any) -> float:
 
 def check_chunk_size(value: Any) -> int | str | None:
     """A ``chunk_size`` of the full-batch potential: a positive int, ``None`` (the default rule)
-    or ``"auto"`` (the memory rule of :mod:`bnn_ppl.inference.potential.chunking`).
+    or ``"auto"`` (the memory rule of :mod:`bnn_ppl.inference.potential.bnn`).
 
     Example:
         >>> check_chunk_size("auto"), check_chunk_size(None), check_chunk_size(64)

@@ -43,8 +43,9 @@ import numpy as np
 
 import bnn_ppl as bp
 from bnn_ppl.config import HMCConfig, ReferenceHMCConfig
-from bnn_ppl.inference import CONVERGENCE_HEADER, convergence_cells, fit_run
+from bnn_ppl.inference import fit_run
 from bnn_ppl.inference.reference.stopping import describe_recipe
+from bnn_ppl.inference.run_folder import CONVERGENCE_HEADER, convergence_cells
 from bnn_ppl.io import read_json, write_json
 from bnn_ppl.models import mlp_bnn
 from bnn_ppl.plots import metric_curves, save_figure

@@ -7,7 +7,8 @@ R-hat <= 1.1 on predictions; Vehtari et al. (2021) ask for rank-normalised split
 This example runs ``--num-chains`` HMC chains on digits (:func:`bnn_ppl.inference.fit`),
 computes both with :mod:`bnn_ppl.diagnostics` and prints the fraction of quantities above 1.01
 and 1.1 in each space, the probabilities that fail R-hat <= 1.01 or bulk ESS >= 400 with the
-chain that is the odd one out on them (:mod:`bnn_ppl.diagnostics.slow_values`), plus per-layer summaries,
+chain that is the odd one out on them (:mod:`bnn_ppl.diagnostics.slow_values`), plus per-layer
+summaries,
 and saves the histogram figure.
 
 "Function space" is itself a choice (:mod:`bnn_ppl.diagnostics.function_values`), and all three are

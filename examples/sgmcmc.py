@@ -5,7 +5,8 @@ run folder ``--out/<part>/<method>`` that ``bnn-ppl evaluate`` reads: ``hmc`` (f
 ``--num-chains`` chains) is the reference; ``atmc``, ``sgnht``, ``sghmc`` and ``sgld`` run
 ``--sg-chains`` chains on minibatches of ``--batch-size`` rows with the cyclical cosine step size
 and one draw at the end of each of ``--cycles`` cycles after ``--burnin-cycles``, starting each
-cycle at the :func:`~bnn_ppl.inference.recommended_step_sizes` at HMC's last draw (or
+cycle at the :func:`~bnn_ppl.inference.sgmcmc.step_size.recommended_step_sizes` at HMC's last
+draw (or
 ``--step-size`` / ``--sgld-step-size``). It prints Table 1 and the sampler columns of
 :func:`bnn_ppl.metrics.efficiency.sampler_table` (``agree``/``TV`` to HMC's BMA; ``grads`` in
 full-batch gradients; ``w var``/``f var``: within-chain variance relative to HMC's), then what
@@ -30,7 +31,8 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.divergence import DivergedError
-from bnn_ppl.inference import fit_run, full_batch_potential, recommended_step_sizes
+from bnn_ppl.inference import fit_run, full_batch_potential
+from bnn_ppl.inference.sgmcmc.step_size import recommended_step_sizes
 from bnn_ppl.io import write_json
 from bnn_ppl.metrics import comparison as cmp
 from bnn_ppl.metrics.efficiency import SAMPLER_COLUMNS, TABLE1_COLUMNS, posterior_sampler_table

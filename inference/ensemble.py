@@ -1,29 +1,14 @@
-"""MAP estimation by optax on the BNN's potential, and deep ensembles of MAP solutions.
+"""MAP estimation by optax on the BNN's potential, and deep ensembles of MAP solutions."""
 
-:func:`map_estimate` minimises the same tempered potential that HMC samples (full batch through
-the sharded, chunked potential, or an unbiased minibatch estimate of it), so "MAP" here is the
-mode of exactly the posterior HMC targets. :func:`deep_ensemble` trains ``num_members`` MAP
-solutions at once with ``jax.vmap`` over initialisations and batch orders, and returns their
-parameters in the layout of ``MCMC.get_samples()`` (site -> array with a leading member axis),
-so :func:`bnn_ppl.predict`, :func:`bnn_ppl.bma` and every metric treat an ensemble like a set of
-posterior samples (Wilson 2020: deep ensembles as an approximate Bayesian model average).
-
-Example:
-    >>> import jax
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import deep_ensemble
-    >>> data = bp.data.load("digits")
-    >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
-    ...                bp.likelihoods.Categorical())
-    >>> ens = deep_ensemble(model, data.x_train, data.y_train, num_members=3, num_steps=300,
-    ...                     batch_size=128, rng_key=jax.random.key(0))
-    >>> ens.params["Dense_0.kernel"].shape, ens.losses.shape
-    ((3, 64, 16), (3, 300))
-    >>> probs = bp.predict(model, ens.params, data.x_test)          # (3, 360, 10)
-    >>> float(bp.metrics.accuracy(bp.bma(probs), data.y_test)) > 0.9
-    True
-"""
+# Notes:
+#
+# :func:`map_estimate` minimises the same tempered potential that HMC samples (full batch through
+# the sharded, chunked potential, or an unbiased minibatch estimate of it), so "MAP" here is the
+# mode of exactly the posterior HMC targets. :func:`deep_ensemble` trains ``num_members`` MAP
+# solutions at once with ``jax.vmap`` over initialisations and batch orders, and returns their
+# parameters in the layout of ``MCMC.get_samples()`` (site -> array with a leading member axis),
+# so :func:`bnn_ppl.predict`, :func:`bnn_ppl.bma` and every metric treat an ensemble like a set of
+# posterior samples (Wilson 2020: deep ensembles as an approximate Bayesian model average).
 
 from __future__ import annotations
 
@@ -37,8 +22,8 @@ import optax
 from bnn_ppl import validation
 from bnn_ppl.divergence import check_finite_result
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData, full_batch_potential
+from bnn_ppl.inference.potential.minibatch import epoch_init, next_batch
 from bnn_ppl.inference.progress_bar import LoopTick, check_progress_bar, loop_bar
-from bnn_ppl.inference.sgmcmc.minibatch import epoch_init, next_batch
 from bnn_ppl.inference.svi import default_optimizer
 from bnn_ppl.model import BNN
 from bnn_ppl.network import NnxNetwork
@@ -264,6 +249,22 @@ def deep_ensemble(
         InputValueError: ``num_members < 1``, ``init_method="network"`` with an nnx network (whose
             initial values do not depend on the key, so every member would be the same), any
             bad argument (before anything compiles), or a member whose optimisation diverged.
+
+    Example:
+        >>> import jax
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import deep_ensemble
+        >>> data = bp.data.load("digits")
+        >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),
+        ...                bp.likelihoods.Categorical())
+        >>> ens = deep_ensemble(model, data.x_train, data.y_train, num_members=3, num_steps=300,
+        ...                     batch_size=128, rng_key=jax.random.key(0))
+        >>> ens.params["Dense_0.kernel"].shape, ens.losses.shape
+        ((3, 64, 16), (3, 300))
+        >>> probs = bp.predict(model, ens.params, data.x_test)          # (3, 360, 10)
+        >>> float(bp.metrics.accuracy(bp.bma(probs), data.y_test)) > 0.9
+        True
     """
     num_members = validation.check_int("num_members", num_members)
     progress_bar = check_progress_bar(progress_bar)

@@ -1,71 +1,54 @@
-"""One driver from a model and data to a :class:`~bnn_ppl.Posterior`: :func:`fit`.
+"""One driver from a model, data and a config to a :class:`~bnn_ppl.Posterior`: :func:`fit`.
 
-(The module is ``fitting`` so that the function ``fit`` never shadows a module name.)
-
-Every method is configured by its dataclass from :mod:`bnn_ppl.config` and ends in the same
-record, so scripts, the examples and the command line compare methods through one path::
-
-    HMCConfig / NUTSConfig      -> hmc() / nuts()                 chains of draws
-    ReferenceHMCConfig          -> reference_hmc()                hmc() until converged
-    SGLD/SGHMC/SGNHT/ATMCConfig -> the SG-MCMC kernels in MCMC    one draw per cycle end
-    SVIConfig                   -> [map_estimate ->] svi_mean_field -> guide draws (one chain)
-    MAPConfig / EnsembleConfig  -> map_estimate / deep_ensemble   members as chains
-
-The recipes live here once: MAP-initialised SVI (``SVIConfig.map_steps``), the SG-MCMC
-cyclical cosine schedule with one draw per cycle end and, when ``step_size`` is not given, the
-recommended step size measured at a MAP estimate; an SG-MCMC fit warns about, and keeps in
-``config["accuracy"]``, what :func:`~bnn_ppl.inference.accuracy_summary` finds. Given test
-inputs, the Posterior also holds the predictions at them and per-row log-likelihoods of the
-training (and test) targets, so :meth:`~bnn_ppl.Posterior.to_inference_data` supports
-``az.loo``.
-
-Example:
-    >>> import jax, numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import MAPConfig
-    >>> from bnn_ppl.inference import fit
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
-    >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
-    ...            jax.random.key(0))
-    >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape
-    ('map', 1, 1, (1, 1, 20))
+:data:`RUNNERS` maps each :mod:`bnn_ppl.config` type to its runner: HMC/NUTS
+(:func:`~bnn_ppl.inference.mcmc.run.run_mcmc`), the SG-MCMC recipe
+(:func:`~bnn_ppl.inference.sgmcmc.recipe.run_sgmcmc`), MAP-initialised SVI, MAP, deep ensembles
+and reference runs. Every method ends in the same record, with the data groups attached
+(:func:`~bnn_ppl.predictive.attach_data`). The module is ``fitting`` so that the function
+``fit`` never shadows a module name.
 """
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
-import numpy as np
-from numpyro.infer import MCMC
 
 from bnn_ppl import validation
 from bnn_ppl.compile_cache import use_persistent_cache
 from bnn_ppl.config import (
+    ATMCConfig,
     Config,
     EnsembleConfig,
     HMCConfig,
     MAPConfig,
+    MCMCConfig,
     NUTSConfig,
     ReferenceHMCConfig,
+    SGHMCConfig,
+    SGLDConfig,
+    SGMCMCConfig,
+    SGNHTConfig,
     SVIConfig,
-    _MCMCConfig,
-    _SGMCMCConfig,
 )
 from bnn_ppl.data import Dataset
-from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args, fit_checkpointed
+from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
+from bnn_ppl.inference.mcmc.run import run_mcmc
 from bnn_ppl.inference.progress_bar import check_progress_bar
+from bnn_ppl.inference.reference.recipe import reference_hmc
+from bnn_ppl.inference.results import from_map, from_mcmc, from_svi
+from bnn_ppl.inference.sgmcmc.recipe import run_sgmcmc
+from bnn_ppl.inference.svi import svi_mean_field
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
+from bnn_ppl.predictive import attach_data
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["FitData", "fit"]
+__all__ = ["FitData", "RUNNERS", "fit"]
 
 
 class FitData(NamedTuple):
@@ -92,41 +75,24 @@ def _fit_data(data: Any) -> FitData:
     )
 
 
-def _numpy(tree: Any) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v) for k, v in tree.items()}
+class _Run(NamedTuple):
+    """What a runner gets besides the model: the checked data, config and key, and where the
+    potential lives (``devices``, ``dtype``; HMC, NUTS and SG-MCMC only)."""
+
+    d: FitData
+    config: Config
+    key: PRNGKey
+    devices: Sequence[jax.Device] | None
+    dtype: Any
+    on_check: Callable[[Any], Any] | None
+    checkpoint_dir: Any
+    bar: bool
 
 
-def _mcmc(model: BNN, d: FitData, c: _MCMCConfig, key: PRNGKey, bar: bool) -> Posterior:
-    from bnn_ppl.inference.mcmc.run import hmc, nuts
-    from bnn_ppl.inference.results import from_mcmc
-
-    common = {
-        "rng_key": key,
-        "num_warmup": c.num_warmup,
-        "num_samples": c.num_samples,
-        "num_chains": c.num_chains,
-        "thinning": c.thinning,
-        "step_size": c.step_size,
-        "adapt_mass_matrix": c.adapt_mass_matrix,
-        "target_accept_prob": c.target_accept_prob,
-        "init_method": c.init_method,
-        "chunk_size": c.chunk_size,
-        "chain_batching": c.chain_batching,
-        "progress_bar": bar,
-    }
-    if isinstance(c, HMCConfig):
-        mcmc = hmc(
-            model,
-            d.x,
-            d.y,
-            trajectory_length=c.trajectory_length,
-            adapt_step_size=c.adapt_step_size,
-            max_num_steps=c.max_num_steps,
-            **common,
-        )
-    else:
-        assert isinstance(c, NUTSConfig)
-        mcmc = nuts(model, d.x, d.y, max_tree_depth=c.max_tree_depth, **common)
+def _mcmc(model: BNN, r: _Run) -> Posterior:
+    c = r.config
+    mcmc = run_mcmc(model, r.d.x, r.d.y, c, r.key, devices=r.devices, dtype=r.dtype,
+                    progress_bar=r.bar)  # fmt: skip
     return from_mcmc(mcmc, method=c.method, config=c.to_dict())
 
 
@@ -145,29 +111,27 @@ def _map_kwargs(
     }
 
 
-def _map(model: BNN, d: FitData, c: MAPConfig, key: PRNGKey, bar: bool) -> Posterior:
-    from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
-    from bnn_ppl.inference.results import from_map
-
-    kwargs = _map_kwargs(c, c.num_steps, key, bar)
-    if isinstance(c, EnsembleConfig):
-        result = deep_ensemble(
-            model, d.x, d.y, c.num_members, chain_batching=c.chain_batching, **kwargs
-        )
-    else:
-        result = map_estimate(model, d.x, d.y, **kwargs)
+def _map(model: BNN, r: _Run) -> Posterior:
+    c, d = r.config, r.d
+    result = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.num_steps, r.key, r.bar))
     return from_map(result, method=c.method, config=c.to_dict())
 
 
-def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey, bar: bool) -> Posterior:
-    from bnn_ppl.inference.ensemble import map_estimate
-    from bnn_ppl.inference.results import from_svi
-    from bnn_ppl.inference.svi import svi_mean_field
+def _ensemble(model: BNN, r: _Run) -> Posterior:
+    c, d = r.config, r.d
+    result = deep_ensemble(
+        model, d.x, d.y, c.num_members, chain_batching=c.chain_batching,
+        **_map_kwargs(c, c.num_steps, r.key, r.bar),
+    )  # fmt: skip
+    return from_map(result, method=c.method, config=c.to_dict())
 
-    map_key, svi_key, draw_key = jax.random.split(key, 3)
+
+def _svi(model: BNN, r: _Run) -> Posterior:
+    c, d = r.config, r.d
+    map_key, svi_key, draw_key = jax.random.split(r.key, 3)
     init_loc, extra = None, {}
     if c.map_steps > 0:
-        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key, bar))
+        found = map_estimate(model, d.x, d.y, **_map_kwargs(c, c.map_steps, map_key, r.bar))
         init_loc, extra = found.params, {"map_final_loss": float(found.final_loss)}
     result = svi_mean_field(
         model,
@@ -180,213 +144,53 @@ def _svi(model: BNN, d: FitData, c: SVIConfig, key: PRNGKey, bar: bool) -> Poste
         batch_size=c.batch_size,
         num_particles=c.num_particles,
         rng_key=svi_key,
-        progress_bar=bar,
+        progress_bar=r.bar,
     )
     post = from_svi(result, draw_key, c.num_samples, config=c.to_dict() | extra)
     sites = model.sites(d.x)  # the guide may hold auxiliary sites: keep the model's
     return post.replace(samples={k: v for k, v in post.samples.items() if k in sites})
 
 
-def _sgmcmc_setup(
-    model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool = False
-) -> tuple:
-    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit
-    (``bar`` shows the MAP's progress).
-
-    The recipe: every chain starts at its own MAP estimate (``map_steps`` Adam steps from its
-    own prior draw: a prior draw is orders of magnitude above the typical set's potential, and
-    the energy it releases would outlast the burn-in); the step size is the given one or
-    :func:`~bnn_ppl.inference.recommended_step_size` at the larger of the scales measured at
-    the first chain's MAP and after one pilot cycle from there, and the momentum kernels'
-    least friction is :func:`~bnn_ppl.inference.recommended_friction` at that step; the
-    schedule is the cyclical cosine from it."""
-    from bnn_ppl import inference
-    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
-
-    kernel_cls = {"sgld": inference.SGLD, "sghmc": inference.SGHMC, "sgnht": inference.SGNHT,
-                  "atmc": inference.ATMC}[c.method]  # fmt: skip
-    pot = inference.full_batch_potential(  # chains are vectorized
-        model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
-        chain_batching=c.chain_batching,
-    )  # fmt: skip
-    batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
-    map_key, scale_key, pilot_key, run_key = jax.random.split(key, 4)
-    n, chains = c.cycle_length, c.num_chains
-    map_kwargs = {"num_steps": c.map_steps, "batch_size": batch, "init_method": c.init_method,
-                  "rng_key": map_key, "chunk_size": c.chunk_size,
-                  "progress_bar": bar}  # fmt: skip
-    if chains > 1:
-        found = inference.deep_ensemble(model, d.x, d.y, chains,
-                                        chain_batching=c.chain_batching, **map_kwargs)  # fmt: skip
-    else:
-        found = inference.map_estimate(model, d.x, d.y, **map_kwargs)
-    init = pot.unconstrain(found.params)
-    name = c.method.upper()
-    step, extra = c.step_size, {}
-
-    def first(tree: Any) -> Any:
-        return jax.tree.map(lambda a: a[0], tree) if chains > 1 else tree
-
-    def rule(scales: Any) -> float:
-        h = inference.recommended_step_size(name, scales)
-        if name == "SGNHT":  # its diffusion is tied to the step: its Euler bias with it
-            a = inference.recommended_friction(name, h)["diffusion"]
-            h = inference.recommended_step_size(name, scales, diffusion=a)
-        return h
-
-    if step is None:
-        k1, k2 = jax.random.split(scale_key)
-        at_map = inference.gradient_scales(pot, first(init), batch, rng_key=k1)
-        # the gradient noise at a mode can be far below the chain's (a classifier's MAP
-        # fits its batches almost exactly): one pilot cycle from the MAP at the MAP's step,
-        # then the scales where it ends; the smaller step of the two, and the chains go on
-        # from where the pilot ended
-        init = _pilot_cycle(kernel_cls, pot, batch, rule(at_map), n, chains, init, pilot_key)
-        along = inference.gradient_scales(pot, first(init), batch, rng_key=k2)
-        scales = inference.GradientScales(max(at_map.curvature, along.curvature),
-                                          max(at_map.noise, along.noise), batch)  # fmt: skip
-        step = rule(scales)
-        check_noise_feasible(name, scales, step, c)
-        extra = {"step_size_used": step, "scales": scales._asdict(),
-                 "scales_at_map": at_map._asdict()}  # fmt: skip
-    friction = inference.recommended_friction(name, step)
-    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
-    for field in ("scales", "scales_at_map"):
-        extra[field] = {k: (None if v is None else float(v))
-                        for k, v in extra.get(field, {}).items()} or None  # fmt: skip
-    extra["friction_used"] = friction or None
-
-    def kernel() -> Any:
-        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n), **friction)
-
-    return kernel, pot, init, run_key, extra
+def _sgmcmc(model: BNN, r: _Run) -> Posterior:
+    return run_sgmcmc(model, r.d.x, r.d.y, r.config, r.key, devices=r.devices, dtype=r.dtype,
+                      progress_bar=r.bar)  # fmt: skip
 
 
-# how many times smaller than the curvature allows the gradient noise may force the step
-NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
-
-
-def check_noise_feasible(sampler: str, scales: Any, step: float, c: _SGMCMCConfig) -> None:
-    """Warn (:class:`~bnn_ppl.inference.SGMCMCAccuracyWarning`), before sampling, when the
-    minibatch noise forces the step more than :data:`NOISE_STEP_LIMIT` times below what the
-    curvature allows: to keep the noise's share of the heat in bounds the run then spans that
-    many times less time and cannot reach its stationary law in the configured cycles. Names
-    the batch size at which the noise no longer binds (the noise variance falls as ``1/b``)."""
-    import warnings
-
-    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
-    from bnn_ppl.inference.sgmcmc.step_size import GradientScales, recommended_step_size
-
-    if sampler == "SGLD":  # no momentum: the variance builds as 1 - exp(-2λt) from the MAP
-        spans = 2 * scales.curvature * c.num_warmup * c.cycle_length * step / 2
-        if spans < 4:
-            cycles = int(math.ceil(c.num_warmup * 4 / max(spans, 1e-12)))
-            warnings.warn(
-                f"SGLD at step size {step:.3g}: {c.num_warmup} burn-in cycles of "
-                f"{c.cycle_length} steps span {spans / 2:.2g} relaxation times of the stiffest "
-                "direction (at least 2 are needed for its variance to build up from the MAP), "
-                f"so the draws are not yet stationary. Use num_warmup={cycles} or more, or a "
-                "larger batch_size (SGLD's step shrinks with the gradient noise).",
-                SGMCMCAccuracyWarning,
-                stacklevel=4,
-            )
-    if not scales.noise or scales.batch_size is None:
-        return
-    free = recommended_step_size(sampler, GradientScales(scales.curvature, 0.0, None))
-    limit = NOISE_STEP_LIMIT[sampler]
-    if free <= limit * step:
-        return
-    # SGLD: h ∝ 1/(λ + σ²); the momentum kernels: h ∝ 1/σ (σ² ∝ 1/b)
-    power = 1.0 if sampler == "SGLD" else 2.0
-    need = int(math.ceil(scales.batch_size * (free / (limit * step)) ** power))
-    warnings.warn(
-        f"{sampler} at batch_size={scales.batch_size}: the minibatch gradient noise "
-        f"(σ²_max = {scales.noise:.3g}, curvature λ_max = {scales.curvature:.3g}) forces the "
-        f"step size to {step:.3g}, {free / step:.0f} times below the {free:.3g} the curvature "
-        f"allows, so {c.num_warmup} burn-in cycles of {c.cycle_length} steps span too little "
-        f"time to reach the posterior. Use batch_size={need} or more (or None: the full "
-        "batch), or many more cycles.",
-        SGMCMCAccuracyWarning,
-        stacklevel=4,
-    )
-
-
-def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: int,
-                 chains: int, init: Any, key: PRNGKey) -> Any:
-    """Every chain's position after one cycle of ``n`` burn-in steps from ``init`` at the
-    cycle-start step ``step`` (its accuracy is not judged: the scales are measured where it
-    ends, and the run's own step follows from them)."""
-    import warnings
-
-    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
-    from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
-
-    friction = _friction(kernel_cls.__name__, step)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SGMCMCAccuracyWarning)  # (construction warnings)
-        kernel = kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n),
-                            **friction)  # fmt: skip
-    mcmc = MCMC(kernel, num_warmup=n, num_samples=1, num_chains=chains,
-                chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
-    mcmc.run(key, *pot.args, init_params=init)
-    return mcmc.last_state.z
-
-
-def _friction(name: str, step: float) -> dict[str, float]:
-    from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
-
-    return recommended_friction(name.upper(), step)
-
-
-def sgmcmc_posterior(c: _SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
-    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
-    for name, value in samples.items():
-        if not np.all(np.isfinite(value)):
-            raise DivergedError(
-                c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
-            )
-    return Posterior(c.method, samples, config=c.to_dict() | extra)
-
-
-def _sgmcmc(model: BNN, d: FitData, c: _SGMCMCConfig, key: PRNGKey, bar: bool) -> Posterior:
-    from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
-    from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
-
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key, bar)
-    n = c.cycle_length
-    mcmc = MCMC(
-        kernel(),
-        num_warmup=c.num_warmup * n,
-        num_samples=c.num_samples * n,
-        thinning=n,  # the last step of every cycle, and only it
-        num_chains=c.num_chains,
-        chain_method="vectorized",
-        progress_bar=False,
-        jit_model_args=True,
-        progress_rate=n,  # (with the bar: one update per cycle)
-    )
-    mcmc.progress_bar = bar  # (NumPyro turns it off whenever CI is set)
-    mcmc.run(run_key, *pot.args, init_params=init)
-    samples = _numpy(cycle_end_samples(mcmc, n, group_by_chain=True))
-    # what the statistics of every sampling step show went wrong: warned and kept
-    return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
-
-
-def _reference(
-    model: BNN,
-    d: FitData,
-    c: ReferenceHMCConfig,
-    key: PRNGKey,
-    checkpoint_dir: Any,
-    on_check: Callable[[Any], Any] | None = None,
-    bar: bool = False,
-) -> Posterior:
-    from bnn_ppl.inference.reference.recipe import reference_hmc
-
-    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=c,
-                        rng_key=key, checkpoint_dir=checkpoint_dir,
-                        on_check=on_check, progress_bar=bar)  # fmt: skip
+def _reference(model: BNN, r: _Run) -> Posterior:
+    d = r.d
+    if d.x_test is None:
+        raise InputValueError(
+            "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
+            "or (x, y, x_test[, y_test])."
+        )
+    run = reference_hmc(model, (d.x, d.y), x_test=d.x_test, y_test=d.y_test, config=r.config,
+                        rng_key=r.key, checkpoint_dir=r.checkpoint_dir,
+                        on_check=r.on_check, progress_bar=r.bar)  # fmt: skip
     return run.posterior
+
+
+RUNNERS: dict[type[Config], Callable[[BNN, _Run], Posterior]] = {
+    HMCConfig: _mcmc,
+    NUTSConfig: _mcmc,
+    MAPConfig: _map,
+    EnsembleConfig: _ensemble,
+    SVIConfig: _svi,
+    SGLDConfig: _sgmcmc,
+    SGHMCConfig: _sgmcmc,
+    SGNHTConfig: _sgmcmc,
+    ATMCConfig: _sgmcmc,
+    ReferenceHMCConfig: _reference,
+}
+"""The runner of each config type (a subclass of a config uses its nearest listed base)."""
+PLACED = (MCMCConfig, SGMCMCConfig)
+"""The configs whose potential ``fit``'s ``devices`` and ``dtype`` place."""
+
+
+def _runner(config: Config) -> Callable[[BNN, _Run], Posterior]:
+    for cls in type(config).__mro__:
+        if cls in RUNNERS:
+            return RUNNERS[cls]
+    raise InputTypeError(f"fit has no method for {type(config).__name__}.")
 
 
 def fit(
@@ -399,6 +203,8 @@ def fit(
     checkpoint_every: int | None = None,
     progress_every: int | None = None,
     on_check: Callable[[Any], Any] | None = None,
+    devices: Sequence[jax.Device] | None = None,
+    dtype: Any = None,
     progress_bar: bool | None = None,
 ) -> Posterior:
     """Fit ``model`` to ``data`` with the method ``config`` names; see the module docstring.
@@ -416,7 +222,7 @@ def fit(
             (:mod:`bnn_ppl.inference.checkpoint.fit`). Warmup's cost, then after each
             segment the running metrics (with test targets: the BMA's test metrics over the
             draws so far) get lines in ``progress.jsonl`` there
-            (:mod:`bnn_ppl.inference.checkpoint.progress_log`). A ``ReferenceHMCConfig`` run commits
+            (:mod:`bnn_ppl.inference.checkpoint.fit`). A ``ReferenceHMCConfig`` run commits
             every segment of ``segment_draws`` draws instead (no ``checkpoint_every``,
             ``progress_every`` or ``progress.jsonl``; :func:`~bnn_ppl.inference.reference_hmc`).
         checkpoint_every: draws per chain (SG-MCMC: cycles) per segment; default a tenth of
@@ -427,6 +233,9 @@ def fit(
         on_check: ``ReferenceHMCConfig`` only: called with each
             :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
             print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
+        devices, dtype: HMC, NUTS and SG-MCMC only: the devices the data are sharded over
+            (default ``jax.devices()``) and the dtype the log-likelihood is summed in, as in
+            :func:`~bnn_ppl.inference.full_batch_potential`.
         progress_bar: live bars on stderr: NumPyro's for MCMC warmup and sampling (step
             size, acceptance, divergences) and for SVI (loss); bars with the loss for MAP and
             ensembles (and the MAP that sets an SG-MCMC step size), with the kinetic
@@ -446,6 +255,20 @@ def fit(
     Raises:
         TypeError: ``config`` is not a config dataclass, ``data`` of the wrong kind.
         ValueError: bad data (see the methods), or a run whose draws are not finite.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import MAPConfig
+        >>> from bnn_ppl.inference import fit
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.1))
+        >>> post = fit(model, (x, 2 * x[:, 0]), MAPConfig(num_steps=300, learning_rate=0.1),
+        ...            jax.random.key(0))
+        >>> post.method, post.num_chains, post.num_draws, post.log_likelihood["y"].shape
+        ('map', 1, 1, (1, 1, 20))
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bp.BNN, got {type(model).__name__}.")
@@ -461,9 +284,14 @@ def fit(
             f"on_check applies to ReferenceHMCConfig runs (their convergence checks), not to "
             f"{type(config).__name__}; leave it out."
         )
+    run = _runner(config)
+    if (devices is not None or dtype is not None) and not isinstance(config, PLACED):
+        what = "devices" if devices is not None else "dtype"
+        raise InputValueError(
+            f"{what} applies to HMC, NUTS and the SG-MCMC methods, not {config.method!r}; "
+            f"leave {what} out."
+        )
     if checkpoint_dir is not None or checkpoint_every is not None or progress_every is not None:
-        from bnn_ppl.inference.checkpoint.fit import check_checkpoint_args
-
         checkpoint_every = check_checkpoint_args(
             config, checkpoint_dir, checkpoint_every, progress_every
         )
@@ -480,27 +308,10 @@ def fit(
             model.likelihood.check_targets(y_test, model.output_shape(x_test))
     use_persistent_cache()  # a rerun or a resume reads its compiled programs back
     if checkpoint_dir is not None and not isinstance(config, ReferenceHMCConfig):
-        from bnn_ppl.inference.checkpoint.fit import fit_checkpointed
-
         # (with its data: the test predictions progress.jsonl computed are reused)
         return fit_checkpointed(
-            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every, bar
-        )
-    if isinstance(config, ReferenceHMCConfig):
-        if d.x_test is None:
-            raise InputValueError(
-                "ReferenceHMCConfig checks convergence at test inputs: give data as a Dataset "
-                "or (x, y, x_test[, y_test])."
-            )
-        post = _reference(model, d, config, key, checkpoint_dir, on_check, bar)
-    elif isinstance(config, _MCMCConfig):
-        post = _mcmc(model, d, config, key, bar)
-    elif isinstance(config, SVIConfig):
-        post = _svi(model, d, config, key, bar)
-    elif isinstance(config, MAPConfig):
-        post = _map(model, d, config, key, bar)
-    elif isinstance(config, _SGMCMCConfig):
-        post = _sgmcmc(model, d, config, key, bar)
-    else:  # a Config subclass defined elsewhere
-        raise InputTypeError(f"fit has no method for {type(config).__name__}.")
-    return post.with_data(model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)
+            model, d, config, key, checkpoint_dir, checkpoint_every, progress_every, bar,
+            devices=devices, dtype=dtype,
+        )  # fmt: skip
+    post = run(model, _Run(d, config, key, devices, dtype, on_check, checkpoint_dir, bar))
+    return attach_data(post, model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size)

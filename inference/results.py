@@ -1,33 +1,21 @@
-"""Every inference result as a :class:`~bnn_ppl.posterior.Posterior`.
+"""Every inference result as a :class:`~bnn_ppl.posterior.Posterior`."""
 
-* :func:`from_mcmc` - a finished ``numpyro.infer.MCMC``: :func:`~bnn_ppl.inference.hmc`,
-  :func:`~bnn_ppl.inference.nuts`, or any kernel run by hand, our SG-MCMC kernels included.
-  Draws keep their ``(chain, draw)`` axes; NumPyro's ``extra_fields`` become ArviZ's sample
-  statistics (:data:`NUMPYRO_STATS`; ``potential_energy`` becomes ``lp = -potential_energy``,
-  NUTS's ``tree_depth`` is ``ceil(log2(num_steps + 1))``; an SG-MCMC kernel's ``info`` gives
-  ``step_size`` and ``lp`` from its (minibatch) potential estimate).
-* :func:`from_svi` - a fitted mean-field guide: ``num_draws`` draws from it as one chain, the
-  negative ELBO curve as the ``trace`` ``"loss"``.
-* :func:`from_map` - :func:`~bnn_ppl.inference.map_estimate` (one chain, one draw) or
-  :func:`~bnn_ppl.inference.deep_ensemble` (its members as chains, one draw each), with the loss
-  curves and ``lp = -final_loss``.
-* :func:`as_posterior` - any of these by the result's type.
-
-Add the data groups (per-row log-likelihoods, predictions) with
-:meth:`~bnn_ppl.posterior.Posterior.with_data`.
-
-Example:
-    >>> import numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import hmc, from_mcmc
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-    >>> mcmc = hmc(model, x, 2 * x[:, 0], num_warmup=100, num_samples=10, num_chains=2)
-    >>> post = from_mcmc(mcmc)
-    >>> post.method, post.samples["Dense_0.kernel"].shape, sorted(post.sample_stats)
-    ('hmc', (2, 10, 1, 1), ['acceptance_rate', 'diverging', 'energy', 'lp', 'n_steps', 'step_size'])
-"""
+# Notes:
+#
+# * :func:`from_mcmc` - a finished ``numpyro.infer.MCMC``: :func:`~bnn_ppl.inference.hmc`,
+#   :func:`~bnn_ppl.inference.nuts`, or any kernel run by hand, our SG-MCMC kernels included.
+#   Draws keep their ``(chain, draw)`` axes; NumPyro's ``extra_fields`` become ArviZ's sample
+#   statistics (:data:`NUMPYRO_STATS`; ``potential_energy`` becomes ``lp = -potential_energy``,
+#   NUTS's ``tree_depth`` is ``ceil(log2(num_steps + 1))``; an SG-MCMC kernel's ``info`` gives
+#   ``step_size`` and ``lp`` from its (minibatch) potential estimate).
+# * :func:`from_svi` - a fitted mean-field guide: ``num_draws`` draws from it as one chain, the
+#   negative ELBO curve as the ``trace`` ``"loss"``.
+# * :func:`from_map` - :func:`~bnn_ppl.inference.map_estimate` (one chain, one draw) or
+#   :func:`~bnn_ppl.inference.deep_ensemble` (its members as chains, one draw each), with the loss
+#   curves and ``lp = -final_loss``.
+#
+# Add the data groups (per-row log-likelihoods, predictions) with
+# :func:`~bnn_ppl.predictive.attach_data`.
 
 from __future__ import annotations
 
@@ -46,7 +34,6 @@ from bnn_ppl.validation import InputTypeError
 
 __all__ = [
     "NUMPYRO_STATS",
-    "as_posterior",
     "flat_fields",
     "from_draws",
     "from_map",
@@ -102,6 +89,20 @@ def from_mcmc(
             ...).
         config: JSON-able settings to record; ``num_warmup``, ``num_samples``, ``num_chains``,
             ``thinning`` and ``kernel`` are filled in from ``mcmc`` unless given.
+
+    Example:
+        >>> import numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import hmc, from_mcmc
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> mcmc = hmc(model, x, 2 * x[:, 0], num_warmup=100, num_samples=10, num_chains=2)
+        >>> post = from_mcmc(mcmc)
+        >>> post.method, post.samples["Dense_0.kernel"].shape, sorted(post.sample_stats)
+        ('hmc', (2, 10, 1, 1), ['acceptance_rate', 'diverging', 'energy', 'lp', 'n_steps',
+        'step_size'])
     """
     if not isinstance(mcmc, MCMC):
         raise InputTypeError(f"mcmc must be a numpyro.infer.MCMC, got {type(mcmc).__name__}.")
@@ -195,21 +196,4 @@ def from_map(
         {"lp": lp},
         config={**base, **dict(config or {})},
         trace={"loss": losses, "final_loss": final},
-    )
-
-
-def as_posterior(result: Any, **kwargs: Any) -> Posterior:
-    """:func:`from_mcmc`, :func:`from_svi` or :func:`from_map`, chosen by ``result``'s type;
-    ``kwargs`` go to that function (``from_svi`` needs ``rng_key`` and ``num_draws``)."""
-    if isinstance(result, MCMC):
-        return from_mcmc(result, **kwargs)
-    if isinstance(result, SVIResult):
-        return from_svi(result, **kwargs)
-    if isinstance(result, MAPResult):
-        return from_map(result, **kwargs)
-    if isinstance(result, Posterior):
-        return result
-    raise InputTypeError(
-        "result must be a numpyro.infer.MCMC, an SVIResult, a MAPResult or a Posterior, got "
-        f"{type(result).__name__}."
     )

@@ -1,33 +1,19 @@
-"""Fit into a run folder: claim the folder, :func:`~bnn_ppl.inference.fit`, write the results.
+"""Fit into a run folder: claim the folder, :func:`~bnn_ppl.inference.fit`, write the results."""
 
-What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a
-script: :func:`fit_run` claims ``folder`` for the run's configuration (the data set's name, the
-method's config, the seed, the caller's model options and the data's fingerprint) before
-anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
-(:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
-per-chain sampler summary (:func:`chain_summary`) and, for a reference run
-(:class:`~bnn_ppl.config.ReferenceHMCConfig`), its convergence figures
-(:func:`convergence_summary`, printed as a table row by :func:`convergence_cells`); a fit
-that diverges leaves a ``metrics.json`` saying so (``"status": "diverged"`` and the reason)
-and its error propagates.
-The examples write one folder per fitted method or setting this way, so every number they print
-can be recomputed from a folder.
-
-Example:
-    >>> import os, tempfile
-    >>> import jax
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import MAPConfig
-    >>> from bnn_ppl.inference import fit_run
-    >>> from bnn_ppl.models import MLP
-    >>> data = bp.data.load("gap1d", num_train=20)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> folder = os.path.join(tempfile.mkdtemp(), "map")
-    >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
-    ...                        options={"width": 0})
-    >>> sorted(record["metrics"]), record["method"], bp.runs.load_run(folder).num_draws
-    (['nll', 'rmse'], 'map', 1)
-"""
+# Notes:
+#
+# What ``bnn-ppl run`` writes and ``bnn-ppl evaluate`` reads (:mod:`bnn_ppl.runs`), from a
+# script: :func:`fit_run` claims ``folder`` for the run's configuration (the data set's name, the
+# method's config, the seed, the caller's model options and the data's fingerprint) before
+# anything is compiled, fits, and saves the :class:`~bnn_ppl.Posterior` with its test metrics
+# (:func:`bnn_ppl.runs.save_posterior`: the metric suite of :mod:`bnn_ppl.metrics.suite`) and a
+# per-chain sampler summary (:func:`chain_summary`) and, for a reference run
+# (:class:`~bnn_ppl.config.ReferenceHMCConfig`), its convergence figures
+# (:func:`convergence_summary`, printed as a table row by :func:`convergence_cells`); a fit
+# that diverges leaves a ``metrics.json`` saying so (``"status": "diverged"`` and the reason)
+# and its error propagates.
+# The examples write one folder per fitted method or setting this way, so every number they print
+# can be recomputed from a folder.
 
 from __future__ import annotations
 
@@ -43,6 +29,7 @@ from bnn_ppl import runs
 from bnn_ppl.config import Config
 from bnn_ppl.data import Dataset
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.fitting import fit
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import PRNGKey
@@ -61,11 +48,12 @@ CONVERGENCE_HEADER = (f"{'converged':>10}{'R-hat max':>10}{'<=1.01':>8}{'ESS min
 
 
 def convergence_summary(posterior: Posterior) -> dict[str, Any] | None:
-    """A reference run's convergence figures (its last check, :mod:`~bnn_ppl.inference.reference.recipe`):
+    """A reference run's convergence figures (its last check,
+    :mod:`~bnn_ppl.inference.reference.recipe`):
     ``converged``, ``stop_reason``, ``rhat_max``, ``share_rhat_ok`` (of the test quantities,
     R-hat <= the threshold), ``ess_bulk_min``, ``draws`` per chain, ``gradients`` (leapfrog
     steps after warmup, all chains), ``seconds`` and ``draws_needed`` (per chain, projected:
-    :mod:`~bnn_ppl.inference.reference.projection`; ``None`` when converged or not projected); a run
+    :mod:`~bnn_ppl.inference.reference.stopping`; ``None`` when converged or not projected); a run
     stopped in warmup has ``None`` for the figures. ``None`` for a posterior of another method.
 
     Example:
@@ -150,7 +138,7 @@ def fit_run(
         split: the data set's split number, where it has several.
         extra: more JSON-able entries for ``metrics.json``; ``wall_time_s`` and ``summary``
             (``{"chains": chain_summary(posterior)}``, and for SG-MCMC ``"accuracy"``: the
-            :func:`~bnn_ppl.inference.accuracy_summary` of the run) are added.
+            :func:`~bnn_ppl.inference.sgmcmc.accuracy.accuracy_summary` of the run) are added.
         checkpoint_dir: passed to :func:`~bnn_ppl.inference.fit` (MCMC, SG-MCMC and reference
             runs): the fit commits its segments there and a rerun of the same call resumes
             from them; ``wall_time_s`` is then the resumed call's time.
@@ -165,9 +153,23 @@ def fit_run(
             :func:`~bnn_ppl.inference.fit` refuses.
         DivergedError: the fit's loss or draws became NaN/inf; ``metrics.json`` then records
             ``"status": "diverged"`` and the reason (:func:`bnn_ppl.runs.save_diverged`).
-    """
-    from bnn_ppl.inference.fitting import fit
 
+    Example:
+        >>> import os, tempfile
+        >>> import jax
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import MAPConfig
+        >>> from bnn_ppl.inference import fit_run
+        >>> from bnn_ppl.models import MLP
+        >>> data = bp.data.load("gap1d", num_train=20)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
+        >>> folder = os.path.join(tempfile.mkdtemp(), "map")
+        >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
+        ...                        options={"width": 0})
+        >>> sorted(record["metrics"]), record["method"], bp.runs.load_run(folder).num_draws
+        (['nll', 'rmse'], 'map', 1)
+    """
     if not isinstance(data, Dataset):
         raise InputTypeError(
             f"data must be a bp.data.Dataset (a run folder records its test set), got "

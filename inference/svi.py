@@ -1,36 +1,21 @@
-"""Mean-field variational inference (the MFVI baseline of Izmailov et al. 2021) on NumPyro's SVI.
+"""Mean-field variational inference (the MFVI baseline of Izmailov et al. 2021) on NumPyro's SVI."""
 
-:func:`svi_mean_field` fits a fully factorised Gaussian (:class:`MeanFieldGuide`: NumPyro's
-``AutoNormal``, its draws made flat so that a CNN's compile quickly) to the BNN's tempered
-posterior by maximising the ELBO with an optax optimiser. Temperature means exactly what it
-means in :class:`bnn_ppl.BNN`: the target is ``p_T(θ) ∝ p(θ)^a p(D|θ)^(1/T)`` (``a = 1`` for
-``temper="likelihood"``, ``1/T`` for ``"posterior"``), and the ELBO is ``E_q[log p_T] + H[q]``.
-(bnn_hmc's VI multiplies the KL by T *and* divides the likelihood by T, an effective T²; we
-don't.)
-
-The analytic-KL ELBO (``TraceMeanField_ELBO``) is used where it is exact, i.e. when the prior
-is not tempered; with ``temper="posterior"`` a scaled KL would also scale the entropy, so
-``Trace_ELBO`` is used instead.
-
-Minibatching goes through ``numpyro.plate(..., subsample_size=b)``, which scales the
-log-likelihood of a minibatch by ``n / b`` (an unbiased ELBO estimate).
-
-Example:
-    >>> import jax, optax
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import svi_mean_field
-    >>> data = bp.data.load("diabetes")
-    >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
-    ...                bp.likelihoods.Gaussian(0.7))
-    >>> fit = svi_mean_field(model, data.x_train, data.y_train, num_steps=200,
-    ...                      rng_key=jax.random.key(0))
-    >>> fit.losses.shape
-    (200,)
-    >>> draws = fit.sample_posterior(jax.random.key(1), 50)   # same layout as MCMC samples
-    >>> bp.predict(model, draws, data.x_test).mean.shape
-    (50, 89)
-"""
+# Notes:
+#
+# :func:`svi_mean_field` fits a fully factorised Gaussian (:class:`MeanFieldGuide`: NumPyro's
+# ``AutoNormal``, its draws made flat so that a CNN's compile quickly) to the BNN's tempered
+# posterior by maximising the ELBO with an optax optimiser. Temperature means exactly what it
+# means in :class:`bnn_ppl.BNN`: the target is ``p_T(θ) ∝ p(θ)^a p(D|θ)^(1/T)`` (``a = 1`` for
+# ``temper="likelihood"``, ``1/T`` for ``"posterior"``), and the ELBO is ``E_q[log p_T] + H[q]``.
+# (bnn_hmc's VI multiplies the KL by T *and* divides the likelihood by T, an effective T²; we
+# don't.)
+#
+# The analytic-KL ELBO (``TraceMeanField_ELBO``) is used where it is exact, i.e. when the prior
+# is not tempered; with ``temper="posterior"`` a scaled KL would also scale the entropy, so
+# ``Trace_ELBO`` is used instead.
+#
+# Minibatching goes through ``numpyro.plate(..., subsample_size=b)``, which scales the
+# log-likelihood of a minibatch by ``n / b`` (an unbiased ELBO estimate).
 
 from __future__ import annotations
 
@@ -153,6 +138,22 @@ def svi_mean_field(
 
     Returns:
         An :class:`SVIResult` (guide, fitted params, ELBO trace).
+
+    Example:
+        >>> import jax, optax
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import svi_mean_field
+        >>> data = bp.data.load("diabetes")
+        >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
+        ...                bp.likelihoods.Gaussian(0.7))
+        >>> fit = svi_mean_field(model, data.x_train, data.y_train, num_steps=200,
+        ...                      rng_key=jax.random.key(0))
+        >>> fit.losses.shape
+        (200,)
+        >>> draws = fit.sample_posterior(jax.random.key(1), 50)   # same layout as MCMC samples
+        >>> bp.predict(model, draws, data.x_test).mean.shape
+        (50, 89)
     """
     if not isinstance(model, BNN):
         raise InputTypeError(f"model must be a bnn_ppl.BNN, got {type(model).__name__}.")

@@ -1,37 +1,27 @@
-"""A drop-in ``lax.conv_general_dilated`` whose gradient XLA:CPU runs fast inside loops.
+"""A drop-in ``lax.conv_general_dilated`` whose gradient XLA:CPU runs fast inside loops."""
 
-Inside a ``while`` body (a chunked potential's ``lax.scan``, an HMC trajectory, an optimiser
-loop) XLA:CPU leaves the *backward* convolutions that JAX emits (kernel gradients with
-``dim_labels=f01b_i01o->01bf``, input gradients with ``b01f_01oi->b01f``) in those layouts and
-runs them on a slow generic path; outside a loop it rewrites them to the channels-last form
-its convolution library handles (``b01f_01io->b01f``). Upstream: jax-ml/jax#12868. Measured
-here (``benchmarks/hmc_overhead.py``, see ``benchmarks/RESULTS.md``): LeNet-5 HMC on 2,000
-MNIST-sized rows took 1.48 s per gradient with ``lax.conv_general_dilated`` and 0.35 s with
-this function.
-
-:func:`conv_general_dilated` computes exactly the same values and gradients. On the CPU
-backend it is a ``jax.custom_vjp`` whose backward pass evaluates JAX's own transpose of the
-convolution with every convolution rewritten as transpose -> channels-last convolution ->
-transpose; XLA then sees only channels-last convolutions, in or out of loops. On other
-backends it *is* ``lax.conv_general_dilated``. Forward-mode differentiation (``jax.jvp``,
-``jax.hessian``) is not defined on CPU, as for any ``custom_vjp``; pass
-``conv_general_dilated=jax.lax.conv_general_dilated`` to the model's convolutions if you need
-it.
-
-The zoo's convolutional models (LeNet-5, ResNet20FRN, ResNetPP's ``WNConv``, CNN-LSTM) use it;
-any Flax ``nn.Conv`` takes it as ``nn.Conv(..., conv_general_dilated=conv_general_dilated)``.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.models.conv import conv_general_dilated
-    >>> x, w = jnp.ones((2, 8, 8, 3)), jnp.ones((3, 3, 3, 4))
-    >>> dn = ("NHWC", "HWIO", "NHWC")
-    >>> f = lambda w, conv: jnp.sum(conv(x, w, (1, 1), "SAME", dimension_numbers=dn) ** 2)
-    >>> g1 = jax.grad(f)(w, conv_general_dilated)
-    >>> g0 = jax.grad(f)(w, jax.lax.conv_general_dilated)
-    >>> bool(jnp.allclose(g0, g1))
-    True
-"""
+# Notes:
+#
+# Inside a ``while`` body (a chunked potential's ``lax.scan``, an HMC trajectory, an optimiser
+# loop) XLA:CPU leaves the *backward* convolutions that JAX emits (kernel gradients with
+# ``dim_labels=f01b_i01o->01bf``, input gradients with ``b01f_01oi->b01f``) in those layouts and
+# runs them on a slow generic path; outside a loop it rewrites them to the channels-last form
+# its convolution library handles (``b01f_01io->b01f``). Upstream: jax-ml/jax#12868. Measured
+# here (``benchmarks/hmc_overhead.py``, see ``benchmarks/RESULTS.md``): LeNet-5 HMC on 2,000
+# MNIST-sized rows took 1.48 s per gradient with ``lax.conv_general_dilated`` and 0.35 s with
+# this function.
+#
+# :func:`conv_general_dilated` computes exactly the same values and gradients. On the CPU
+# backend it is a ``jax.custom_vjp`` whose backward pass evaluates JAX's own transpose of the
+# convolution with every convolution rewritten as transpose -> channels-last convolution ->
+# transpose; XLA then sees only channels-last convolutions, in or out of loops. On other
+# backends it *is* ``lax.conv_general_dilated``. Forward-mode differentiation (``jax.jvp``,
+# ``jax.hessian``) is not defined on CPU, as for any ``custom_vjp``; pass
+# ``conv_general_dilated=jax.lax.conv_general_dilated`` to the model's convolutions if you need
+# it.
+#
+# The zoo's convolutional models (LeNet-5, ResNet20FRN, ResNetPP's ``WNConv``, CNN-LSTM) use it;
+# any Flax ``nn.Conv`` takes it as ``nn.Conv(..., conv_general_dilated=conv_general_dilated)``.
 
 from __future__ import annotations
 
@@ -138,7 +128,19 @@ def conv_general_dilated(
     precision: Any = None,
     preferred_element_type: Any = None,
 ) -> jax.Array:
-    """``lax.conv_general_dilated`` with loop-friendly gradients on XLA:CPU (same arguments)."""
+    """``lax.conv_general_dilated`` with loop-friendly gradients on XLA:CPU (same arguments).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.models.conv import conv_general_dilated
+        >>> x, w = jnp.ones((2, 8, 8, 3)), jnp.ones((3, 3, 3, 4))
+        >>> dn = ("NHWC", "HWIO", "NHWC")
+        >>> f = lambda w, conv: jnp.sum(conv(x, w, (1, 1), "SAME", dimension_numbers=dn) ** 2)
+        >>> g1 = jax.grad(f)(w, conv_general_dilated)
+        >>> g0 = jax.grad(f)(w, jax.lax.conv_general_dilated)
+        >>> bool(jnp.allclose(g0, g1))
+        True
+    """
     kw = dict(
         window_strides=window_strides,
         padding=padding,

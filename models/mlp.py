@@ -1,23 +1,5 @@
 """Multi-layer perceptrons, in flax.linen (:class:`MLP`) and flax.nnx (:class:`NnxMLP`).
 
-Both compute ``Dense -> act -> ... -> Dense(out)`` with a linear output layer (logits for
-classification, the mean for regression). ``hidden=()`` gives a linear model: with a Gaussian
-likelihood that is Bayesian linear regression.
-
-Parameter tree of ``MLP(hidden=(50,), out=1)`` on 8 inputs (the BNN puts a prior on each leaf)::
-
-    Dense_0.bias    (50,)
-    Dense_0.kernel  (8, 50)
-    Dense_1.bias    (1,)
-    Dense_1.kernel  (50, 1)
-
-and of ``NnxMLP(8, hidden=(50,), out=1, rngs=nnx.Rngs(0))``::
-
-    layers.0.bias   (50,)
-    layers.0.kernel (8, 50)
-    layers.1.bias   (1,)
-    layers.1.kernel (50, 1)
-
 Example:
     >>> import jax, jax.numpy as jnp
     >>> from bnn_ppl.models import MLP
@@ -26,6 +8,26 @@ Example:
     >>> net.apply(variables, jnp.ones((2, 5))).shape
     (2, 3)
 """
+
+# Notes:
+#
+# Both compute ``Dense -> act -> ... -> Dense(out)`` with a linear output layer (logits for
+# classification, the mean for regression). ``hidden=()`` gives a linear model: with a Gaussian
+# likelihood that is Bayesian linear regression.
+#
+# Parameter tree of ``MLP(hidden=(50,), out=1)`` on 8 inputs (the BNN puts a prior on each leaf)::
+#
+#     Dense_0.bias    (50,)
+#     Dense_0.kernel  (8, 50)
+#     Dense_1.bias    (1,)
+#     Dense_1.kernel  (50, 1)
+#
+# and of ``NnxMLP(8, hidden=(50,), out=1, rngs=nnx.Rngs(0))``::
+#
+#     layers.0.bias   (50,)
+#     layers.0.kernel (8, 50)
+#     layers.1.bias   (1,)
+#     layers.1.kernel (50, 1)
 
 from __future__ import annotations
 

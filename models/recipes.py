@@ -1,11 +1,6 @@
 """The BNN of the papers' small experiments: an MLP with one hidden layer, an isotropic prior,
 and the likelihood its data set's task calls for.
 
-Izmailov et al. (2021) and the examples fit this model over and over: ``MLP(hidden=(width,))``
-with a Normal prior; a categorical likelihood for classification, or for regression a Gaussian
-whose noise sd has a HalfNormal prior (in standardised target units). :func:`mlp_bnn` builds it
-from plain values (never a script's flags).
-
 Example:
     >>> import bnn_ppl as bp
     >>> from bnn_ppl.models import mlp_bnn
@@ -14,10 +9,18 @@ Example:
     ('Categorical', 610)
 """
 
+# Notes:
+#
+# Izmailov et al. (2021) and the examples fit this model over and over: ``MLP(hidden=(width,))``
+# with a Normal prior; a categorical likelihood for classification, or for regression a Gaussian
+# whose noise sd has a HalfNormal prior (in standardised target units). :func:`mlp_bnn` builds it
+# from plain values (never a script's flags).
+
 from __future__ import annotations
 
 from typing import Any
 
+from bnn_ppl import likelihoods, priors
 from bnn_ppl.data import Dataset
 from bnn_ppl.model import BNN
 from bnn_ppl.models.mlp import MLP
@@ -62,7 +65,6 @@ def mlp_bnn(
     """
     import numpyro.distributions as dist
 
-    from bnn_ppl import likelihoods, priors
 
     if not isinstance(data, Dataset):
         raise InputTypeError(f"data must be a bp.data.Dataset, got {type(data).__name__}.")

@@ -18,7 +18,7 @@ from test_examples import _check_ok, _run, check_run_folders
 from test_examples_claims_a import _load_example
 
 from bnn_ppl import Posterior
-from bnn_ppl.inference import CONVERGENCE_HEADER, convergence_cells, convergence_summary
+from bnn_ppl.inference.run_folder import CONVERGENCE_HEADER, convergence_cells, convergence_summary
 
 OK = {"converged": True}
 NOT = {"converged": False, "stop_reason": "max_seconds"}

@@ -21,7 +21,8 @@ from test_examples import _check_ok, _run, check_run_folders
 
 import bnn_ppl as bp
 from bnn_ppl import runs
-from bnn_ppl.inference import GradientScales, recommended_step_size
+from bnn_ppl.inference import recommended_step_size
+from bnn_ppl.inference.sgmcmc.step_size import GradientScales
 
 METHODS = ("HMC", "ATMC", "SGNHT", "SGHMC", "SGLD")
 

@@ -27,8 +27,9 @@ from tolerances import assert_same_draw
 
 import bnn_ppl as bp
 from bnn_ppl.flat_draws import FlatNormal, flat_normal_draws, init_to_prior_draw
-from bnn_ppl.inference import MeanFieldGuide, svi_mean_field
+from bnn_ppl.inference import svi_mean_field
 from bnn_ppl.inference.potential.numpyro_model import model_potential
+from bnn_ppl.inference.svi import MeanFieldGuide
 from bnn_ppl.models import MLP
 
 KERNEL = (3, 3, 2, 4)  # a convolution kernel's shape: the draw XLA:CPU compiles slowly

@@ -15,17 +15,18 @@ from tolerances import assert_sums_close
 import bnn_ppl as bp
 from bnn_ppl.inference import (
     SGLD,
-    as_posterior,
     deep_ensemble,
+    from_map,
     from_mcmc,
+    from_svi,
     hmc,
     map_estimate,
     nuts,
     svi_mean_field,
 )
 from bnn_ppl.models import MLP
-from bnn_ppl.pointwise import log_likelihood
 from bnn_ppl.posterior import Posterior
+from bnn_ppl.predictive import attach_data, log_likelihood
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 SCALE = 0.5
@@ -45,7 +46,7 @@ def problem():
 def hmc_posterior(problem):
     model, x, y, xt, yt = problem
     mcmc = hmc(model, x, y, num_warmup=100, num_samples=50, num_chains=2, rng_key=jax.random.key(1))
-    return from_mcmc(mcmc, config={"seed": 1, "data": "toy"}).with_data(model, x, y, xt, yt)
+    return attach_data(from_mcmc(mcmc, config={"seed": 1, "data": "toy"}), model, x, y, xt, yt)
 
 
 def _numpy_loglik(post: Posterior, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -128,7 +129,7 @@ def test_loo_agrees_with_numpy(hmc_posterior, problem):
     import arviz as az
 
     _, x, y, xt, yt = problem
-    ll = _numpy_loglik(hmc_posterior, x, y)  # independent of bnn_ppl.pointwise
+    ll = _numpy_loglik(hmc_posterior, x, y)  # independent of bnn_ppl.predictive
     # per-row log-likelihoods: float32 evaluation of a few terms per row against float64
     np.testing.assert_allclose(hmc_posterior.log_likelihood["y"], ll, rtol=1e-5, atol=1e-5)
     ll_test = _numpy_loglik(hmc_posterior, xt, yt)
@@ -163,7 +164,7 @@ def test_classifier_log_likelihood_and_predictions():
     y = rng.integers(0, 3, size=12)
     keys = jax.random.split(jax.random.key(0), 6).reshape(3, 2)
     draws = jax.vmap(jax.vmap(lambda k: model.init(k, x)))(keys)
-    post = Posterior("hmc", draws).with_data(model, x, y, x[:5], y[:5])
+    post = attach_data(Posterior("hmc", draws), model, x, y, x[:5], y[:5])
     logits = np.einsum("cdki,nk->cdni", post.samples["Dense_0.kernel"], x)
     logits = logits + post.samples["Dense_0.bias"][:, :, None]
     logp = logits - logsumexp(logits, axis=-1, keepdims=True)
@@ -184,16 +185,16 @@ def test_nuts_tree_depth(problem):
 def test_svi_map_ensemble_and_sgld(problem, tmp_path):
     model, x, y, xt, yt = problem
     svi = svi_mean_field(model, x, y, num_steps=30, rng_key=jax.random.key(0))
-    post = as_posterior(svi, rng_key=jax.random.key(1), num_draws=40)
+    post = from_svi(svi, jax.random.key(1), 40)
     assert post.method == "svi" and (post.num_chains, post.num_draws) == (1, 40)
     assert post.trace["loss"].shape == (30,) and post.config["num_draws"] == 40
 
-    mp = as_posterior(map_estimate(model, x, y, num_steps=20))
+    mp = from_map(map_estimate(model, x, y, num_steps=20))
     assert mp.method == "map" and (mp.num_chains, mp.num_draws) == (1, 1)
     assert mp.trace["loss"].shape == (1, 20) and mp.sample_stats["lp"].shape == (1, 1)
 
     ens = deep_ensemble(model, x, y, num_members=3, num_steps=20)
-    post = as_posterior(ens).with_data(model, x, y, xt, yt)
+    post = attach_data(from_map(ens), model, x, y, xt, yt)
     assert post.method == "ensemble" and (post.num_chains, post.num_draws) == (3, 1)
     np.testing.assert_array_equal(
         post.samples["Dense_0.kernel"][:, 0], ens.params["Dense_0.kernel"]

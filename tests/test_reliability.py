@@ -123,7 +123,7 @@ def test_chunk_size_auto_works_as_in_full_batch_potential() -> None:
 
 
 def test_the_memory_rule_compiles_the_models_own_probe_chunk() -> None:
-    from bnn_ppl.inference.potential.chunking import memory_chunk
+    from bnn_ppl.inference.potential.bnn import memory_chunk
     from bnn_ppl.inference.potential.numpyro_model import _model_probe
 
     pot = model_potential(_offset_model, data={"x": X, "y": Y, "offset": OFFSET}, chunk_size=4)

@@ -1,56 +1,58 @@
 """The ``bnn-ppl`` command line: fit a BNN, evaluate the run, compare runs.
 
-::
-
-    bnn-ppl run hmc --dataset digits --prior normal:0.3 --out runs/hmc
-    bnn-ppl run ensemble --num-members 5 --out runs/ens
-    bnn-ppl run hmc --help               # HMC's options and the shared ones, nothing else
-    bnn-ppl evaluate runs/hmc            # metrics table, R-hat, reliability.png, rhat.png
-    bnn-ppl compare runs/hmc runs/ens    # agreement and total variation with the first run
-
-``run`` takes the method as a subcommand, one per config class of :mod:`bnn_ppl.config` (hmc,
-nuts, svi, map, ensemble, sgld, sghmc, sgnht, atmc): the class's fields are its options, parsed
-by tyro (:mod:`~bnn_ppl.cli.parser`), next to the options every method shares
-(:class:`RunOptions`). ``run`` loads a data set (:func:`bnn_ppl.data.load`), builds a
-:class:`bnn_ppl.BNN` (network from ``--model``, prior from ``--prior`` through
-:func:`bnn_ppl.priors.from_string`, likelihood from the data set's task), runs
-:func:`bnn_ppl.fit` with the config and writes the run folder described in :mod:`bnn_ppl.runs`:
-``config.json``, ``posterior.nc``, ``samples.npz``, ``predictions.npz`` and ``metrics.json``. The
-Markov-chain methods take ``--checkpoint-every k``: the run is committed to ``<out>/checkpoints``
-every k draws (SG-MCMC: cycles) per chain, a killed run resumes bit-exactly when started again
-with the same options, and a folder written with other options is refused, naming every option
-that differs (but ``--progress-every k``, a line of ``<out>/checkpoints/progress.jsonl`` every
-k draws, which a resume may change). The earlier spelling ``bnn-ppl run --method M`` is refused
-with the new one.
-
-Every option is checked before the run folder is claimed (:func:`run_settings`, then
-:func:`check_feasible` once the data and model are known: batch sizes, memory, float32 range,
-hmc trajectory length), so that a corrected command may reuse the folder.
-
-This package only translates: options become typed dataclasses that library functions take
-(they never see the parser), and the library's own input errors
-(:class:`bnn_ppl.validation.InputError`) and ``OSError`` become ``bnn-ppl: error: <message>`` on
-stderr with exit status 2, without a traceback. Any other exception is a bug and keeps its
-traceback. One module per job:
-
-* :mod:`~bnn_ppl.cli.settings`: the typed options, the run's settings and their checks
-  (:func:`run_settings`);
-* :mod:`~bnn_ppl.cli.parser`: the tyro parsers of the subcommands;
-* :mod:`~bnn_ppl.cli.build`: the data set and the :class:`bnn_ppl.BNN` of the settings;
-* :mod:`~bnn_ppl.cli.feasible`: what the data and machine allow (:func:`check_feasible`);
-* :mod:`~bnn_ppl.cli.run`: ``bnn-ppl run`` (the fit and the run folder);
-* :mod:`~bnn_ppl.cli.evaluate`: ``bnn-ppl evaluate`` and ``bnn-ppl compare``;
-* :mod:`~bnn_ppl.cli.console`: status lines and plain-text tables.
-
-tyro, JAX, NumPyro, ArviZ and matplotlib (and :mod:`bnn_ppl.runs`, which loads JAX) are imported
-inside the subcommands that use them, so that ``bnn-ppl --help``, ``bnn-ppl run --help`` and
-option errors stay fast (tests/test_imports.py checks that ``--help`` loads none of them).
-
 Example:
     >>> from bnn_ppl.cli import main
     >>> main(["run", "svi", "--temperature", "0", "--out", "/tmp/never-written"])
     2
 """
+
+# Notes:
+#
+# ::
+#
+#     bnn-ppl run hmc --dataset digits --prior normal:0.3 --out runs/hmc
+#     bnn-ppl run ensemble --num-members 5 --out runs/ens
+#     bnn-ppl run hmc --help               # HMC's options and the shared ones, nothing else
+#     bnn-ppl evaluate runs/hmc            # metrics table, R-hat, reliability.png, rhat.png
+#     bnn-ppl compare runs/hmc runs/ens    # agreement and total variation with the first run
+#
+# ``run`` takes the method as a subcommand, one per config class of :mod:`bnn_ppl.config` (hmc,
+# nuts, svi, map, ensemble, sgld, sghmc, sgnht, atmc): the class's fields are its options, parsed
+# by tyro (:mod:`~bnn_ppl.cli.parser`), next to the options every method shares
+# (:class:`RunOptions`). ``run`` loads a data set (:func:`bnn_ppl.data.load`), builds a
+# :class:`bnn_ppl.BNN` (network from ``--model``, prior from ``--prior`` through
+# :func:`bnn_ppl.priors.from_string`, likelihood from the data set's task), runs
+# :func:`bnn_ppl.fit` with the config and writes the run folder described in :mod:`bnn_ppl.runs`:
+# ``config.json``, ``posterior.nc``, ``samples.npz``, ``predictions.npz`` and ``metrics.json``. The
+# Markov-chain methods take ``--checkpoint-every k``: the run is committed to ``<out>/checkpoints``
+# every k draws (SG-MCMC: cycles) per chain, a killed run resumes bit-exactly when started again
+# with the same options, and a folder written with other options is refused, naming every option
+# that differs (but ``--progress-every k``, a line of ``<out>/checkpoints/progress.jsonl`` every
+# k draws, which a resume may change). The earlier spelling ``bnn-ppl run --method M`` is refused
+# with the new one.
+#
+# Every option is checked before the run folder is claimed (:func:`run_settings`, then
+# :func:`check_feasible` once the data and model are known: batch sizes, memory, float32 range,
+# hmc trajectory length), so that a corrected command may reuse the folder.
+#
+# This package only translates: options become typed dataclasses that library functions take
+# (they never see the parser), and the library's own input errors
+# (:class:`bnn_ppl.validation.InputError`) and ``OSError`` become ``bnn-ppl: error: <message>`` on
+# stderr with exit status 2, without a traceback. Any other exception is a bug and keeps its
+# traceback. One module per job:
+#
+# * :mod:`~bnn_ppl.cli.settings`: the typed options, the run's settings and their checks
+#   (:func:`run_settings`);
+# * :mod:`~bnn_ppl.cli.parser`: the tyro parsers of the subcommands;
+# * :mod:`~bnn_ppl.cli.build`: the data set and the :class:`bnn_ppl.BNN` of the settings;
+# * :mod:`~bnn_ppl.cli.feasible`: what the data and machine allow (:func:`check_feasible`);
+# * :mod:`~bnn_ppl.cli.run`: ``bnn-ppl run`` (the fit and the run folder);
+# * :mod:`~bnn_ppl.cli.evaluate`: ``bnn-ppl evaluate`` and ``bnn-ppl compare``;
+# * :mod:`~bnn_ppl.cli.console`: status lines and plain-text tables.
+#
+# tyro, JAX, NumPyro, ArviZ and matplotlib (and :mod:`bnn_ppl.runs`, which loads JAX) are imported
+# inside the subcommands that use them, so that ``bnn-ppl --help``, ``bnn-ppl run --help`` and
+# option errors stay fast (tests/test_imports.py checks that ``--help`` loads none of them).
 
 from __future__ import annotations
 
@@ -58,15 +60,13 @@ import sys
 from collections.abc import Sequence
 
 import bnn_ppl as bp  # noqa: F401  (``cli.bp``: tests patch ``cli.bp.diagnostics`` through it)
-from bnn_ppl.cli.build import _inputs_for as _inputs_for
-from bnn_ppl.cli.build import build_model, choose_noise, load_data
+from bnn_ppl.cli.build import build_model, choose_noise, inputs_for, load_data
 from bnn_ppl.cli.feasible import (
     MAX_LEAPFROG_STEPS,
     MAX_LIKELIHOOD_SCALE,
     MEMORY_COPIES,
     check_feasible,
 )
-from bnn_ppl.cli.run import Fit
 from bnn_ppl.cli.settings import (
     CHAIN_METHODS,
     CLI_DEFAULTS,
@@ -84,6 +84,7 @@ from bnn_ppl.cli.settings import (
     TEMPER_MODES,
     ChainRunOptions,
     CLIError,
+    Fit,
     RunOptions,
     RunSettings,
     did_you_mean,
@@ -105,6 +106,7 @@ __all__ = [
     "RunSettings",
     "CLIError",
     "Fit",
+    "inputs_for",
     "PROG",
     "MODELS",
     "METHODS",
@@ -165,15 +167,18 @@ def _dispatch(args: list[str]) -> int:
         raise CLIError(
             f"unknown command {command!r}{hint or ';'} {PROG} takes run, evaluate or compare."
         )
-    from bnn_ppl.cli import parser  # tyro: only once a subcommand is parsed
-    from bnn_ppl.cli.evaluate import _cmd_compare, _cmd_evaluate
-    from bnn_ppl.cli.run import _cmd_run
+    from bnn_ppl.cli import parser  # start-up time: tyro only once a subcommand is parsed
+
+    parse = {"run": parser.parse_run, "evaluate": parser.parse_evaluate,
+             "compare": parser.parse_compare}[command]  # fmt: skip
+    options = parse(rest)  # (--help exits here)
+    from bnn_ppl.cli import evaluate, run  # start-up time: JAX only once options are parsed
 
     if command == "run":
-        return _cmd_run(parser.parse_run(rest))
+        return run.cmd_run(options)
     if command == "evaluate":
-        return _cmd_evaluate(parser.parse_evaluate(rest))
-    return _cmd_compare(parser.parse_compare(rest))
+        return evaluate.cmd_evaluate(options)
+    return evaluate.cmd_compare(options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 """The data and the model of a ``bnn-ppl run``: the data set (:func:`load_data`), its inputs
-shaped for the network (:func:`_inputs_for`), the :class:`bnn_ppl.BNN` of the settings
+shaped for the network (:func:`inputs_for`), the :class:`bnn_ppl.BNN` of the settings
 (:func:`build_model`), the noise sd ``--noise heldout`` chooses (:func:`choose_noise`) and the
 data set's fingerprint recorded in ``config.json``.
 
@@ -55,7 +55,7 @@ def load_data(
     return data
 
 
-def _inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
+def inputs_for(model: str, data: bp.data.Dataset) -> bp.data.Dataset:
     """Reshape flat square images (8x8 digits) for the CNNs; check token ids for the CNN-LSTM."""
     x = data.x_train
     if model in CNN_MODELS and x.ndim == 2:
@@ -84,10 +84,10 @@ def build_model(
     options: RunOptions, data: bp.data.Dataset, *, noise_sd: float | None = None
 ) -> bp.BNN:
     """The BNN of ``options`` (their network defaults resolved by
-    :func:`~bnn_ppl.cli.run_settings`) for ``data`` (whose inputs :func:`_inputs_for` has
+    :func:`~bnn_ppl.cli.run_settings`) for ``data`` (whose inputs :func:`inputs_for` has
     prepared). With ``--noise heldout`` the fixed noise sd is ``noise_sd``, which the caller
     chooses first (:func:`choose_noise`); the model's sites do not depend on it."""
-    from bnn_ppl import models
+    from bnn_ppl import models  # start-up time: Flax loads only to build a network
 
     classification = data.task == "classification"
     out = data.num_classes if classification else 1
@@ -143,7 +143,7 @@ def choose_noise(options: RunOptions, data: bp.data.Dataset) -> Any:
     the data, the model and the seed only, so a resumed run chooses the same value."""
     import jax
 
-    from bnn_ppl.inference import heldout_noise
+    from bnn_ppl.inference import heldout_noise  # start-up time: JAX only when it runs
 
     if options.noise is None or parse_noise(options.noise) != HELDOUT:
         return None

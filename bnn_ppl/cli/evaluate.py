@@ -1,24 +1,26 @@
 """``bnn-ppl evaluate`` and ``bnn-ppl compare``: read run folders back and tabulate them.
 
-``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
-weight- and function-space R-hat/ESS (with >= 2 chains), the test values that fail the run's
-rule with the chain furthest from the others on them (:mod:`bnn_ppl.diagnostics.slow_values`)
-and a verdict by that rule (:func:`rule_for`, :func:`judge`: R-hat <= 1.01 and bulk ESS >= 100
-per chain for an ordinary run, a reference run's own thresholds), with the draws per chain
-that would meet it; it writes ``reliability.png``, ``rhat.png`` and ``evaluation.json``.
-``compare`` scores runs on the same test set against the first: accuracy, NLL, top-1
-agreement and total variation (RMSE between BMA means for regression).
-
-::
-
-    bnn-ppl evaluate runs/hmc            # metrics table, R-hat, reliability.png, rhat.png
-    bnn-ppl compare runs/hmc runs/ens    # agreement and total variation with the first run
-
 Example:
     >>> from bnn_ppl.cli import main
     >>> main(["compare", "runs/hmc"])  # one folder: nothing to compare
     2
 """
+
+# Notes:
+#
+# ``evaluate`` prints a run's test metrics (of the BMA, and per chain), its sampler summary,
+# weight- and function-space R-hat/ESS (with >= 2 chains), the test values that fail the run's
+# rule with the chain furthest from the others on them (:mod:`bnn_ppl.diagnostics.slow_values`)
+# and a verdict by that rule (:func:`rule_for`, :func:`judge`: R-hat <= 1.01 and bulk ESS >= 100
+# per chain for an ordinary run, a reference run's own thresholds), with the draws per chain
+# that would meet it; it writes ``reliability.png``, ``rhat.png`` and ``evaluation.json``.
+# ``compare`` scores runs on the same test set against the first: accuracy, NLL, top-1
+# agreement and total variation (RMSE between BMA means for regression).
+#
+# ::
+#
+#     bnn-ppl evaluate runs/hmc            # metrics table, R-hat, reliability.png, rhat.png
+#     bnn-ppl compare runs/hmc runs/ens    # agreement and total variation with the first run
 
 from __future__ import annotations
 
@@ -29,9 +31,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl import runs
 from bnn_ppl.cli.console import count, printer, table, verdict
 from bnn_ppl.cli.settings import CLIError
+from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 from bnn_ppl.io import write_json
+from bnn_ppl.metrics.comparison import closeness
 from bnn_ppl.validation import InputError, InputValueError
 
 if TYPE_CHECKING:
@@ -118,10 +123,10 @@ def _round_up(x: float) -> int:
 def judge(values: Any, rule: Rule) -> dict[str, Any]:
     """The verdict on ``(chains, draws, ...)`` test values by ``rule``: ``met``, the shares
     meeting each threshold, the median bulk ESS, the draws per chain that would meet the rule
-    at this run's rate (:func:`~bnn_ppl.inference.reference.projection.project_convergence`) and
+    at this run's rate (:func:`~bnn_ppl.inference.reference.stopping.project_convergence`) and
     ``text``, one sentence that names the rule and what would meet it."""
-    from bnn_ppl.inference.reference.projection import FAR, project_convergence
-    from bnn_ppl.inference.reference.stopping import quantity_figures
+    # start-up time: JAX loads only when a run is projected
+    from bnn_ppl.inference.reference.stopping import FAR, project_convergence, quantity_figures
 
     a = np.asarray(values, dtype=np.float64)
     chains, n = a.shape[:2]
@@ -194,7 +199,6 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
         fs = bp.diagnostics.convergence({"predictive": values})
     except InputError as e:  # e.g. NaN draws; a bug elsewhere keeps its traceback
         return {"skipped": f"diagnostics undefined: {e}"}, None, None
-    from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards  # (loads JAX)
 
     rule = rule_for(run)
     # the values failing the rule's R-hat or bulk ESS, worst first
@@ -216,8 +220,6 @@ def _diagnostics(run: runs.Run) -> tuple[dict[str, Any], Any, Any]:
 
 
 def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
-    from bnn_ppl import runs
-
     rows = [
         (
             f"BMA ({run.num_draws} draws)",
@@ -236,8 +238,8 @@ def _metrics_rows(run: runs.Run) -> list[tuple[str, dict[str, float]]]:
     return rows
 
 
-def _cmd_evaluate(ns: EvaluateOptions) -> int:
-    from bnn_ppl import plots, runs
+def cmd_evaluate(ns: EvaluateOptions) -> int:
+    from bnn_ppl import plots  # start-up time: matplotlib loads for evaluate, not compare
 
     say = printer(ns.quiet)
     num_bins = ns.num_bins
@@ -327,9 +329,7 @@ def _cmd_evaluate(ns: EvaluateOptions) -> int:
     return 0
 
 
-def _cmd_compare(ns: CompareOptions) -> int:
-    from bnn_ppl import runs
-    from bnn_ppl.metrics.comparison import closeness
+def cmd_compare(ns: CompareOptions) -> int:
 
     say = printer(ns.quiet)
     if len(ns.runs) < 2:

@@ -1,16 +1,6 @@
 """Refusing a ``bnn-ppl run`` that cannot work on its data and machine, before the run folder is
 claimed (:func:`check_feasible`): batch sizes, memory for the draws, float32 range of the
 tempered likelihood, and the length of hmc trajectories.
-
-Example:
-    >>> from bnn_ppl import cli
-    >>> s = cli.run_settings("svi", cli.RunOptions(out="runs/svi"), {"batch_size": 500})
-    >>> data = cli.load_data("digits", max_train=100)
-    >>> model = cli.build_model(s.options, data)
-    >>> cli.check_feasible(s, data, model, model.num_params(data.x_train[:1]))
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: --batch-size 500 is larger than the 100 training rows...
 """
 
 from __future__ import annotations
@@ -81,6 +71,16 @@ def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_par
 
     Raises:
         InputValueError: naming the option(s), the estimate and the fix.
+
+    Example:
+        >>> from bnn_ppl import cli
+        >>> s = cli.run_settings("svi", cli.RunOptions(out="runs/svi"), {"batch_size": 500})
+        >>> data = cli.load_data("digits", max_train=100)
+        >>> model = cli.build_model(s.options, data)
+        >>> cli.check_feasible(s, data, model, model.num_params(data.x_train[:1]))
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: --batch-size 500 is larger than the 100 training rows...
     """
     n, c, temperature = len(data.x_train), s.config, s.options.temperature
     batch = getattr(c, "batch_size", None)
@@ -113,7 +113,7 @@ def check_feasible(s: RunSettings, data: bp.data.Dataset, model: bp.BNN, num_par
             "a smaller network."
         )
     if isinstance(c, configs.HMCConfig):
-        from bnn_ppl.inference import default_trajectory_length
+        from bnn_ppl.inference import default_trajectory_length  # start-up time: JAX only here
 
         length = c.trajectory_length
         default = length is None

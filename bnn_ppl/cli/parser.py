@@ -1,22 +1,24 @@
 """The ``bnn-ppl`` option parser: tyro reads the typed dataclasses, so the options are the fields.
 
-``bnn-ppl run METHOD`` parses the method's :mod:`bnn_ppl.config` dataclass (every field is an
-option: ``--num-warmup``, ``--num-members``, ...) and the shared :class:`~bnn_ppl.cli.RunOptions`
-(:class:`~bnn_ppl.cli.ChainRunOptions` with ``--checkpoint-every`` for the Markov-chain
-methods), so that ``bnn-ppl run hmc --help`` shows HMC's options and no other method's.
-``evaluate`` and ``compare`` parse :class:`EvaluateOptions` and :class:`CompareOptions`.
-
-tyro is imported only here, and this module only once a subcommand is parsed: ``bnn-ppl --help``
-and ``bnn-ppl run --help`` are printed without it (:mod:`bnn_ppl.cli`). The configs' own checks
-run after parsing (:func:`~bnn_ppl.cli.run_settings`), so that a bad value is reported as
-``bnn-ppl: error: --num-samples must be ...`` like every other input error.
-
 Example:
     >>> from bnn_ppl.cli.parser import parse_run
     >>> s = parse_run(["svi", "--num-steps", "50", "--out", "runs/svi"])
     >>> s.method, s.config.num_steps, s.config.map_steps, s.options.prior, s.options.out
     ('svi', 50, 1000, 'normal:0.3', 'runs/svi')
 """
+
+# Notes:
+#
+# ``bnn-ppl run METHOD`` parses the method's :mod:`bnn_ppl.config` dataclass (every field is an
+# option: ``--num-warmup``, ``--num-members``, ...) and the shared :class:`~bnn_ppl.cli.RunOptions`
+# (:class:`~bnn_ppl.cli.ChainRunOptions` with ``--checkpoint-every`` for the Markov-chain
+# methods), so that ``bnn-ppl run hmc --help`` shows HMC's options and no other method's.
+# ``evaluate`` and ``compare`` parse :class:`EvaluateOptions` and :class:`CompareOptions`.
+#
+# tyro is imported only here, and this module only once a subcommand is parsed: ``bnn-ppl --help``
+# and ``bnn-ppl run --help`` are printed without it (:mod:`bnn_ppl.cli`). The configs' own checks
+# run after parsing (:func:`~bnn_ppl.cli.run_settings`), so that a bad value is reported as
+# ``bnn-ppl: error: --num-samples must be ...`` like every other input error.
 
 from __future__ import annotations
 

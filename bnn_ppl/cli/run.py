@@ -1,28 +1,30 @@
 """``bnn-ppl run METHOD``: fit a BNN with one method and write the run folder.
 
-The options are parsed and checked (:mod:`bnn_ppl.cli.parser`,
-:func:`~bnn_ppl.cli.run_settings`), the data and model built (:mod:`bnn_ppl.cli.build`) and
-checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run folder is
-claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
-:mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
-``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
-run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly
-(reference_hmc always commits its segments there, and a rerun may raise its budget:
-:data:`~bnn_ppl.cli.settings.BUDGET_FIELDS`);
-``--progress-every k`` adds a line to ``<out>/checkpoints/progress.jsonl`` every k draws (a
-resume may change it: it only respaces that file).
-
-::
-
-    bnn-ppl run hmc --model mlp --dataset digits --prior normal:0.3 --out runs/hmc
-
 Example:
     >>> from bnn_ppl import cli
     >>> s = cli.run_settings("ensemble", cli.RunOptions(out="runs/ens"), {"num_members": 3})
     >>> s.config
-    EnsembleConfig(chunk_size=None, init_method='prior', chain_batching='auto', num_steps=1000, \
-learning_rate=0.01, batch_size=None, num_members=3)
+    EnsembleConfig(chunk_size=None, init_method='prior', chain_batching='auto', num_steps=1000,
+    learning_rate=0.01, batch_size=None, num_members=3)
 """
+
+# Notes:
+#
+# The options are parsed and checked (:mod:`bnn_ppl.cli.parser`,
+# :func:`~bnn_ppl.cli.run_settings`), the data and model built (:mod:`bnn_ppl.cli.build`) and
+# checked against the machine (:func:`~bnn_ppl.cli.check_feasible`) before the run folder is
+# claimed; then :func:`bnn_ppl.fit` runs the method's config and the folder described in
+# :mod:`bnn_ppl.runs` is written: ``config.json``, ``posterior.nc``, ``samples.npz``,
+# ``predictions.npz`` and ``metrics.json``. With ``--checkpoint-every k`` (hmc, nuts, SG-MCMC) the
+# run is committed to ``<out>/checkpoints`` and a rerun with the same options resumes bit-exactly
+# (reference_hmc always commits its segments there, and a rerun may raise its budget:
+# :data:`~bnn_ppl.cli.settings.BUDGET_FIELDS`);
+# ``--progress-every k`` adds a line to ``<out>/checkpoints/progress.jsonl`` every k draws (a
+# resume may change it: it only respaces that file).
+#
+# ::
+#
+#     bnn-ppl run hmc --model mlp --dataset digits --prior normal:0.3 --out runs/hmc
 
 from __future__ import annotations
 
@@ -32,12 +34,13 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.build import _inputs_for, build_model, choose_noise, load_data
+from bnn_ppl import runs
+from bnn_ppl.cli.build import build_model, choose_noise, inputs_for, load_data
 from bnn_ppl.cli.console import count, printer, verdict
 from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
@@ -47,24 +50,21 @@ from bnn_ppl.cli.settings import (
     PROG,
     REFERENCE_NOISE_DEFAULT,
     SGMCMC_METHODS,
+    Fit,
     RunOptions,
     RunSettings,
     parse_noise,
 )
+from bnn_ppl.compile_cache import use_persistent_cache
 from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference import ReferenceNotConvergedWarning, fit
+from bnn_ppl.inference.run_folder import chain_summary, convergence_summary
 from bnn_ppl.io import write_json
 from bnn_ppl.validation import InputValueError
 
 # JAX and bnn_ppl.runs (which loads JAX) are imported inside the functions that use them, so that
 # importing this module (``bnn-ppl --help``) stays fast.
 
-
-class Fit(NamedTuple):
-    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (the run folder's files
-    are written from it by :func:`bnn_ppl.runs.save_posterior`) and a JSON-able summary."""
-
-    posterior: Any
-    summary: dict[str, Any]
 
 
 def _diverged(s: RunSettings, what: str, value: Any, index: Any) -> InputValueError:
@@ -83,8 +83,6 @@ def _flags_for_divergence(s: RunSettings) -> Iterator[None]:
     try:
         yield
     except DivergedError as e:
-        from bnn_ppl import runs
-
         err = _diverged(s, e.what, e.value, e.index)
         runs.save_diverged(s.options.out, s.method, str(err))  # not left looking unfinished
         raise err from None
@@ -101,8 +99,6 @@ def _fit(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
     the run is committed to ``<out>/checkpoints`` segment by segment and a rerun resumes."""
     import jax
 
-    from bnn_ppl import runs
-    from bnn_ppl.inference import chain_summary, fit
 
     if s.method == "reference_hmc":
         return _fit_reference(model, data, s)
@@ -149,9 +145,6 @@ def _fit_reference(model: bp.BNN, data: bp.data.Dataset, s: RunSettings) -> Fit:
 
     import jax
 
-    from bnn_ppl import runs
-    from bnn_ppl.inference import ReferenceNotConvergedWarning, chain_summary, fit
-    from bnn_ppl.inference.run_folder import convergence_summary
 
     say = printer(s.options.quiet)
     with warnings.catch_warnings(record=True) as caught:
@@ -224,15 +217,12 @@ def _metric_line(m: Mapping[str, float]) -> str:
     return "  ".join(f"{k} {v:.4f}" for k, v in m.items())
 
 
-def _cmd_run(s: RunSettings) -> int:
-    from bnn_ppl import runs
-    from bnn_ppl.compile_cache import use_persistent_cache
-
+def cmd_run(s: RunSettings) -> int:
     o = s.options
     say = printer(o.quiet)
     use_persistent_cache(o.cache_dir)
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
-    data = _inputs_for(o.model, data)
+    data = inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:
         default = REFERENCE_NOISE_DEFAULT if s.method == "reference_hmc" else NOISE_DEFAULT
         o = dataclasses.replace(o, noise=default)  # recorded: a resume must use the same
@@ -266,8 +256,6 @@ def _cmd_run(s: RunSettings) -> int:
 def _claimed_run(s: RunSettings, data: Any, model: Any, config_record: dict, budget: tuple,
                  heldout: bool, lock: Any, say: Any) -> int:
     """The run once every option is checked: claim ``--out`` (under ``lock``), fit, write."""
-    from bnn_ppl import runs
-
     o = s.options
     num_params = config_record["model"]["num_params"]
     reused = runs.claim(o.out, config_record, may_change=budget, lock=lock)

@@ -1,24 +1,16 @@
 """``bnn-ppl run``'s typed settings: the options every method shares (:class:`RunOptions`), the
 method's :mod:`bnn_ppl.config` dataclass, and :func:`run_settings`, the checks that need no data
 (ranges, int32 counters, the prior), which resolves the network's defaults.
-
-A run's settings are a :class:`RunSettings`: the shared options and the method's config. What
-``config.json`` records and a resumed run must repeat is :meth:`RunSettings.arguments`, one flat
-JSON record from which :meth:`RunSettings.from_arguments` rebuilds them; ``--progress-every`` is
-not in it (it only respaces ``progress.jsonl``, so a resume may change it). This module imports
-neither tyro nor JAX: the option parser (:mod:`bnn_ppl.cli.parser`) is built from these classes
-only when a subcommand is parsed.
-
-Example:
-    >>> from bnn_ppl.cli import RunOptions, run_settings
-    >>> s = run_settings("nuts", RunOptions(out="runs/nuts"), {"num_chains": 2})
-    >>> s.config.num_chains, s.config.max_tree_depth, s.options.width, s.options.depth
-    (2, 10, 50, 1)
-    >>> run_settings("nuts", RunOptions(out="runs/nuts", model="lenet5", width=4), {})
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: --width does not apply to --model lenet5; ...
 """
+
+# Notes:
+#
+# A run's settings are a :class:`RunSettings`: the shared options and the method's config. What
+# ``config.json`` records and a resumed run must repeat is :meth:`RunSettings.arguments`, one flat
+# JSON record from which :meth:`RunSettings.from_arguments` rebuilds them; ``--progress-every`` is
+# not in it (it only respaces ``progress.jsonl``, so a resume may change it). This module imports
+# neither tyro nor JAX: the option parser (:mod:`bnn_ppl.cli.parser`) is built from these classes
+# only when a subcommand is parsed.
 
 from __future__ import annotations
 
@@ -26,7 +18,7 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import bnn_ppl as bp
 from bnn_ppl import config as configs
@@ -121,7 +113,18 @@ def flag(name: str) -> str:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Options every method shares: the data, the model and the run folder."""
+    """Options every method shares: the data, the model and the run folder.
+
+    Example:
+        >>> from bnn_ppl.cli import RunOptions, run_settings
+        >>> s = run_settings("nuts", RunOptions(out="runs/nuts"), {"num_chains": 2})
+        >>> s.config.num_chains, s.config.max_tree_depth, s.options.width, s.options.depth
+        (2, 10, 50, 1)
+        >>> run_settings("nuts", RunOptions(out="runs/nuts", model="lenet5", width=4), {})
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: --width does not apply to --model lenet5; ...
+    """
 
     out: str  # run folder: config.json, posterior.nc (ArviZ), samples.npz, predictions.npz, ...
     dataset: str = "digits"  # a name of bnn_ppl.data.available()
@@ -320,3 +323,11 @@ def parse_noise(text: str) -> float | tuple[str, float] | str:
         )
     scale = validation.check_positive("--noise", value)
     return ("halfnormal", scale) if sep else scale
+
+
+class Fit(NamedTuple):
+    """What ``bnn-ppl run`` fitted: the :class:`~bnn_ppl.Posterior` (the run folder's files
+    are written from it by :func:`bnn_ppl.runs.save_posterior`) and a JSON-able summary."""
+
+    posterior: Any
+    summary: dict[str, Any]

@@ -1,42 +1,31 @@
-"""Data sets as NumPy arrays in a :class:`Dataset` record: ``bp.data.load(name, **options)``.
+"""Data sets as NumPy arrays in a :class:`Dataset` record: ``bp.data.load(name, **options)``."""
 
-Every loader returns a train/test split standardised with *training* statistics (never the
-test set's) and the statistics themselves (``x_mean``, ``x_std``, ``y_mean``, ``y_std``), so
-that metrics can be reported in original units. Nothing is ever downloaded: a data set that is
-not on this machine raises :class:`DataNotFoundError` at once, saying where it looked and how
-to get it.
-
-Names and their options (keyword arguments of :func:`load`):
-
-* ``digits``, ``breast_cancer``, ``wine``, ``iris`` (classification), ``diabetes``
-  (regression): scikit-learn's bundled files, offline, seeded split
-  (:mod:`~bnn_ppl.data.embedded`). Options ``seed``, ``test_fraction``.
-* ``gap1d``: seeded 1-D regression with a gap in the inputs (:mod:`~bnn_ppl.data.synthetic`).
-  Options ``seed``, ``num_train``, ``num_test``, ``noise_scale``.
-* ``uci/boston``, ``uci/concrete``, ``uci/energy``, ``uci/kin8nm``, ``uci/naval``,
-  ``uci/power``, ``uci/protein``, ``uci/wine-red``, ``uci/yacht``: UCI regression with the
-  standard splits (:mod:`~bnn_ppl.data.uci`). Options ``split``, ``data_dir`` (default
-  ``$BNN_PPL_DATA``).
-* ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar100``: tensorflow-datasets images
-  (:mod:`~bnn_ppl.data.tfds`). Option ``data_dir``.
-* ``imdb_reviews``: tokenised reviews padded to a fixed length. Options ``data_dir``,
-  ``vocab_size``, ``max_len``.
-
-Covariate shift: :func:`load_corrupted` (CIFAR-10-C from tensorflow-datasets) and
-:func:`corrupt` / :func:`corrupt_test_set` (four corruptions computed on arrays, offline).
-
-Example:
-    >>> import bnn_ppl as bp
-    >>> d = bp.data.load("digits")
-    >>> d.x_train.shape, d.x_test.shape, d.num_classes
-    ((1437, 64), (360, 64), 10)
-    >>> bp.data.load("iris", seed=1).task
-    'classification'
-    >>> bp.data.load("gap1d", split=0)
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputTypeError: load('gap1d') got unexpected option(s) ['split']; ...
-"""
+# Notes:
+#
+# Every loader returns a train/test split standardised with *training* statistics (never the
+# test set's) and the statistics themselves (``x_mean``, ``x_std``, ``y_mean``, ``y_std``), so
+# that metrics can be reported in original units. Nothing is ever downloaded: a data set that is
+# not on this machine raises :class:`DataNotFoundError` at once, saying where it looked and how
+# to get it.
+#
+# Names and their options (keyword arguments of :func:`load`):
+#
+# * ``digits``, ``breast_cancer``, ``wine``, ``iris`` (classification), ``diabetes``
+#   (regression): scikit-learn's bundled files, offline, seeded split
+#   (:mod:`~bnn_ppl.data.embedded`). Options ``seed``, ``test_fraction``.
+# * ``gap1d``: seeded 1-D regression with a gap in the inputs (:mod:`~bnn_ppl.data.synthetic`).
+#   Options ``seed``, ``num_train``, ``num_test``, ``noise_scale``.
+# * ``uci/boston``, ``uci/concrete``, ``uci/energy``, ``uci/kin8nm``, ``uci/naval``,
+#   ``uci/power``, ``uci/protein``, ``uci/wine-red``, ``uci/yacht``: UCI regression with the
+#   standard splits (:mod:`~bnn_ppl.data.uci`). Options ``split``, ``data_dir`` (default
+#   ``$BNN_PPL_DATA``).
+# * ``mnist``, ``fashion_mnist``, ``cifar10``, ``cifar100``: tensorflow-datasets images
+#   (:mod:`~bnn_ppl.data.tfds`). Option ``data_dir``.
+# * ``imdb_reviews``: tokenised reviews padded to a fixed length. Options ``data_dir``,
+#   ``vocab_size``, ``max_len``.
+#
+# Covariate shift: :func:`load_corrupted` (CIFAR-10-C from tensorflow-datasets) and
+# :func:`corrupt` / :func:`corrupt_test_set` (four corruptions computed on arrays, offline).
 
 from __future__ import annotations
 
@@ -56,7 +45,7 @@ from bnn_ppl.data.corruptions import (
     shifted_test_sets,
 )
 from bnn_ppl.data.dataset import DataNotFoundError, Dataset, standardise, standardise_images
-from bnn_ppl.data.tfds_corrupted import CorruptedTestSets, load_corrupted
+from bnn_ppl.data.tfds import CorruptedTestSets, load_corrupted
 from bnn_ppl.validation import InputTypeError, InputValueError
 
 __all__ = [
@@ -117,6 +106,18 @@ def load(name: str, **options: Any) -> Dataset:
         TypeError: an option the data set does not take (the message lists those it takes).
         DataNotFoundError: the data set is not on this machine (the message says where it
             looked and how to get it).
+
+    Example:
+        >>> import bnn_ppl as bp
+        >>> d = bp.data.load("digits")
+        >>> d.x_train.shape, d.x_test.shape, d.num_classes
+        ((1437, 64), (360, 64), 10)
+        >>> bp.data.load("iris", seed=1).task
+        'classification'
+        >>> bp.data.load("gap1d", split=0)
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputTypeError: load('gap1d') got unexpected option(s) ['split']; ...
     """
     if name not in _LOADERS:
         close = difflib.get_close_matches(str(name), _LOADERS, n=1)

@@ -1,26 +1,5 @@
 """Image corruptions computed on arrays, for covariate-shift evaluation without downloads.
 
-Four corruptions from Hendrycks & Dietterich (2019), with their CIFAR-10-C parameters, at
-severities 1 (mild) to 5 (strong); the names match ``cifar10_corrupted``'s:
-
-==================  =========================================  =============================
-kind                what                                       parameter, severity 1 ... 5
-==================  =========================================  =============================
-``gaussian_noise``  ``x + N(0, c^2)``                          c = 0.04, 0.06, 0.08, 0.09, 0.10
-``shot_noise``      ``Poisson(c x) / c``                       c = 500, 250, 100, 75, 50
-``gaussian_blur``   Gaussian filter, std ``c`` pixels, edges   c = 0.4, 0.6, 0.7, 0.8, 1.0
-                    extended
-``contrast``        ``(x - m) c + m``, m the image's mean      c = 0.75, 0.5, 0.4, 0.3, 0.15
-                    per channel
-==================  =========================================  =============================
-
-:func:`corrupt` works on float images with values in ``[0, 1]`` (divide 8-bit pixels by 255,
-scikit-learn's digits by 16), shaped ``(n, H, W)`` or ``(n, H, W, C)``; the result has the
-same shape and dtype and is clipped to ``[0, 1]``. Random corruptions are seeded.
-:func:`corrupt_test_set` applies one to a standardised :class:`~bnn_ppl.data.Dataset`'s test
-set (digits, mnist, fashion_mnist, cifar10, cifar100) and standardises the result with the
-same training statistics.
-
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.data import corrupt
@@ -29,6 +8,29 @@ Example:
     >>> y.shape, y.dtype, float(y.max())
     ((2, 8, 8), dtype('float32'), 0.5)
 """
+
+# Notes:
+#
+# Four corruptions from Hendrycks & Dietterich (2019), with their CIFAR-10-C parameters, at
+# severities 1 (mild) to 5 (strong); the names match ``cifar10_corrupted``'s:
+#
+# ==================  =========================================  =============================
+# kind                what                                       parameter, severity 1 ... 5
+# ==================  =========================================  =============================
+# ``gaussian_noise``  ``x + N(0, c^2)``                          c = 0.04, 0.06, 0.08, 0.09, 0.10
+# ``shot_noise``      ``Poisson(c x) / c``                       c = 500, 250, 100, 75, 50
+# ``gaussian_blur``   Gaussian filter, std ``c`` pixels, edges   c = 0.4, 0.6, 0.7, 0.8, 1.0
+#                     extended
+# ``contrast``        ``(x - m) c + m``, m the image's mean      c = 0.75, 0.5, 0.4, 0.3, 0.15
+#                     per channel
+# ==================  =========================================  =============================
+#
+# :func:`corrupt` works on float images with values in ``[0, 1]`` (divide 8-bit pixels by 255,
+# scikit-learn's digits by 16), shaped ``(n, H, W)`` or ``(n, H, W, C)``; the result has the
+# same shape and dtype and is clipped to ``[0, 1]``. Random corruptions are seeded.
+# :func:`corrupt_test_set` applies one to a standardised :class:`~bnn_ppl.data.Dataset`'s test
+# set (digits, mnist, fashion_mnist, cifar10, cifar100) and standardises the result with the
+# same training statistics.
 
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl.data.dataset import Dataset
+from bnn_ppl.data.tfds import load_corrupted
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["CORRUPTIONS", "IMAGE_FORMATS", "SEVERITIES", "corrupt", "corrupt_test_set"]
@@ -220,8 +223,6 @@ def shifted_test_sets(
         ([('clean', 0), ('contrast', 1), ('contrast', 5)], (10, 64))
     """
     if data.name == "cifar10":
-        from bnn_ppl.data.tfds_corrupted import load_corrupted
-
         sets: Any = load_corrupted(data, corruptions=kinds, severities=severities)
     else:
         sets = {(k, s): corrupt_test_set(data, k, s) for k in kinds for s in severities}

@@ -1,9 +1,5 @@
 """The :class:`Dataset` record, standardisation with training statistics, a missing-data error.
 
-Every loader in :mod:`bnn_ppl.data` returns a :class:`Dataset`: NumPy arrays, inputs (and
-regression targets) standardised with statistics of the *training* split only, and the
-statistics themselves so that predictions can be reported in original units.
-
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.data import standardise
@@ -12,6 +8,12 @@ Example:
     >>> tr.tolist(), te.tolist(), mean.tolist(), std.tolist()
     ([[-1.0, 0.0], [1.0, 0.0]], [[0.0, 1.0]], [2.0, 5.0], [1.0, 1.0])
 """
+
+# Notes:
+#
+# Every loader in :mod:`bnn_ppl.data` returns a :class:`Dataset`: NumPy arrays, inputs (and
+# regression targets) standardised with statistics of the *training* split only, and the
+# statistics themselves so that predictions can be reported in original units.
 
 from __future__ import annotations
 

@@ -1,24 +1,26 @@
 """Data sets bundled with scikit-learn: they work offline, with a fixed seeded train/test split.
 
-=================  ==============  ========  ========  =======
-name               task            examples  features  classes
-=================  ==============  ========  ========  =======
-``digits``         classification     1,797        64       10
-``breast_cancer``  classification       569        30        2
-``wine``           classification       178        13        3
-``iris``           classification       150         4        3
-``diabetes``       regression           442        10        -
-=================  ==============  ========  ========  =======
-
-Classification splits are stratified by class. Inputs (and the diabetes target, in its
-original units) are standardised with training statistics.
-
 Example:
     >>> from bnn_ppl.data import embedded
     >>> d = embedded.iris(seed=0, test_fraction=0.2)
     >>> d.x_train.shape, d.x_test.shape, d.num_classes
     ((120, 4), (30, 4), 3)
 """
+
+# Notes:
+#
+# =================  ==============  ========  ========  =======
+# name               task            examples  features  classes
+# =================  ==============  ========  ========  =======
+# ``digits``         classification     1,797        64       10
+# ``breast_cancer``  classification       569        30        2
+# ``wine``           classification       178        13        3
+# ``iris``           classification       150         4        3
+# ``diabetes``       regression           442        10        -
+# =================  ==============  ========  ========  =======
+#
+# Classification splits are stratified by class. Inputs (and the diabetes target, in its
+# original units) are standardised with training statistics.
 
 from __future__ import annotations
 

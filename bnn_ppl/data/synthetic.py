@@ -1,13 +1,5 @@
 """A seeded 1-D regression set with a gap in the inputs: the picture of epistemic uncertainty.
 
-Training inputs are drawn uniformly from ``[-1, -0.3]`` and ``[0.3, 1]`` (nothing in between);
-targets are ``sin(3 x)`` plus Gaussian noise. The test set is a dense, evenly spaced grid over
-``[-1.5, 1.5]`` with targets from the same law, so a good posterior predictive is confident
-near the data and grows uncertain in the gap and beyond the edges.
-
-As with every :class:`~bnn_ppl.data.Dataset`, ``x`` and ``y`` are standardised with training
-statistics; ``x * x_std + x_mean`` gives back the original inputs (for plotting).
-
 Example:
     >>> from bnn_ppl.data import synthetic
     >>> d = synthetic.gap1d(seed=0)
@@ -17,6 +9,16 @@ Example:
     >>> bool(((x >= -1) & (x <= -0.3) | (x >= 0.3) & (x <= 1)).all())
     True
 """
+
+# Notes:
+#
+# Training inputs are drawn uniformly from ``[-1, -0.3]`` and ``[0.3, 1]`` (nothing in between);
+# targets are ``sin(3 x)`` plus Gaussian noise. The test set is a dense, evenly spaced grid over
+# ``[-1.5, 1.5]`` with targets from the same law, so a good posterior predictive is confident
+# near the data and grows uncertain in the gap and beyond the edges.
+#
+# As with every :class:`~bnn_ppl.data.Dataset`, ``x`` and ``y`` are standardised with training
+# statistics; ``x * x_std + x_mean`` gives back the original inputs (for plotting).
 
 from __future__ import annotations
 

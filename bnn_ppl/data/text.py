@@ -1,26 +1,17 @@
-"""Tokenise, build a vocabulary and pad: the text pipeline of ``imdb_reviews``.
+"""Tokenise, build a vocabulary and pad: the text pipeline of ``imdb_reviews``."""
 
-Pure Python and NumPy, so the pipeline is the same with or without tensorflow-datasets:
-
-* :func:`tokenise`: lower-case, HTML line breaks removed, words of letters and digits (with
-  an apostrophe suffix: ``"don't"`` is one token).
-* :func:`build_vocabulary`: the ``size - 2`` most frequent training tokens get ids ``2, 3,
-  ...`` (ties broken alphabetically, so it is deterministic); id 0 is padding, id 1 any
-  out-of-vocabulary token.
-* :func:`encode`: token ids, truncated and padded at the front to ``max_len`` (the layout of
-  Keras' ``pad_sequences`` defaults, used by Izmailov et al.'s CNN-LSTM on IMDB: the end of a
-  review, which usually carries the verdict, is kept).
-
-Example:
-    >>> from bnn_ppl.data.text import build_vocabulary, encode, tokenise
-    >>> tokenise("A fine film.<br /><br />I didn't like it")
-    ['a', 'fine', 'film', 'i', "didn't", 'like', 'it']
-    >>> vocab = build_vocabulary(["good film", "bad film"], size=4)
-    >>> vocab
-    {'film': 2, 'bad': 3}
-    >>> encode(["good film", "film film film bad"], vocab, max_len=3).tolist()
-    [[0, 1, 2], [2, 2, 3]]
-"""
+# Notes:
+#
+# Pure Python and NumPy, so the pipeline is the same with or without tensorflow-datasets:
+#
+# * :func:`tokenise`: lower-case, HTML line breaks removed, words of letters and digits (with
+#   an apostrophe suffix: ``"don't"`` is one token).
+# * :func:`build_vocabulary`: the ``size - 2`` most frequent training tokens get ids ``2, 3,
+#   ...`` (ties broken alphabetically, so it is deterministic); id 0 is padding, id 1 any
+#   out-of-vocabulary token.
+# * :func:`encode`: token ids, truncated and padded at the front to ``max_len`` (the layout of
+#   Keras' ``pad_sequences`` defaults, used by Izmailov et al.'s CNN-LSTM on IMDB: the end of a
+#   review, which usually carries the verdict, is kept).
 
 from __future__ import annotations
 
@@ -48,7 +39,18 @@ def _text(t: str | bytes) -> str:
 
 
 def tokenise(text: str | bytes) -> list[str]:
-    """Split a text into lower-case word tokens (see the module docstring)."""
+    """Split a text into lower-case word tokens (see the module docstring).
+
+    Example:
+        >>> from bnn_ppl.data.text import build_vocabulary, encode, tokenise
+        >>> tokenise("A fine film.<br /><br />I didn't like it")
+        ['a', 'fine', 'film', 'i', "didn't", 'like', 'it']
+        >>> vocab = build_vocabulary(["good film", "bad film"], size=4)
+        >>> vocab
+        {'film': 2, 'bad': 3}
+        >>> encode(["good film", "film film film bad"], vocab, max_len=3).tolist()
+        [[0, 1, 2], [2, 2, 3]]
+    """
     return _TOKEN.findall(_BREAK.sub(" ", _text(text)).lower())
 
 

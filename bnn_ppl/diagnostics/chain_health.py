@@ -1,40 +1,28 @@
-"""Did each chain move? Frozen and stuck chains are reported loudly, never as success.
+"""Did each chain move? Frozen and stuck chains are reported loudly, never as success."""
 
-An MCMC run can finish without an error and still be worthless: a step size that ran away to
-float32's maximum gives 0 leapfrog steps per iteration, every proposal is "accepted" (acceptance
-1.0, no divergences) and the chain never leaves its starting point. Acceptance and divergences
-cannot see this; the draws can. :func:`check_chains` looks at
-
-* the draws: the fraction of consecutive draws that are identical in every parameter (any
-  sampler: HMC, NUTS, SG-MCMC; only ``(chains, draws, ...)`` arrays are needed),
-* the leapfrog steps, where collected (``num_steps``): an iteration with 0 steps cannot move,
-* the step size, where there is one: NaN, inf, <= 0 or absurdly large,
-* each chain against the others (two chains or more): a chain *crawling* - a step size
-  collapsed to a tiny value, so that nearly every proposal is "accepted" but hardly moves -
-  has a step size orders of magnitude below the other chains' (:data:`STEP_RATIO`), or moves
-  per draw a negligible fraction of what the other chains move (:data:`CRAWL_RATIO`), though
-  no two of its draws are identical,
-
-and warns with a :class:`StuckChainWarning` naming each chain that is not moving. The draws are
-judged only from :data:`MIN_DRAWS` draws per chain on: with fewer, a healthy chain repeats half
-its draws by chance too often for the verdict to mean anything, and the chain is reported as
-not judged on its draws (``judged=False``) instead (the other checks still apply).
-:func:`bnn_ppl.diagnostics.sampler_summary` reports the same per chain, and
-:func:`bnn_ppl.inference.hmc` / :func:`~bnn_ppl.inference.nuts` check every finished run.
-
-Example:
-    >>> import warnings
-    >>> import numpy as np
-    >>> from bnn_ppl.diagnostics.chain_health import check_chains
-    >>> rng = np.random.default_rng(0)
-    >>> draws = {"w": rng.normal(size=(2, 50, 3))}
-    >>> draws["w"][1] = draws["w"][1, 0]            # chain 1 never moves
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     health = check_chains(draws)
-    >>> [h.moving for h in health], health[1].problems, caught[0].category.__name__
-    ([True, False], ('frozen: all 50 draws are identical',), 'StuckChainWarning')
-"""
+# Notes:
+#
+# An MCMC run can finish without an error and still be worthless: a step size that ran away to
+# float32's maximum gives 0 leapfrog steps per iteration, every proposal is "accepted" (acceptance
+# 1.0, no divergences) and the chain never leaves its starting point. Acceptance and divergences
+# cannot see this; the draws can. :func:`check_chains` looks at
+#
+# * the draws: the fraction of consecutive draws that are identical in every parameter (any
+#   sampler: HMC, NUTS, SG-MCMC; only ``(chains, draws, ...)`` arrays are needed),
+# * the leapfrog steps, where collected (``num_steps``): an iteration with 0 steps cannot move,
+# * the step size, where there is one: NaN, inf, <= 0 or absurdly large,
+# * each chain against the others (two chains or more): a chain *crawling* - a step size
+#   collapsed to a tiny value, so that nearly every proposal is "accepted" but hardly moves -
+#   has a step size orders of magnitude below the other chains' (:data:`STEP_RATIO`), or moves
+#   per draw a negligible fraction of what the other chains move (:data:`CRAWL_RATIO`), though
+#   no two of its draws are identical,
+#
+# and warns with a :class:`StuckChainWarning` naming each chain that is not moving. The draws are
+# judged only from :data:`MIN_DRAWS` draws per chain on: with fewer, a healthy chain repeats half
+# its draws by chance too often for the verdict to mean anything, and the chain is reported as
+# not judged on its draws (``judged=False``) instead (the other checks still apply).
+# :func:`bnn_ppl.diagnostics.sampler_summary` reports the same per chain, and
+# :func:`bnn_ppl.inference.hmc` / :func:`~bnn_ppl.inference.nuts` check every finished run.
 
 from __future__ import annotations
 
@@ -65,6 +53,19 @@ class StuckChainWarning(UserWarning):
     """A chain that did not move, or barely: its draws are not a sample of the posterior.
 
     Turn it into an error with ``warnings.simplefilter("error", StuckChainWarning)``.
+
+    Example:
+        >>> import warnings
+        >>> import numpy as np
+        >>> from bnn_ppl.diagnostics.chain_health import check_chains
+        >>> rng = np.random.default_rng(0)
+        >>> draws = {"w": rng.normal(size=(2, 50, 3))}
+        >>> draws["w"][1] = draws["w"][1, 0]            # chain 1 never moves
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     health = check_chains(draws)
+        >>> [h.moving for h in health], health[1].problems, caught[0].category.__name__
+        ([True, False], ('frozen: all 50 draws are identical',), 'StuckChainWarning')
     """
 
 

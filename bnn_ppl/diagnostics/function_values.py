@@ -1,29 +1,5 @@
 """The function-space quantities whose convergence R-hat and ESS judge.
 
-"Function-space R-hat" needs a choice of *which* function of the parameters to diagnose, and
-the choice changes the answer (on the same 4 digits chains the share of R-hat > 1.1 was 38 %,
-23 % and 43 % for the three below). One name per choice:
-
-* ``"probs"`` - every softmax probability, ``(n, K)`` per draw. What Izmailov et al. (2021)
-  diagnosed (classic R-hat on the softmax outputs) and the default here.
-* ``"p_true"`` - the probability of the observed class, ``(n,)`` per draw (needs ``y``): the
-  quantity whose average is the test likelihood, one scalar per row.
-* ``"centred_logits"`` - the logits minus their per-row mean, ``(n, K)`` per draw. The softmax
-  ignores a shift of a row's logits, so the logits themselves are not identified; centring
-  removes exactly that direction (it equals the centred log-probabilities, which is what is
-  computed for a classifier other than ``Categorical``, e.g. ``Bernoulli``). On the log scale,
-  tiny probabilities that ``"probs"`` squeezes against 0 still count.
-* ``"mean"`` - regression (and counts): the predictive location per draw - the Gaussian mean,
-  the Student-t location or the Poisson rate, ``(n,)`` or ``(n, d)``.
-* ``"mean_log_density"`` - regression (needs ``y``): per draw, the predictive location of every
-  row, then every row's log density ``log p(y_i | θ)``, then the likelihood's latent scalars
-  (a learned noise sd, degrees of freedom), flat: ``(n·d + n + L,)``. What a reference with a
-  learned noise must check: the mean can mix while the noise, and so the test density, does
-  not. :func:`quantity_parts` names its slices.
-
-:func:`function_values` evaluates one of them for every draw; :func:`p_true` and
-:func:`centred_logits` are the array-level definitions.
-
 Example:
     >>> import numpy as np
     >>> from bnn_ppl.diagnostics.function_values import centred_logits, p_true
@@ -32,6 +8,32 @@ Example:
     >>> p_true(np.array([[0.2, 0.8], [0.6, 0.4]]), np.array([1, 1])).tolist()
     [0.8, 0.4]
 """
+
+# Notes:
+#
+# "Function-space R-hat" needs a choice of *which* function of the parameters to diagnose, and
+# the choice changes the answer (on the same 4 digits chains the share of R-hat > 1.1 was 38 %,
+# 23 % and 43 % for the three below). One name per choice:
+#
+# * ``"probs"`` - every softmax probability, ``(n, K)`` per draw. What Izmailov et al. (2021)
+#   diagnosed (classic R-hat on the softmax outputs) and the default here.
+# * ``"p_true"`` - the probability of the observed class, ``(n,)`` per draw (needs ``y``): the
+#   quantity whose average is the test likelihood, one scalar per row.
+# * ``"centred_logits"`` - the logits minus their per-row mean, ``(n, K)`` per draw. The softmax
+#   ignores a shift of a row's logits, so the logits themselves are not identified; centring
+#   removes exactly that direction (it equals the centred log-probabilities, which is what is
+#   computed for a classifier other than ``Categorical``, e.g. ``Bernoulli``). On the log scale,
+#   tiny probabilities that ``"probs"`` squeezes against 0 still count.
+# * ``"mean"`` - regression (and counts): the predictive location per draw - the Gaussian mean,
+#   the Student-t location or the Poisson rate, ``(n,)`` or ``(n, d)``.
+# * ``"mean_log_density"`` - regression (needs ``y``): per draw, the predictive location of every
+#   row, then every row's log density ``log p(y_i | θ)``, then the likelihood's latent scalars
+#   (a learned noise sd, degrees of freedom), flat: ``(n·d + n + L,)``. What a reference with a
+#   learned noise must check: the mean can mix while the noise, and so the test density, does
+#   not. :func:`quantity_parts` names its slices.
+#
+# :func:`function_values` evaluates one of them for every draw; :func:`p_true` and
+# :func:`centred_logits` are the array-level definitions.
 
 from __future__ import annotations
 

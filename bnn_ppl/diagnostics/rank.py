@@ -1,19 +1,5 @@
 """Rank-normalised split R-hat and bulk ESS (Vehtari et al. 2021), vectorised over quantities.
 
-ArviZ computes these one quantity at a time, ranking the draws three times (bulk R-hat, folded
-R-hat, bulk ESS) and running Geyer's sequences in a Python loop. A reference run checks
-thousands of test predictions after every segment (3,600 probabilities on digits), so that is
-most of a check's time: ~12 s at 1,000 draws per chain on 2 cores. :func:`rhat_bulk_ess`
-computes the same two figures for every quantity at once - one ranking for the bulk z-scores,
-shared by R-hat and ESS, one for the folded ones, the autocovariances by FFT along the draws and
-Geyer's initial positive and monotone sequences as array operations - in column chunks, so
-memory stays bounded. It follows ArviZ's code (``arviz_stats.base.diagnostics``, ArviZ 1.3)
-step for step, including its edge cases: the middle draw of an odd-length chain is
-left out of the split; a quantity constant over every draw has R-hat NaN and ESS equal to the
-number of draws in the split; tied values take their average rank; a single chain has no
-R-hat (NaN). ``tests/test_rank_diagnostics.py`` checks it against ArviZ on autocorrelated,
-anticorrelated, shifted, tied and constant quantities.
-
 Example:
     >>> import numpy as np
     >>> rng = np.random.default_rng(0)
@@ -23,6 +9,22 @@ Example:
     >>> bool(np.all(rhat > 1.1)), ess.shape
     (True, (3,))
 """
+
+# Notes:
+#
+# ArviZ computes these one quantity at a time, ranking the draws three times (bulk R-hat, folded
+# R-hat, bulk ESS) and running Geyer's sequences in a Python loop. A reference run checks
+# thousands of test predictions after every segment (3,600 probabilities on digits), so that is
+# most of a check's time: ~12 s at 1,000 draws per chain on 2 cores. :func:`rhat_bulk_ess`
+# computes the same two figures for every quantity at once - one ranking for the bulk z-scores,
+# shared by R-hat and ESS, one for the folded ones, the autocovariances by FFT along the draws and
+# Geyer's initial positive and monotone sequences as array operations - in column chunks, so
+# memory stays bounded. It follows ArviZ's code (``arviz_stats.base.diagnostics``, ArviZ 1.3)
+# step for step, including its edge cases: the middle draw of an odd-length chain is
+# left out of the split; a quantity constant over every draw has R-hat NaN and ESS equal to the
+# number of draws in the split; tied values take their average rank; a single chain has no
+# R-hat (NaN). ``tests/test_rank_diagnostics.py`` checks it against ArviZ on autocorrelated,
+# anticorrelated, shifted, tied and constant quantities.
 
 from __future__ import annotations
 

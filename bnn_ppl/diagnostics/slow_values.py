@@ -1,36 +1,26 @@
-"""Which test values hold a set of chains back, and which chain disagrees on them.
+"""Which test values hold a set of chains back, and which chain disagrees on them."""
 
-The stopping rule (:mod:`bnn_ppl.inference.reference.stopping`) reports shares: "94 % of the 103
-predictive means have R-hat <= 1.01". A user deciding what to do next needs the rest: *which*
-quantities fail, by how much, and whether one chain is the odd one out on them. A single
-chain furthest from the others on most failing quantities is a chain in another region of
-function space that has not yet crossed back (more draws, or another seed if it never does);
-failing quantities with no common chain are slow mixing everywhere (more draws, or a better
-metric).
-
-:func:`laggards` lists every non-constant quantity that fails either threshold, worst first
-by the factor of draws it would need (the larger of ``(R̂² - 1) / (max_rhat² - 1)`` and
-``min_ess / ess``, as :mod:`bnn_ppl.inference.reference.projection` projects), each with the chain whose
-mean is furthest from the mean of the other chains, in units of the quantity's pooled standard
-deviation, and whether that chain stayed *apart* all along: its mean beyond every other chain's
-in each of :data:`BLOCKS` consecutive blocks of the draws. A mixing chain's block means
-interleave with the others' (for exchangeable blocks, all ten of one chain beyond all thirty
-of three others has probability 1 in C(40, 10) ≈ 10⁹); a chain apart in every block has not
-crossed into the others' region of function space in the draws checked, and more draws of
-the same length may not fix that. :func:`describe_laggards` says it in one sentence.
-
-Example:
-    >>> import numpy as np
-    >>> f = np.random.default_rng(0).normal(size=(4, 500, 3, 2))
-    >>> f[2, :, 1, 0] += 0.5  # chain 2 elsewhere on one quantity
-    >>> [(lag.index, lag.chain, round(lag.offset, 1), lag.apart) for lag in laggards(f)]
-    [((1, 0), 2, 0.5, True)]
-    >>> print(describe_laggards(laggards(f), size=6))
-    1 of 6 values fail R-hat <= 1.01 or bulk ESS >= 400: [1, 0] (R-hat 1.03, bulk ESS ...,
-    chain 2 at +0.5 sd from the others, apart in every block); chain 2 is the furthest from the
-    others on 1 of 1, and apart from them in every tenth of the draws on 1 (it has not crossed
-    to their region there: more draws may not fix that).
-"""
+# Notes:
+#
+# The stopping rule (:mod:`bnn_ppl.inference.reference.stopping`) reports shares: "94 % of the 103
+# predictive means have R-hat <= 1.01". A user deciding what to do next needs the rest: *which*
+# quantities fail, by how much, and whether one chain is the odd one out on them. A single
+# chain furthest from the others on most failing quantities is a chain in another region of
+# function space that has not yet crossed back (more draws, or another seed if it never does);
+# failing quantities with no common chain are slow mixing everywhere (more draws, or a better
+# metric).
+#
+# :func:`laggards` lists every non-constant quantity that fails either threshold, worst first
+# by the factor of draws it would need (the larger of ``(R̂² - 1) / (max_rhat² - 1)`` and
+# ``min_ess / ess``, as :mod:`bnn_ppl.inference.reference.stopping` projects), each with the chain
+# whose
+# mean is furthest from the mean of the other chains, in units of the quantity's pooled standard
+# deviation, and whether that chain stayed *apart* all along: its mean beyond every other chain's
+# in each of :data:`BLOCKS` consecutive blocks of the draws. A mixing chain's block means
+# interleave with the others' (for exchangeable blocks, all ten of one chain beyond all thirty
+# of three others has probability 1 in C(40, 10) ≈ 10⁹); a chain apart in every block has not
+# crossed into the others' region of function space in the draws checked, and more draws of
+# the same length may not fix that. :func:`describe_laggards` says it in one sentence.
 
 from __future__ import annotations
 
@@ -74,7 +64,20 @@ def laggards(values: Any, *, max_rhat: float = 1.01, min_ess: float = 400.0,
              limit: int | None = None) -> list[Laggard]:  # fmt: skip
     """The quantities of ``(chains, draws, ...)`` ``values`` that fail ``max_rhat`` or
     ``min_ess``, worst first (module doc); at most ``limit`` of them. Constant quantities (one
-    value everywhere) never fail, as in the rule."""
+    value everywhere) never fail, as in the rule.
+
+    Example:
+        >>> import numpy as np
+        >>> f = np.random.default_rng(0).normal(size=(4, 500, 3, 2))
+        >>> f[2, :, 1, 0] += 0.5  # chain 2 elsewhere on one quantity
+        >>> [(lag.index, lag.chain, round(lag.offset, 1), lag.apart) for lag in laggards(f)]
+        [((1, 0), 2, 0.5, True)]
+        >>> print(describe_laggards(laggards(f), size=6))
+        1 of 6 values fail R-hat <= 1.01 or bulk ESS >= 400: [1, 0] (R-hat 1.03, bulk ESS ...,
+        chain 2 at +0.5 sd from the others, apart in every block); chain 2 is the furthest from the
+        others on 1 of 1, and apart from them in every tenth of the draws on 1 (it has not crossed
+        to their region there: more draws may not fix that).
+    """
     a = np.asarray(values, dtype=np.float64)
     if a.ndim < 2 or a.shape[0] < 2:
         raise InputValueError(

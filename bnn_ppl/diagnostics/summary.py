@@ -1,23 +1,5 @@
 """Convergence diagnostics in weight space and in function space, side by side.
 
-Izmailov et al. (2021) judged HMC's convergence with R-hat ≤ 1.1 on the *predictions*; Vehtari
-et al. (2021) recommend rank-normalised split R-hat ≤ 1.01; and in *weight* space R-hat of a
-neural network is poor almost by construction (permutation symmetry: chains that settle in
-equivalent modes disagree on every weight while agreeing on every prediction). This module
-computes both, through ArviZ (rank-normalised split R-hat, bulk and tail ESS), so users can see
-the two side by side:
-
-* :func:`weight_space` - every parameter of every site,
-* :func:`function_space` - the predictive probabilities (classification) or predictive means
-  (regression) at given inputs, computed over chunks of inputs,
-* :func:`sampler_summary` - per chain: whether it moved at all (:func:`check_chains`: a frozen
-  or stuck chain is a :class:`StuckChainWarning`, never a success), acceptance, divergences,
-  step size and leapfrog steps,
-* :func:`to_inference_data` - ArviZ's ``from_numpyro`` plus a ``function_space`` group.
-
-Samples must keep their chains apart: ``mcmc.get_samples(group_by_chain=True)``, i.e. every
-array is ``(chains, draws, *shape)``.
-
 Example:
     >>> import numpy as np
     >>> import bnn_ppl as bp
@@ -28,6 +10,26 @@ Example:
     (True, 0.0)
 """
 
+# Notes:
+#
+# Izmailov et al. (2021) judged HMC's convergence with R-hat ≤ 1.1 on the *predictions*; Vehtari
+# et al. (2021) recommend rank-normalised split R-hat ≤ 1.01; and in *weight* space R-hat of a
+# neural network is poor almost by construction (permutation symmetry: chains that settle in
+# equivalent modes disagree on every weight while agreeing on every prediction). This module
+# computes both, through ArviZ (rank-normalised split R-hat, bulk and tail ESS), so users can see
+# the two side by side:
+#
+# * :func:`weight_space` - every parameter of every site,
+# * :func:`function_space` - the predictive probabilities (classification) or predictive means
+#   (regression) at given inputs, computed over chunks of inputs,
+# * :func:`sampler_summary` - per chain: whether it moved at all (:func:`check_chains`: a frozen
+#   or stuck chain is a :class:`StuckChainWarning`, never a success), acceptance, divergences,
+#   step size and leapfrog steps,
+# * :func:`to_inference_data` - ArviZ's ``from_numpyro`` plus a ``function_space`` group.
+#
+# Samples must keep their chains apart: ``mcmc.get_samples(group_by_chain=True)``, i.e. every
+# array is ``(chains, draws, *shape)``.
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -35,7 +37,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from bnn_ppl import _imports, validation
+from bnn_ppl import validation
+from bnn_ppl._compat import arviz
+from bnn_ppl.diagnostics import rank as rank_diagnostics
 from bnn_ppl.diagnostics.chain_health import (
     ChainHealth,
     StuckChainWarning,
@@ -194,8 +198,6 @@ def rhat_bulk_ess(values: Any) -> tuple[np.ndarray, np.ndarray]:
         >>> rhat.shape, bool(np.all(rhat < 1.05)), bool(np.all(ess > 400))
         ((2,), True, True)
     """
-    from bnn_ppl.diagnostics import rank as rank_diagnostics
-
     return rank_diagnostics.rhat_bulk_ess(_chains_draws("values", values))
 
 
@@ -214,9 +216,7 @@ def unknown_as_failing(rhat: np.ndarray, ess: np.ndarray) -> tuple[np.ndarray, n
 
 def _diagnose(arrays: Mapping[str, np.ndarray]) -> Convergence:
     """The figures of arrays already checked by :func:`_chains_draws`."""
-    from bnn_ppl.diagnostics import rank as rank_diagnostics
-
-    az = _imports.arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
+    az = arviz()  # loaded on first use: ``import bnn_ppl`` never loads ArviZ
     rhat, bulk, tail = {}, {}, {}
     for k, a in arrays.items():
         rhat[k], bulk[k] = rank_diagnostics.rhat_bulk_ess(a)
@@ -256,7 +256,8 @@ def function_space(
 ) -> Convergence:
     """R-hat and ESS of the predictions at inputs ``x`` (key ``"predictive"``).
 
-    ``quantity`` picks what is diagnosed (:mod:`bnn_ppl.diagnostics.function_values`): by default the
+    ``quantity`` picks what is diagnosed (:mod:`bnn_ppl.diagnostics.function_values`): by default
+    the
     class probabilities ``(n, K)`` for classification (``"probs"``, what Izmailov et al.
     used) and the predictive means ``(n,)`` for regression (``"mean"``); ``"p_true"`` (needs
     the labels ``y``) and ``"centred_logits"`` are the alternatives for classification.
@@ -305,7 +306,8 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
     """Per chain: whether it moved (:func:`check_chains`) and what the sampler recorded.
 
     Every row has ``chain``, ``draws``, ``moving`` (``False`` for a frozen or stuck chain),
-    ``identical_fraction``, ``judged`` (``False`` below :data:`~bnn_ppl.diagnostics.chain_health.MIN_DRAWS`
+    ``identical_fraction``, ``judged`` (``False`` below
+    :data:`~bnn_ppl.diagnostics.chain_health.MIN_DRAWS`
     draws: too few to judge the draws), ``relative_movement`` (its move per draw over the
     other chains', NaN with one chain) and ``warning`` (the problems found, ``""`` if none). Where
     available it also has ``accept_prob`` (mean), ``divergences``, ``step_size`` (final,
@@ -352,7 +354,7 @@ def to_inference_data(
     ``mean`` and ``scale`` with dims chain/draw/obs)."""
     import xarray as xr
 
-    idata = _imports.arviz().from_numpyro(mcmc)
+    idata = arviz().from_numpyro(mcmc)
     if model is None:
         return idata
     if x is None:

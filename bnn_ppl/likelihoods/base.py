@@ -1,20 +1,22 @@
 """What every likelihood shares: the :class:`Likelihood` protocol, the one target-shape rule
 (:func:`conform_targets`) and the predictive types a likelihood's ``predict`` returns.
 
-Predictions of one parameter draw (and, with a leading sample axis, of many) are:
-
-* class probabilities, an array ``(n, K)`` (``Categorical``; ``Bernoulli`` gives ``(n, 2)``:
-  ``[P(y=0), P(y=1)]``, so every classification metric and tool applies unchanged);
-* :class:`GaussianPrediction` ``(mean, scale)`` (``Gaussian``, ``HeteroscedasticGaussian``);
-* :class:`StudentTPrediction` ``(loc, scale, df)`` (``StudentT``);
-* :class:`PoissonPrediction` ``(rate,)`` (``Poisson``).
-
 Example:
     >>> import numpy as np
     >>> pred = PoissonPrediction(rate=np.ones((3, 5)))
     >>> sorted(prediction_fields(pred)), type(prediction_from_fields({"rate": pred.rate})).__name__
     (['rate'], 'PoissonPrediction')
 """
+
+# Notes:
+#
+# Predictions of one parameter draw (and, with a leading sample axis, of many) are:
+#
+# * class probabilities, an array ``(n, K)`` (``Categorical``; ``Bernoulli`` gives ``(n, 2)``:
+#   ``[P(y=0), P(y=1)]``, so every classification metric and tool applies unchanged);
+# * :class:`GaussianPrediction` ``(mean, scale)`` (``Gaussian``, ``HeteroscedasticGaussian``);
+# * :class:`StudentTPrediction` ``(loc, scale, df)`` (``StudentT``);
+# * :class:`PoissonPrediction` ``(rate,)`` (``Poisson``).
 
 from __future__ import annotations
 

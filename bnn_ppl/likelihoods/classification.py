@@ -1,12 +1,6 @@
 """Likelihoods of class labels: ``Categorical`` (one logit per class) and ``Bernoulli`` (one
 logit, binary labels).
 
-Both predict class probabilities: ``(n, K)`` for a categorical, ``(n, 2)`` = ``[P(y=0),
-P(y=1)]`` for a Bernoulli, so accuracy, NLL, ECE and Brier score (:mod:`bnn_ppl.metrics`),
-:func:`bnn_ppl.bma` and the run tools treat a Bernoulli model as binary classification. (The
-Brier score of :func:`bnn_ppl.metrics.brier` sums over both classes: twice the binary
-``mean((p - y)²)``.)
-
 Example:
     >>> import jax.numpy as jnp
     >>> lik = Bernoulli()
@@ -15,6 +9,14 @@ Example:
     >>> lik.predict(jnp.array([[0.0], [2.0]]), {}).tolist()  # [P(y=0), P(y=1)] per row
     [[0.5, 0.5], [0.11920291930437088, 0.8807970285415649]]
 """
+
+# Notes:
+#
+# Both predict class probabilities: ``(n, K)`` for a categorical, ``(n, 2)`` = ``[P(y=0),
+# P(y=1)]`` for a Bernoulli, so accuracy, NLL, ECE and Brier score (:mod:`bnn_ppl.metrics`),
+# :func:`bnn_ppl.bma` and the run tools treat a Bernoulli model as binary classification. (The
+# Brier score of :func:`bnn_ppl.metrics.brier` sums over both classes: twice the binary
+# ``mean((p - y)²)``.)
 
 from __future__ import annotations
 

@@ -1,21 +1,13 @@
 """Likelihoods of real-valued targets: ``Gaussian`` (homoscedastic: fixed or inferred noise),
 ``HeteroscedasticGaussian`` (the network predicts the noise too) and ``StudentT`` (heavy tails,
 fixed or inferred degrees of freedom and scale).
-
-A likelihood's own latent parameters (``"noise_scale"``, ``"df"``) are sites of the model,
-sampled with the weights (in unconstrained space, through the log transform of their positive
-support), and appear in ``MCMC.get_samples()`` under these names.
-
-Example:
-    >>> import jax.numpy as jnp
-    >>> import numpyro.distributions as dist
-    >>> lik = StudentT(df=dist.Gamma(2.0, 0.1), scale=0.5)      # df sampled, scale fixed
-    >>> list(lik.latent_sites())
-    ['df']
-    >>> het = HeteroscedasticGaussian()                         # outputs (mean, raw scale)
-    >>> het.predict(jnp.array([[1.0, 0.0]]), {}).scale.round(4)  # softplus(0) + 1e-6
-    Array([0.6931], dtype=float32)
 """
+
+# Notes:
+#
+# A likelihood's own latent parameters (``"noise_scale"``, ``"df"``) are sites of the model,
+# sampled with the weights (in unconstrained space, through the log transform of their positive
+# support), and appear in ``MCMC.get_samples()`` under these names.
 
 from __future__ import annotations
 
@@ -122,6 +114,16 @@ class StudentT:
 
     Targets as for :class:`Gaussian`: ``(n,)`` for one output, ``(n, d)`` for ``d``.
     Predictions are :class:`~bnn_ppl.likelihoods.StudentTPrediction` ``(loc, scale, df)``.
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> import numpyro.distributions as dist
+        >>> lik = StudentT(df=dist.Gamma(2.0, 0.1), scale=0.5)      # df sampled, scale fixed
+        >>> list(lik.latent_sites())
+        ['df']
+        >>> het = HeteroscedasticGaussian()                         # outputs (mean, raw scale)
+        >>> het.predict(jnp.array([[1.0, 0.0]]), {}).scale.round(4)  # softplus(0) + 1e-6
+        Array([0.6931], dtype=float32)
     """
 
     df: float | dist.Distribution = 4.0

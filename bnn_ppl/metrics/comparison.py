@@ -1,35 +1,23 @@
-"""How close is each method's predictive to a reference's? One comparison table over methods.
+"""How close is each method's predictive to a reference's? One comparison table over methods."""
 
-Izmailov et al. (2021) judge approximate posteriors by how close their Bayesian model average
-(BMA) is to full-batch HMC's: the top-1 agreement and the total variation distance of the
-predicted class probabilities (for regression here: the RMSE between the BMA means and the mean
-2-Wasserstein distance between the BMAs moment-matched to Gaussians, in the targets' original
-units). :func:`closeness` computes that for one pair of per-draw predictions;
-:func:`compare_to_reference` gives a whole table, each method's test metrics
-(:func:`~bnn_ppl.metrics.suite.predictive_metrics`) beside its closeness to the reference;
-:func:`noise_floor` compares the reference's first chain with its other chains, the Monte
-Carlo noise below which a difference between methods means nothing; :func:`single_draw_metrics`
-averages the metrics of single draws (what one sample, not the average, achieves);
-:func:`bma_draw` summarises per-draw predictions by their BMA as one draw (to compare like with
-like against a reference stored as its BMA only); and :func:`format_table` prints rows of metrics.
-
-Every function takes per-draw predictions ``(draw, n, ...)`` (probabilities or a predictive
-NamedTuple, as :func:`bnn_ppl.predict` returns them); :func:`noise_floor` takes them with a
-leading chain axis (:func:`posterior_predictions` gives either from a fitted Posterior).
-
-Example:
-    >>> import numpy as np
-    >>> from bnn_ppl.metrics.comparison import compare_to_reference, format_table
-    >>> labels = np.array([0, 1])
-    >>> hmc = np.array([[[0.9, 0.1], [0.2, 0.8]]] * 2)               # 2 draws, 2 rows, 2 classes
-    >>> svi = np.array([[[0.6, 0.4], [0.6, 0.4]]] * 3)
-    >>> rows = compare_to_reference({"HMC": hmc, "SVI": svi}, labels, task="classification",
-    ...                             reference="HMC")
-    >>> print(format_table(rows, {"accuracy": "accuracy", "agreement": "agree", "tv": "TV"}))
-    method      accuracy     agree        TV
-    HMC           1.0000    1.0000    0.0000
-    SVI           0.5000    0.5000    0.3500
-"""
+# Notes:
+#
+# Izmailov et al. (2021) judge approximate posteriors by how close their Bayesian model average
+# (BMA) is to full-batch HMC's: the top-1 agreement and the total variation distance of the
+# predicted class probabilities (for regression here: the RMSE between the BMA means and the mean
+# 2-Wasserstein distance between the BMAs moment-matched to Gaussians, in the targets' original
+# units). :func:`closeness` computes that for one pair of per-draw predictions;
+# :func:`compare_to_reference` gives a whole table, each method's test metrics
+# (:func:`~bnn_ppl.metrics.suite.predictive_metrics`) beside its closeness to the reference;
+# :func:`noise_floor` compares the reference's first chain with its other chains, the Monte
+# Carlo noise below which a difference between methods means nothing; :func:`single_draw_metrics`
+# averages the metrics of single draws (what one sample, not the average, achieves);
+# :func:`bma_draw` summarises per-draw predictions by their BMA as one draw (to compare like with
+# like against a reference stored as its BMA only); and :func:`format_table` prints rows of metrics.
+#
+# Every function takes per-draw predictions ``(draw, n, ...)`` (probabilities or a predictive
+# NamedTuple, as :func:`bnn_ppl.predict` returns them); :func:`noise_floor` takes them with a
+# leading chain axis (:func:`posterior_predictions` gives either from a fitted Posterior).
 
 from __future__ import annotations
 
@@ -75,7 +63,7 @@ def posterior_predictions(posterior: Any, *, chains: bool = False) -> Prediction
     if not posterior.predictions:
         raise InputValueError(
             "the Posterior holds no test predictions; fit it with test data (a Dataset, or "
-            "(x, y, x_test, y_test)) or call posterior.with_data(...)."
+            "(x, y, x_test, y_test)) or call bnn_ppl.predictive.attach_data(posterior, ...)."
         )
     pred = prediction_from_fields(dict(posterior.predictions))
     return pred if chains else flat_draws(pred, True)
@@ -208,6 +196,19 @@ def compare_to_reference(
 
     Raises:
         ValueError: ``reference`` is not one of the methods.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.metrics.comparison import compare_to_reference, format_table
+        >>> labels = np.array([0, 1])
+        >>> hmc = np.array([[[0.9, 0.1], [0.2, 0.8]]] * 2)  # 2 draws, 2 rows, 2 classes
+        >>> svi = np.array([[[0.6, 0.4], [0.6, 0.4]]] * 3)
+        >>> rows = compare_to_reference({"HMC": hmc, "SVI": svi}, labels, task="classification",
+        ...                             reference="HMC")
+        >>> print(format_table(rows, {"accuracy": "accuracy", "agreement": "agree", "tv": "TV"}))
+        method      accuracy     agree        TV
+        HMC           1.0000    1.0000    0.0000
+        SVI           0.5000    0.5000    0.3500
     """
     if reference not in predictions:
         raise InputValueError(

@@ -1,35 +1,23 @@
-"""How much does a sampler's run buy? Effective samples per gradient and within-chain spread.
+"""How much does a sampler's run buy? Effective samples per gradient and within-chain spread."""
 
-Samplers that target one posterior are compared (as in the ATMC paper's Table 1 and Izmailov
-et al.) by the effective sample size of a test quantity per unit of work and by how widely each
-chain spreads, against a reference sampler (full-batch HMC):
-
-* ``ess``: the median over test inputs of the effective sample size (NumPyro's, over the
-  chains) of the predicted probability of the true class; ``ess_per_kgrad``: per 1,000
-  full-batch gradients (SG-MCMC: steps x batch / rows);
-* ``weight_var`` / ``function_var``: the variance over draws within a chain, averaged over all
-  weights (weight space; permutation-invariant) or over test inputs and classes of the
-  predicted probabilities (function space), averaged over chains; ``*_ratio``: relative to the
-  reference's. For the reference itself the ratio is its first chain's against its other
-  chains', the noise floor of the ratio (NaN with one chain).
-
-:func:`sampler_table` puts these beside the closeness to the reference
-(:mod:`bnn_ppl.metrics.comparison`) for every sampler: the shape of the ATMC paper's Table 1;
-:func:`posterior_sampler_table` computes it from fitted Posteriors.
-
-Example:
-    >>> import numpy as np
-    >>> from bnn_ppl.metrics.efficiency import sampler_efficiency
-    >>> rng = np.random.default_rng(0)
-    >>> probs = rng.dirichlet([1.0, 1.0], size=(2, 50, 3))          # 2 chains, 50 draws, 3 rows
-    >>> draws = {"w": rng.normal(size=(2, 50, 4))}
-    >>> m = sampler_efficiency(probs, draws, np.array([0, 1, 0]), gradients=1000.0)
-    >>> sorted(m)
-    ['ess', 'ess_per_kgrad', 'function_var', 'function_var_ratio', 'gradients', 'weight_var',
-     'weight_var_ratio']
-    >>> bool(0.5 < m["weight_var_ratio"] < 2.0)
-    True
-"""
+# Notes:
+#
+# Samplers that target one posterior are compared (as in the ATMC paper's Table 1 and Izmailov
+# et al.) by the effective sample size of a test quantity per unit of work and by how widely each
+# chain spreads, against a reference sampler (full-batch HMC):
+#
+# * ``ess``: the median over test inputs of the effective sample size (NumPyro's, over the
+#   chains) of the predicted probability of the true class; ``ess_per_kgrad``: per 1,000
+#   full-batch gradients (SG-MCMC: steps x batch / rows);
+# * ``weight_var`` / ``function_var``: the variance over draws within a chain, averaged over all
+#   weights (weight space; permutation-invariant) or over test inputs and classes of the
+#   predicted probabilities (function space), averaged over chains; ``*_ratio``: relative to the
+#   reference's. For the reference itself the ratio is its first chain's against its other
+#   chains', the noise floor of the ratio (NaN with one chain).
+#
+# :func:`sampler_table` puts these beside the closeness to the reference
+# (:mod:`bnn_ppl.metrics.comparison`) for every sampler: the shape of the ATMC paper's Table 1;
+# :func:`posterior_sampler_table` computes it from fitted Posteriors.
 
 from __future__ import annotations
 
@@ -39,6 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from bnn_ppl.metrics.comparison import (
+    compare_to_reference,
+    noise_floor,
+    posterior_predictions,
+    single_draw_metrics,
+)
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -147,6 +141,19 @@ def sampler_efficiency(
         gradients: the run's work in full-batch gradients.
         reference: the reference sampler's result of this function (its ``weight_var`` and
             ``function_var``); ``None`` for the reference itself (ratios: chain 1 vs the rest).
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.metrics.efficiency import sampler_efficiency
+        >>> rng = np.random.default_rng(0)
+        >>> probs = rng.dirichlet([1.0, 1.0], size=(2, 50, 3))          # 2 chains, 50 draws, 3 rows
+        >>> draws = {"w": rng.normal(size=(2, 50, 4))}
+        >>> m = sampler_efficiency(probs, draws, np.array([0, 1, 0]), gradients=1000.0)
+        >>> sorted(m)
+        ['ess', 'ess_per_kgrad', 'function_var', 'function_var_ratio', 'gradients', 'weight_var',
+         'weight_var_ratio']
+        >>> bool(0.5 < m["weight_var_ratio"] < 2.0)
+        True
     """
     from numpyro.diagnostics import effective_sample_size
 
@@ -189,12 +196,6 @@ def sampler_table(
         gradients: sampler -> its work in full-batch gradients.
         reference: the reference sampler (a key of ``probs``).
     """
-    from bnn_ppl.metrics.comparison import (
-        compare_to_reference,
-        noise_floor,
-        single_draw_metrics,
-    )
-
     flat = {m: np.asarray(p).reshape(-1, *np.shape(p)[2:]) for m, p in probs.items()}
     task = "classification"
     results = compare_to_reference(flat, labels, task=task, reference=reference)
@@ -235,8 +236,6 @@ def posterior_sampler_table(
         >>> table["HMC"]["gradients"], table["SGLD"]["gradients"]
         (320.0, 20.0)
     """
-    from bnn_ppl.metrics.comparison import posterior_predictions
-
     if reference not in posteriors:
         raise InputValueError(f"reference {reference!r} is not one of {sorted(posteriors)}.")
     return sampler_table(

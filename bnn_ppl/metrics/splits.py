@@ -1,22 +1,14 @@
 """Benchmark results over data splits: mean ± standard error per data set and method, beside a
 published number, as a table, a bar chart and a verdict.
-
-The UCI regression protocol (Hernandez-Lobato & Adams 2015; Gal & Ghahramani 2016) reports every
-test metric as its mean ± standard error over the standard splits. :func:`mean_se` computes
-that pair, :func:`split_table` prints one row per data set, :func:`split_bars` draws them and
-:func:`reference_verdicts` says whether a method beats the published number;
-:data:`MC_DROPOUT_LL` holds the published MC-dropout test log-likelihoods to set beside ours.
-
-Example:
-    >>> from bnn_ppl.metrics.splits import MC_DROPOUT_LL, mean_se, split_table
-    >>> [round(v, 4) for v in mean_se([1.0, 2.0, 3.0])]       # mean, std(ddof=1) / sqrt(3)
-    [2.0, 0.5774]
-    >>> results = {"yacht": {"HMC": {"ll": [-1.0, -1.2]}, "SVI": {"ll": [-3.0]}}}
-    >>> print(split_table(results, columns=[("ll", "LL")], reference=MC_DROPOUT_LL,
-    ...                   reference_label="LL MC-dropout"))
-    dataset             LL HMC         LL SVI  LL MC-dropout
-    yacht         -1.10 ± 0.10          -3.00          -1.25
 """
+
+# Notes:
+#
+# The UCI regression protocol (Hernandez-Lobato & Adams 2015; Gal & Ghahramani 2016) reports every
+# test metric as its mean ± standard error over the standard splits. :func:`mean_se` computes
+# that pair, :func:`split_table` prints one row per data set, :func:`split_bars` draws them and
+# :func:`reference_verdicts` says whether a method beats the published number;
+# :data:`MC_DROPOUT_LL` holds the published MC-dropout test log-likelihoods to set beside ours.
 
 from __future__ import annotations
 
@@ -52,6 +44,16 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
 
     Raises:
         ValueError: no values.
+
+    Example:
+        >>> from bnn_ppl.metrics.splits import MC_DROPOUT_LL, mean_se, split_table
+        >>> [round(v, 4) for v in mean_se([1.0, 2.0, 3.0])]       # mean, std(ddof=1) / sqrt(3)
+        [2.0, 0.5774]
+        >>> results = {"yacht": {"HMC": {"ll": [-1.0, -1.2]}, "SVI": {"ll": [-3.0]}}}
+        >>> print(split_table(results, columns=[("ll", "LL")], reference=MC_DROPOUT_LL,
+        ...                   reference_label="LL MC-dropout"))
+        dataset             LL HMC         LL SVI  LL MC-dropout
+        yacht         -1.10 ± 0.10          -3.00          -1.25
     """
     v = np.asarray(values, dtype=float)
     if v.size == 0:

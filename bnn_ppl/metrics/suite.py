@@ -1,17 +1,11 @@
 """The metric suite of a run: the test metrics of the Bayesian model average of per-draw
 predictions of any predictive type (the average is :func:`bnn_ppl.model_average.bma`), and the
 reshaping of per-draw predictions they need.
-
-Used by run folders (:mod:`bnn_ppl.runs`), ``bnn-ppl evaluate``/``compare`` and the examples.
-
-Example:
-    >>> import numpy as np
-    >>> from bnn_ppl.metrics.suite import predictive_metrics
-    >>> probs = np.full((3, 4, 2), 0.5)                       # 3 draws, 4 test rows, 2 classes
-    >>> m = predictive_metrics(probs, np.array([0, 1, 1, 0]), task="classification")
-    >>> sorted(m), m["accuracy"]
-    (['accuracy', 'brier', 'ece', 'nll'], 0.5)
 """
+
+# Notes:
+#
+# Used by run folders (:mod:`bnn_ppl.runs`), ``bnn-ppl evaluate``/``compare`` and the examples.
 
 from __future__ import annotations
 
@@ -86,6 +80,14 @@ def predictive_metrics(
     Raises:
         ValueError: non-finite predictions (a diverged sampler), or predictions that do not
             fit the targets.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.metrics.suite import predictive_metrics
+        >>> probs = np.full((3, 4, 2), 0.5)                       # 3 draws, 4 test rows, 2 classes
+        >>> m = predictive_metrics(probs, np.array([0, 1, 1, 0]), task="classification")
+        >>> sorted(m), m["accuracy"]
+        (['accuracy', 'brier', 'ece', 'nll'], 0.5)
     """
     fields = {k: np.asarray(v) for k, v in prediction_fields(predictions).items()}
     _check_finite(fields)

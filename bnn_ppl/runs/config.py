@@ -1,28 +1,13 @@
-"""The ``config.json`` of a run folder: what a run was, and the claim of a folder for it.
+"""The ``config.json`` of a run folder: what a run was, and the claim of a folder for it."""
 
-A run folder (:mod:`bnn_ppl.runs`) is claimed before anything runs: :func:`claim` writes
-:func:`make_config`'s record (the run's options, the identity of its data, the model's size,
-paths and library versions) or, when the folder already holds a run, refuses unless the options
-and data are the same, naming every difference. :func:`data_identity` fingerprints a data set
-so that a rerun on other data is refused and ``bnn-ppl compare`` only compares runs on one test set.
-
-Example:
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from bnn_ppl.runs import config as run_config
-    >>> from bnn_ppl.data import Dataset
-    >>> z = np.zeros(2)
-    >>> data = Dataset("toy", np.zeros((4, 2)), np.array([0, 1, 0, 1]), np.zeros((2, 2)),
-    ...                np.array([1, 0]), 2, z, z + 1, 0.0, 1.0)
-    >>> ident = run_config.data_identity(data)
-    >>> ident["num_train"], len(ident["test_sha256"])
-    (4, 64)
-    >>> folder = os.path.join(tempfile.mkdtemp(), "run")
-    >>> run_config.claim(folder, run_config.make_config({"seed": 0}, data=ident))
-    False
-    >>> run_config.claim(folder, run_config.make_config({"seed": 0}, data=ident))
-    True
-"""
+# Notes:
+#
+# A run folder (:mod:`bnn_ppl.runs`) is claimed before anything runs: :func:`claim` writes
+# :func:`make_config`'s record (the run's options, the identity of its data, the model's size,
+# paths and library versions) or, when the folder already holds a run, refuses unless the options
+# and data are the same, naming every difference. :func:`data_identity` fingerprints a data set
+# so that a rerun on other data is refused and ``bnn-ppl compare`` only compares runs on one test
+# set.
 
 from __future__ import annotations
 
@@ -137,6 +122,23 @@ def data_identity(
         data: a :class:`~bnn_ppl.data.Dataset`.
         name: the data set's name as the user gave it (default ``data.name``).
         split: the split number where the data set has several.
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from bnn_ppl.runs import config as run_config
+        >>> from bnn_ppl.data import Dataset
+        >>> z = np.zeros(2)
+        >>> data = Dataset("toy", np.zeros((4, 2)), np.array([0, 1, 0, 1]), np.zeros((2, 2)),
+        ...                np.array([1, 0]), 2, z, z + 1, 0.0, 1.0)
+        >>> ident = run_config.data_identity(data)
+        >>> ident["num_train"], len(ident["test_sha256"])
+        (4, 64)
+        >>> folder = os.path.join(tempfile.mkdtemp(), "run")
+        >>> run_config.claim(folder, run_config.make_config({"seed": 0}, data=ident))
+        False
+        >>> run_config.claim(folder, run_config.make_config({"seed": 0}, data=ident))
+        True
     """
     return {
         "name": str(data.name if name is None else name),

@@ -1,33 +1,14 @@
-"""Reading a finished run folder back: :func:`load_run` and what is asked of the runs read.
+"""Reading a finished run folder back: :func:`load_run` and what is asked of the runs read."""
 
-The folder's layout and how it is written are :mod:`bnn_ppl.runs`' (which re-exports every
-name here, so ``bp.runs.load_run`` is this function): ``bnn-ppl evaluate`` and
-``bnn-ppl compare`` read a folder through :func:`load_run` (checksums checked, nothing
-unpickled) and refuse one that is unfinished, diverged or damaged, naming why;
-:func:`check_comparable` refuses to compare runs on different test sets.
-
-This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
-
-Example:
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from bnn_ppl import runs
-    >>> from bnn_ppl.runs.load import load_run, method_name
-    >>> folder = os.path.join(tempfile.mkdtemp(), "run")
-    >>> runs.claim(folder, runs.make_config({"method": "svi", "dataset": "toy"},
-    ...                                     data={"name": "toy", "task": "classification"}))
-    False
-    >>> load_run(folder)
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: ... holds an unfinished run (no metrics.json): ...
-    >>> _ = runs.save_results(folder, samples={"w": np.zeros((2, 1))},
-    ...                       predictions=np.full((2, 3, 2), 0.5), targets=np.array([0, 1, 1]),
-    ...                       chains=False, task="classification")
-    >>> run = load_run(folder)
-    >>> run.num_draws, run.targets.tolist(), method_name(run)
-    (2, [0, 1, 1], 'svi')
-"""
+# Notes:
+#
+# The folder's layout and how it is written are :mod:`bnn_ppl.runs`' (which re-exports every
+# name here, so ``bp.runs.load_run`` is this function): ``bnn-ppl evaluate`` and
+# ``bnn-ppl compare`` read a folder through :func:`load_run` (checksums checked, nothing
+# unpickled) and refuse one that is unfinished, diverged or damaged, naming why;
+# :func:`check_comparable` refuses to compare runs on different test sets.
+#
+# This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
 
 from __future__ import annotations
 
@@ -39,6 +20,7 @@ import numpy as np
 
 from bnn_ppl.io import load_npz, sha256_file
 from bnn_ppl.likelihoods import Prediction, prediction_from_fields
+from bnn_ppl.posterior import Posterior
 from bnn_ppl.runs.config import (
     METRICS,
     POSTERIOR,
@@ -118,6 +100,26 @@ def load_run(folder: str | os.PathLike, *, samples: bool = False) -> Run:
         ValueError: the folder does not exist, is not a run folder, holds an unfinished or a
             diverged run (:func:`bnn_ppl.runs.save_diverged`), or a file is damaged or missing
             (the message names it).
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from bnn_ppl import runs
+        >>> from bnn_ppl.runs.load import load_run, method_name
+        >>> folder = os.path.join(tempfile.mkdtemp(), "run")
+        >>> runs.claim(folder, runs.make_config({"method": "svi", "dataset": "toy"},
+        ...                                     data={"name": "toy", "task": "classification"}))
+        False
+        >>> load_run(folder)
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: ... holds an unfinished run (no metrics.json): ...
+        >>> _ = runs.save_results(folder, samples={"w": np.zeros((2, 1))},
+        ...                       predictions=np.full((2, 3, 2), 0.5), targets=np.array([0, 1, 1]),
+        ...                       chains=False, task="classification")
+        >>> run = load_run(folder)
+        >>> run.num_draws, run.targets.tolist(), method_name(run)
+        (2, [0, 1, 1], 'svi')
     """
     folder = os.fspath(folder)
     if not os.path.isdir(folder):
@@ -193,8 +195,6 @@ def load_posterior(folder: str | os.PathLike) -> Any:
     Raises:
         InputValueError: as :func:`load_run`, or the folder has no ``posterior.nc``.
     """
-    from bnn_ppl.posterior import Posterior
-
     run = load_run(folder)
     if POSTERIOR not in run.record["files"]:
         raise InputValueError(f"{run.path} holds no {POSTERIOR} (its record does not list one).")

@@ -1,34 +1,25 @@
-"""Running metrics: the curves a researcher looks at first, as lines of ``progress.jsonl``.
+"""Running metrics: the curves a researcher looks at first, as lines of ``progress.jsonl``."""
 
-For a chain method (HMC, NUTS, SG-MCMC) a point after ``t`` draws per chain holds the test
-metrics of the Bayesian model average over the first ``t`` draws of every chain
-(:func:`bnn_ppl.metrics.suite.predictive_metrics`: accuracy, NLL, ECE and Brier score for a
-classifier, RMSE and NLL for regression, each prefixed ``test_``) and the sampler's health over
-those draws: mean acceptance probability, divergences, gradient evaluations per chain (leapfrog
-steps of the kept draws, ``None`` with ``thinning > 1``; SG-MCMC: one minibatch gradient per
-step, counted in full-batch gradients, ``cycle_length x batch rows / training rows`` per draw, as
-:func:`bnn_ppl.metrics.efficiency.full_batch_gradients` counts them). For an
-optimiser (SVI, MAP, deep ensembles) a point is the loss at an optimisation step (the mean over
-an ensemble's members, with each member's loss in ``member_losses``).
-
-Everything here is pure: :func:`chain_point` computes one point from arrays, and
-:func:`running_metrics` the whole curve from a finished :class:`~bnn_ppl.Posterior` (its
-``predictions``, ``observed["y_test"]``, ``sample_stats`` and ``trace``), so every run folder can
-write the same file. :func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` writes the chain
-points after each committed segment as it runs, at its end or every ``progress_every`` draws
-(``<checkpoint_dir>/progress.jsonl``, via :func:`chain_point`; its lines add ``segment`` and
-``wall_seconds``, after a first line of warmup's cost: :mod:`bnn_ppl.inference.checkpoint.progress_log`).
-
-Example:
-    >>> import numpy as np
-    >>> from bnn_ppl.posterior import Posterior
-    >>> from bnn_ppl.runs.progress import running_metrics
-    >>> probs = np.full((2, 4, 3, 2), 0.5); probs[..., 1, 0] = 0.9; probs[..., 1, 1] = 0.1
-    >>> post = Posterior("hmc", {"w": np.zeros((2, 4))}, predictions={"probs": probs},
-    ...                  observed={"y_test": np.array([0, 0, 1])})
-    >>> [(p["draws"], round(p["test_accuracy"], 3)) for p in running_metrics(post, every=2)]
-    [(2, 0.667), (4, 0.667)]
-"""
+# Notes:
+#
+# For a chain method (HMC, NUTS, SG-MCMC) a point after ``t`` draws per chain holds the test
+# metrics of the Bayesian model average over the first ``t`` draws of every chain
+# (:func:`bnn_ppl.metrics.suite.predictive_metrics`: accuracy, NLL, ECE and Brier score for a
+# classifier, RMSE and NLL for regression, each prefixed ``test_``) and the sampler's health over
+# those draws: mean acceptance probability, divergences, gradient evaluations per chain (leapfrog
+# steps of the kept draws, ``None`` with ``thinning > 1``; SG-MCMC: one minibatch gradient per
+# step, counted in full-batch gradients, ``cycle_length x batch rows / training rows`` per draw, as
+# :func:`bnn_ppl.metrics.efficiency.full_batch_gradients` counts them). For an
+# optimiser (SVI, MAP, deep ensembles) a point is the loss at an optimisation step (the mean over
+# an ensemble's members, with each member's loss in ``member_losses``).
+#
+# Everything here is pure: :func:`chain_point` computes one point from arrays, and
+# :func:`running_metrics` the whole curve from a finished :class:`~bnn_ppl.Posterior` (its
+# ``predictions``, ``observed["y_test"]``, ``sample_stats`` and ``trace``), so every run folder can
+# write the same file. :func:`~bnn_ppl.inference.fit` with ``checkpoint_dir`` writes the chain
+# points after each committed segment as it runs, at its end or every ``progress_every`` draws
+# (``<checkpoint_dir>/progress.jsonl``, via :func:`chain_point`; its lines add ``segment`` and
+# ``wall_seconds``, after a first line of warmup's cost: :mod:`bnn_ppl.inference.checkpoint.fit`).
 
 from __future__ import annotations
 
@@ -39,6 +30,9 @@ from typing import Any
 import numpy as np
 
 from bnn_ppl import validation
+from bnn_ppl.likelihoods import prediction_from_fields
+from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
+from bnn_ppl.metrics.suite import prefix_metrics
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.validation import InputTypeError
 
@@ -51,8 +45,6 @@ def _prefix_test_metrics(
     """The ``test_*`` metrics of the BMA of the first ``t`` draws per chain, for each ``t`` in
     ``points``, in one pass (:func:`bnn_ppl.metrics.suite.prefix_metrics`: no program is
     compiled per prefix length)."""
-    from bnn_ppl.likelihoods import prediction_from_fields
-    from bnn_ppl.metrics.suite import prefix_metrics
 
     task = "classification" if "probs" in predictions else "regression"
     pred = prediction_from_fields(dict(predictions))
@@ -134,8 +126,6 @@ def chain_points(
 
 
 def _posterior_gradients_per_draw(posterior: Posterior) -> float | None:
-    from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
-
     c, y = posterior.config, posterior.observed.get("y")
     if "n_steps" in posterior.sample_stats or "cycle_length" not in c or y is None:
         return None
@@ -173,6 +163,16 @@ def running_metrics(
     chain (default: about 100 points; the last draw is always a point), with the cumulative
     BMA's test metrics when it holds ``predictions`` and ``observed["y_test"]``. The last point's
     metrics are those of all draws.
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.posterior import Posterior
+        >>> from bnn_ppl.runs.progress import running_metrics
+        >>> probs = np.full((2, 4, 3, 2), 0.5); probs[..., 1, 0] = 0.9; probs[..., 1, 1] = 0.1
+        >>> post = Posterior("hmc", {"w": np.zeros((2, 4))}, predictions={"probs": probs},
+        ...                  observed={"y_test": np.array([0, 0, 1])})
+        >>> [(p["draws"], round(p["test_accuracy"], 3)) for p in running_metrics(post, every=2)]
+        [(2, 0.667), (4, 0.667)]
     """
     if not isinstance(posterior, Posterior):
         raise InputTypeError(f"posterior must be a Posterior, got {type(posterior).__name__}.")

@@ -1,64 +1,42 @@
-"""The run folder of ``bnn-ppl run``: what it holds, how it is written, read back and checked.
+"""The run folder of ``bnn-ppl run``: what it holds, how it is written, read back and checked."""
 
-A run folder is written by :mod:`bnn_ppl.cli` and the examples (:func:`save_posterior` of a
-fitted :class:`~bnn_ppl.Posterior`) and read by ``bnn-ppl evaluate`` and
-``bnn-ppl compare``. Every file goes through :mod:`bnn_ppl.io` (atomic writes; ``.npz`` without
-pickle, checked against its SHA-256 when read):
-
-* ``config.json`` - written first, it claims the folder for one configuration: ``arguments``
-  (every option of the run's method, defaults resolved), ``data`` (the data set's name, task,
-  sizes and SHA-256 fingerprints of its training and test arrays), ``model`` (parameter count),
-  ``environment`` (the output and data paths) and ``versions`` (library versions). Only
-  ``arguments`` and ``data`` must match for the folder to be reused.
-* ``posterior.nc`` - the run's :class:`~bnn_ppl.Posterior` (ArviZ groups, netCDF).
-* ``samples.npz`` - site -> draws, ``(chain, draw, ...)`` for Markov chains (hmc, nuts, sgmcmc),
-  ``(draw, ...)`` for independent draws (svi: guide draws; ensemble: one member per draw).
-* ``predictions.npz`` - per-draw test predictions with the same leading axes (the fields of
-  :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
-  comparing runs needs neither the network nor the data.
-* ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.runs.progress`): the
-  test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
-  an ensemble.
-* ``metrics.json`` - written last, the commit record and the folder's manifest: the test
-  metrics of the Bayesian model average, the layout, a sampler summary, the SHA-256 of every
-  other file (``"files"``) and of itself (``"checksum"``), all verified by :func:`load_run`
-  (they detect damage, not deliberate edits: whoever edits a file can recompute them). A
-  folder without it holds an unfinished run; one whose record says ``"status": "diverged"``
-  (:func:`save_diverged`) a run whose draws or loss became NaN/inf, with the reason.
-* ``checkpoints/`` (hmc/nuts/SG-MCMC with ``--checkpoint-every``, reference_hmc always) - a
-  killed run resumes from it.
-* ``.lock`` - one writer per folder: :class:`FolderLock`, held from :func:`claim` to the last
-  file written.
-
-Reading a folder back (:func:`load_run`, :class:`Run`, :func:`check_comparable`) lives in
-:mod:`bnn_ppl.runs.load` and the configuration record in :mod:`bnn_ppl.runs.config`; this
-module re-exports both, so ``bnn_ppl.runs`` is the one name to import.
-
-This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
-
-Example:
-    >>> import os, tempfile
-    >>> import numpy as np
-    >>> from bnn_ppl import runs
-    >>> folder = os.path.join(tempfile.mkdtemp(), "run")
-    >>> cfg = runs.make_config({"method": "ensemble", "dataset": "toy"},
-    ...                        data={"name": "toy", "task": "classification"})
-    >>> runs.claim(folder, cfg)
-    False
-    >>> probs = np.full((3, 4, 2), 0.5)                       # 3 members, 4 test rows, 2 classes
-    >>> record = runs.save_results(folder, samples={"w": np.zeros((3, 2))},
-    ...                            predictions=probs, targets=np.array([0, 1, 1, 0]),
-    ...                            chains=False, task="classification")
-    >>> record["metrics"]["accuracy"], runs.load_run(folder).num_draws
-    (0.5, 3)
-    >>> runs.claim(folder, runs.make_config({"method": "svi", "dataset": "toy"},
-    ...                                     data={"name": "toy", "task": "classification"}))
-    Traceback (most recent call last):
-    ...
-    bnn_ppl.validation.InputValueError: ... different configuration; refusing to reuse it:
-      method: 'ensemble' (config.json) != 'svi' (this run)
-    Use a new --out folder, or re-run with the original options.
-"""
+# Notes:
+#
+# A run folder is written by :mod:`bnn_ppl.cli` and the examples (:func:`save_posterior` of a
+# fitted :class:`~bnn_ppl.Posterior`) and read by ``bnn-ppl evaluate`` and
+# ``bnn-ppl compare``. Every file goes through :mod:`bnn_ppl.io` (atomic writes; ``.npz`` without
+# pickle, checked against its SHA-256 when read):
+#
+# * ``config.json`` - written first, it claims the folder for one configuration: ``arguments``
+#   (every option of the run's method, defaults resolved), ``data`` (the data set's name, task,
+#   sizes and SHA-256 fingerprints of its training and test arrays), ``model`` (parameter count),
+#   ``environment`` (the output and data paths) and ``versions`` (library versions). Only
+#   ``arguments`` and ``data`` must match for the folder to be reused.
+# * ``posterior.nc`` - the run's :class:`~bnn_ppl.Posterior` (ArviZ groups, netCDF).
+# * ``samples.npz`` - site -> draws, ``(chain, draw, ...)`` for Markov chains (hmc, nuts, sgmcmc),
+#   ``(draw, ...)`` for independent draws (svi: guide draws; ensemble: one member per draw).
+# * ``predictions.npz`` - per-draw test predictions with the same leading axes (the fields of
+#   :func:`bnn_ppl.likelihoods.prediction_fields`) and the test ``targets``: evaluating and
+#   comparing runs needs neither the network nor the data.
+# * ``progress.jsonl`` - running metrics, one JSON line per point (:mod:`bnn_ppl.runs.progress`):
+#   the test metrics of the BMA of the first draws of a chain method, the loss curve of SVI, MAP or
+#   an ensemble.
+# * ``metrics.json`` - written last, the commit record and the folder's manifest: the test
+#   metrics of the Bayesian model average, the layout, a sampler summary, the SHA-256 of every
+#   other file (``"files"``) and of itself (``"checksum"``), all verified by :func:`load_run`
+#   (they detect damage, not deliberate edits: whoever edits a file can recompute them). A
+#   folder without it holds an unfinished run; one whose record says ``"status": "diverged"``
+#   (:func:`save_diverged`) a run whose draws or loss became NaN/inf, with the reason.
+# * ``checkpoints/`` (hmc/nuts/SG-MCMC with ``--checkpoint-every``, reference_hmc always) - a
+#   killed run resumes from it.
+# * ``.lock`` - one writer per folder: :class:`FolderLock`, held from :func:`claim` to the last
+#   file written.
+#
+# Reading a folder back (:func:`load_run`, :class:`Run`, :func:`check_comparable`) lives in
+# :mod:`bnn_ppl.runs.load` and the configuration record in :mod:`bnn_ppl.runs.config`; this
+# module re-exports both, so ``bnn_ppl.runs`` is the one name to import.
+#
+# This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
 
 from __future__ import annotations
 
@@ -106,6 +84,7 @@ from bnn_ppl.runs.load import (
     load_run,
     method_name,
 )
+from bnn_ppl.runs.progress import running_metrics
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -182,6 +161,29 @@ def save_results(
     Raises:
         ValueError: inconsistent leading axes, or non-finite predictions (the samples and
             predictions are written first, so a diverged run can still be inspected).
+
+    Example:
+        >>> import os, tempfile
+        >>> import numpy as np
+        >>> from bnn_ppl import runs
+        >>> folder = os.path.join(tempfile.mkdtemp(), "run")
+        >>> cfg = runs.make_config({"method": "ensemble", "dataset": "toy"},
+        ...                        data={"name": "toy", "task": "classification"})
+        >>> runs.claim(folder, cfg)
+        False
+        >>> probs = np.full((3, 4, 2), 0.5)  # 3 members, 4 test rows, 2 classes
+        >>> record = runs.save_results(folder, samples={"w": np.zeros((3, 2))},
+        ...                            predictions=probs, targets=np.array([0, 1, 1, 0]),
+        ...                            chains=False, task="classification")
+        >>> record["metrics"]["accuracy"], runs.load_run(folder).num_draws
+        (0.5, 3)
+        >>> runs.claim(folder, runs.make_config({"method": "svi", "dataset": "toy"},
+        ...                                     data={"name": "toy", "task": "classification"}))
+        Traceback (most recent call last):
+        ...
+        bnn_ppl.validation.InputValueError: ... different configuration; refusing to reuse it:
+          method: 'ensemble' (config.json) != 'svi' (this run)
+        Use a new --out folder, or re-run with the original options.
     """
     folder = os.fspath(folder)
     arrays = {k: np.asarray(v) for k, v in samples.items()}
@@ -225,7 +227,8 @@ def save_posterior(
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write a fitted :class:`~bnn_ppl.Posterior` as a run folder's results: ``posterior.nc``,
-    ``progress.jsonl`` (:func:`bnn_ppl.runs.progress.running_metrics`: the running BMA's test metrics
+    ``progress.jsonl`` (:func:`bnn_ppl.runs.progress.running_metrics`: the running BMA's test
+    metrics
     of a chain, the loss curve of an optimiser), then :func:`save_results` (``samples.npz``,
     ``predictions.npz``, ``metrics.json``).
 
@@ -245,9 +248,9 @@ def save_posterior(
     if not posterior.predictions or "y_test" not in posterior.observed:
         raise InputValueError(
             "the Posterior holds no test predictions and targets; fit it with test data "
-            "(a Dataset, or (x, y, x_test, y_test)) or call posterior.with_data(...)."
+            "(a Dataset, or (x, y, x_test, y_test)) or call "
+            "bnn_ppl.predictive.attach_data(posterior, ...)."
         )
-    from bnn_ppl.runs.progress import running_metrics
 
     folder = os.fspath(folder)
     posterior.save(os.path.join(folder, POSTERIOR))  # before metrics.json, the commit record

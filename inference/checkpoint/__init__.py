@@ -1,1 +1,2 @@
-"""Checkpoints: NumPyro MCMC in committed segments that resume bit-exactly, and fit's checkpoints."""
+"""Checkpoints: NumPyro MCMC in committed segments that resume bit-exactly, and fit's
+checkpoints."""

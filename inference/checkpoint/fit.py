@@ -1,60 +1,90 @@
 """:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``: MCMC and SG-MCMC runs that survive
 a kill.
-
-The method's config becomes an :class:`~bnn_ppl.inference.checkpoint.segments.MCMCPlan` with the same
-kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.fit` uses, and
-:func:`~bnn_ppl.inference.checkpoint.segments.run_segments` runs it in a
-:class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` keyed by the run's fingerprint
-(:mod:`bnn_ppl.inference.checkpoint.fingerprint`): a rerun with the same arguments resumes after the
-newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
-config, data, seed or network is refused naming the differing field. The folder also holds
-``progress.jsonl``: warmup's cost, then the running metrics after each segment, or every
-``progress_every`` draws (:mod:`~bnn_ppl.inference.checkpoint.progress_log`).
-
-Example:
-    >>> import jax, numpy as np, tempfile
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.config import HMCConfig
-    >>> from bnn_ppl.inference import fit
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))
-    >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=50, num_samples=10)
-    >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
-    ...            checkpoint_dir=folder, checkpoint_every=5)
-    >>> again = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0), checkpoint_dir=folder)
-    >>> bool(np.array_equal(post.samples["Dense_0.kernel"], again.samples["Dense_0.kernel"]))
-    True
 """
+
+# Notes:
+#
+# The method's config becomes an :class:`~bnn_ppl.inference.checkpoint.segments.MCMCPlan` with the
+# same
+# kernel, keys and initial parameters the uninterrupted :func:`~bnn_ppl.inference.fit` uses, and
+# :func:`~bnn_ppl.inference.checkpoint.segments.run_segments` runs it in a
+# :class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` keyed by the run's fingerprint
+# (:mod:`bnn_ppl.inference.checkpoint.store`): a rerun with the same arguments resumes after the
+# newest intact segment, a rerun of a finished run reads its draws back, and a rerun with another
+# config, data, seed or network is refused naming the differing field. The folder also holds
+# ``progress.jsonl``: warmup's cost, then the running metrics after each segment, or every
+# ``progress_every`` draws (:mod:`~bnn_ppl.inference.checkpoint.fit`).
 
 from __future__ import annotations
 
 import math
 import os
 import warnings
+from collections.abc import Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
-from bnn_ppl import validation
+from bnn_ppl import io, predictive, validation
 from bnn_ppl.config import (
     Config,
-    HMCConfig,
+    MCMCConfig,
     NUTSConfig,
     ReferenceHMCConfig,
-    _MCMCConfig,
-    _SGMCMCConfig,
+    SGMCMCConfig,
 )
+from bnn_ppl.diagnostics.chain_health import check_chains
+from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
+from bnn_ppl.inference.checkpoint.store import (
+    CheckpointStore,
+    recorded_chunk,
+    resume_chunk,
+    run_fingerprint,
+)
+from bnn_ppl.inference.mcmc.checks import warn_if_saturated
+from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, mcmc_kernel
+from bnn_ppl.inference.potential.bnn import full_batch_potential
+from bnn_ppl.inference.results import NUMPYRO_STATS, from_draws
+from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, stats_accuracy_summary
+from bnn_ppl.inference.sgmcmc.recipe import sgmcmc_posterior, sgmcmc_setup
+from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
+from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
+from bnn_ppl.predictive import attach_data
+from bnn_ppl.runs.progress import chain_point, chain_points
 from bnn_ppl.types import PRNGKey
 from bnn_ppl.validation import InputTypeError, InputValueError
 
-__all__ = ["check_checkpoint_args", "check_checkpoint_dir", "fit_checkpointed"]
+__all__ = [
+    "check_checkpoint_args",
+    "check_checkpoint_dir",
+    "fit_checkpointed",
+    "ProgressLog",
+    "FILE",
+]
 
 
 def check_checkpoint_dir(checkpoint_dir: Any) -> None:
-    """A folder path (it may not exist yet), not a file; else an InputError naming it."""
+    """A folder path (it may not exist yet), not a file; else an InputError naming it.
+
+    Example:
+        >>> import jax, numpy as np, tempfile
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import HMCConfig
+        >>> from bnn_ppl.inference import fit
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.1))
+        >>> folder, config = tempfile.mkdtemp(), HMCConfig(num_warmup=50, num_samples=10)
+        >>> post = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0),
+        ...            checkpoint_dir=folder, checkpoint_every=5)
+        >>> again = fit(model, (x, 2 * x[:, 0]), config, jax.random.key(0), checkpoint_dir=folder)
+        >>> bool(np.array_equal(post.samples["Dense_0.kernel"], again.samples["Dense_0.kernel"]))
+        True
+    """
     if not isinstance(checkpoint_dir, str | os.PathLike):
         raise InputTypeError(
             f"checkpoint_dir must be a folder path, got {type(checkpoint_dir).__name__}."
@@ -70,7 +100,7 @@ def check_checkpoint_args(
     return ``checkpoint_every`` (default: a tenth of the draws per chain, at least 1; ``None``
     for a :class:`~bnn_ppl.config.ReferenceHMCConfig`, which commits every segment)."""
     reference = isinstance(config, ReferenceHMCConfig)
-    if not isinstance(config, _MCMCConfig | _SGMCMCConfig) and not reference:
+    if not isinstance(config, MCMCConfig | SGMCMCConfig) and not reference:
         raise InputValueError(
             f"checkpoint_dir applies to MCMC and SG-MCMC methods, not {config.method!r}; "
             "drop checkpoint_dir and checkpoint_every."
@@ -91,40 +121,19 @@ def check_checkpoint_args(
         return None
     if checkpoint_every is None:
         draws = config.num_samples
-        if isinstance(config, _MCMCConfig):
+        if isinstance(config, MCMCConfig):
             draws //= config.thinning
         return max(1, math.ceil(draws / 10))
     return validation.check_int("checkpoint_every", checkpoint_every)
 
 
-def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
-    from bnn_ppl.inference.checkpoint.segments import MCMCPlan
-    from bnn_ppl.inference.mcmc.checks import check_nuts_kwargs
-    from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, NUTS, _hmc_kwargs
-    from bnn_ppl.inference.potential.bnn import full_batch_potential
-
-    common = dict(
-        step_size=c.step_size,
-        adapt_mass_matrix=c.adapt_mass_matrix,
-        target_accept_prob=c.target_accept_prob,
-    )
-    if isinstance(c, HMCConfig):
-        kwargs = _hmc_kwargs(
-            model, validation.as_array("x", d.x), c.trajectory_length, c.step_size,
-            c.adapt_step_size, c.adapt_mass_matrix, c.target_accept_prob, c.max_num_steps,
-        )  # fmt: skip
-        kernel_cls: Any = HMC
-    else:
-        assert isinstance(c, NUTSConfig)
-        kwargs, kernel_cls = (
-            check_nuts_kwargs(dict(max_tree_depth=c.max_tree_depth, **common)),
-            NUTS,
-        )
-    pot = full_batch_potential(  # chains are vectorized (resume.py)
+def _mcmc_plan(model: BNN, d: Any, c: MCMCConfig, key: PRNGKey, placement: dict) -> tuple:
+    kernel_cls, kwargs = mcmc_kernel(model, d.x, c)
+    pot = full_batch_potential(  # chains are vectorized (checkpoint/segments.py)
         model, d.x, d.y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
-        chain_batching=c.chain_batching,
+        chain_batching=c.chain_batching, **placement,
     )  # fmt: skip
-    init_key, run_key = jax.random.split(key)  # as hmc() and nuts() split it
+    init_key, run_key = jax.random.split(key)  # as run_mcmc splits it
     chains = c.num_chains
     init = pot.init_params(init_key, chains if chains > 1 else None, method=c.init_method)
     plan = MCMCPlan(
@@ -138,11 +147,8 @@ def _mcmc_plan(model: BNN, d: Any, c: _MCMCConfig, key: PRNGKey) -> tuple:
     return plan, pot, init, run_key, {}
 
 
-def _sgmcmc_plan(model: BNN, d: Any, c: _SGMCMCConfig, key: PRNGKey, bar: bool = False) -> tuple:
-    from bnn_ppl.inference.checkpoint.segments import MCMCPlan
-    from bnn_ppl.inference.fitting import _sgmcmc_setup
-
-    kernel, pot, init, run_key, extra = _sgmcmc_setup(model, d, c, key, bar)
+def _sgmcmc_plan(model: BNN, d: Any, c: SGMCMCConfig, key: PRNGKey, placement: dict) -> tuple:
+    kernel, pot, init, run_key, extra = sgmcmc_setup(model, d.x, d.y, c, key, **placement)
     n = c.cycle_length
     plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("stats",))
     return plan, pot, init, run_key, extra
@@ -157,29 +163,19 @@ def fit_checkpointed(
     checkpoint_every: int,
     progress_every: int | None = None,
     progress_bar: bool = False,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    dtype: Any = None,
 ) -> Posterior:
     """The Posterior :func:`~bnn_ppl.inference.fit` returns (data attached), run (or resumed)
     in ``checkpoint_dir``; ``d`` is the checked :class:`~bnn_ppl.inference.FitData`."""
-    from bnn_ppl.inference.checkpoint.fingerprint import (
-        recorded_chunk,
-        resume_chunk,
-        run_fingerprint,
-    )
-    from bnn_ppl.inference.checkpoint.progress_log import ProgressLog
-    from bnn_ppl.inference.checkpoint.segments import run_segments
-    from bnn_ppl.inference.checkpoint.store import CheckpointStore
-    from bnn_ppl.inference.fitting import sgmcmc_posterior
-    from bnn_ppl.inference.results import from_draws
-    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, stats_accuracy_summary
-    from bnn_ppl.inference.sgmcmc.cycles import keep_cycle_ends
-    from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
-
-    sg = isinstance(config, _SGMCMCConfig)
+    sg = isinstance(config, SGMCMCConfig)
+    make = _sgmcmc_plan if sg else _mcmc_plan
     chosen, resumed = resume_chunk(config, checkpoint_dir)
-    if sg:
-        plan, pot, init, run_key, extra = _sgmcmc_plan(model, d, chosen, key, progress_bar)
-    else:
-        plan, pot, init, run_key, extra = _mcmc_plan(model, d, chosen, key)
+    placement = {"devices": devices, "dtype": dtype}
+    if sg:  # (the bar shows the MAP that sets the step size)
+        placement["progress_bar"] = progress_bar
+    plan, pot, init, run_key, extra = make(model, d, chosen, key, placement)
     one = jax.tree.map(lambda a: a[0], init) if config.num_chains > 1 else init
     memory = recorded_chunk(pot, resumed)
     fingerprint = run_fingerprint(
@@ -217,12 +213,8 @@ def fit_checkpointed(
         accuracy = stats_accuracy_summary(kernel, stats) if stats else None
         post = sgmcmc_posterior(config, samples, extra | progress | {"accuracy": accuracy})
     else:
-        from bnn_ppl.diagnostics.chain_health import check_chains
-
         check_chains(draws.samples, draws.extra)  # warns, as hmc() and nuts() do, if stuck
         if isinstance(config, NUTSConfig):  # as nuts() does: most trees cut at the depth
-            from bnn_ppl.inference.mcmc.checks import warn_if_saturated
-
             sizes = draws.extra.get("adapt_state.step_size")  # (chain, draw)
             last = None if sizes is None else [row[-1] for row in sizes]
             warn_if_saturated(draws.extra.get("num_steps"), config.max_tree_depth, last)
@@ -240,7 +232,175 @@ def fit_checkpointed(
             config=meta | config.to_dict() | progress,
         )
     # the test predictions progress.jsonl computed, segment by segment, are not computed again
-    return post.with_data(
-        model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size,
+    return attach_data(
+        post, model, d.x, d.y, d.x_test, d.y_test, chunk_size=config.chunk_size,
         predictions=log.predictions_so_far(),
     )  # fmt: skip
+
+
+# -------------------- progress_log
+# ``progress.jsonl`` of a checkpointed :func:`~bnn_ppl.inference.fit`: warmup's cost, then
+# the running metrics of the sampling segments, written as the run goes.
+#
+# The first line (``segment`` 0, ``"phase": "warmup"``) is warmup's: its ``iterations`` per chain
+# (SG-MCMC: steps), ``wall_seconds`` (compilation included), ``grad_evals`` (leapfrog steps per
+# chain over all warmup iterations; SG-MCMC: its steps x ``gradients_per_step``), ``accept_prob``
+# and ``divergences`` over them, and the adapted ``step_size`` (mean over chains); what a kernel
+# does not report is ``None`` (SG-MCMC: the acceptance, divergences and step size). Each later
+# line is :func:`bnn_ppl.runs.progress.chain_point` over
+# all draws so far (draws per chain, mean acceptance probability, divergences, gradient
+# evaluations per chain, and, when the data have test targets, the running BMA's test metrics)
+# with its ``segment`` and ``wall_seconds`` (the segment's sampling time, compilation included, on
+# the segment's last line; ``None`` on the others, and for a segment a killed process committed
+# without it). A segment gives one line, at its end, or with ``progress_every`` a line at every
+# multiple of ``progress_every`` draws per chain it holds and one at its end: each computed after
+# the segment from its draws (no extra compilation; each point costs a pass over the test
+# predictions of the draws so far). The test predictions of each segment's draws are computed
+# once, when the segment is committed, and kept (``chains x draws x n_test`` values per output):
+# the finished Posterior's ``predictions`` are these (:meth:`ProgressLog.predictions_so_far`).
+#
+# The file is a function of the committed segments (warmup's statistics, the draws and recorded
+# wall times) and ``progress_every``: it is rewritten whole through :mod:`bnn_ppl.io`'s atomic
+# writer after each commit, and a resumed run rebuilds the lines of the segments it finds
+# committed before it appends its own. So a resumed run's file never repeats a line and equals
+# an uninterrupted run's except ``wall_seconds``.
+
+FILE = "progress.jsonl"
+_STATS = ("accept_prob", "diverging", "num_steps")  # what chain_point reads
+
+
+class ProgressLog:
+    """The ``on_segment`` callback of :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`
+    that keeps
+    ``<folder>/progress.jsonl``; ``cycle_length`` (SG-MCMC) keeps cycle-end draws only;
+    ``progress_every`` adds a line every that many draws per chain (default: one line per
+    segment, at its end); ``gradients_per_step`` (SG-MCMC: batch rows / training rows) is a
+    step's cost in full-batch gradients, from which ``grad_evals`` is counted.
+
+    Example:
+        >>> import jax, json, numpy as np, os, tempfile
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.config import HMCConfig
+        >>> from bnn_ppl.inference import fit
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.1))
+        >>> folder = tempfile.mkdtemp()
+        >>> post = fit(model, (x, 2 * x[:, 0], x[:5], 2 * x[:5, 0]), HMCConfig(num_warmup=10,
+        ...            num_samples=4), jax.random.key(0), checkpoint_dir=folder, checkpoint_every=2,
+        ...            progress_every=1)
+        >>> with open(os.path.join(folder, "progress.jsonl")) as f:
+        ...     lines = [json.loads(line) for line in f]
+        >>> [(p["segment"], p["draws"]) for p in lines], sorted(k for k in lines[1] if "test" in k)
+        ([(0, 0), (1, 1), (1, 2), (2, 3), (2, 4)], ['test_nll', 'test_rmse'])
+        >>> lines[0]["phase"], lines[0]["iterations"], lines[0]["grad_evals"] > 0
+        ('warmup', 10, True)
+    """
+
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        model: BNN,
+        x_test: Any = None,
+        y_test: Any = None,
+        *,
+        thinning: int = 1,
+        cycle_length: int | None = None,
+        chunk_size: int | None = None,
+        y_std: float = 1.0,
+        progress_every: int | None = None,
+        gradients_per_step: float | None = None,
+    ):
+        self.path = os.path.join(os.fspath(folder), FILE)
+        self.model, self.chunk_size = model, chunk_size
+        self.x_test, self.y_test = (x_test, y_test) if y_test is not None else (None, None)
+        self.thinning, self.cycle_length, self.y_std = thinning, cycle_length, y_std
+        self.every, self.per_step = progress_every, gradients_per_step
+        self.draws = 0
+        self.predictions: list[dict[str, np.ndarray]] = []
+        self.stats: list[dict[str, np.ndarray]] = []
+        self.lines: list[dict[str, Any]] = []
+
+    def __call__(self, segment: int, arrays: dict[str, np.ndarray], replayed: bool) -> None:
+        """Add segment ``segment``'s lines (0: warmup's); write the file unless ``replayed``."""
+        seconds = arrays.get("time/seconds")
+        seconds = None if seconds is None else float(seconds)
+        if segment == 0:
+            point = _warmup_point(arrays)
+            if point["grad_evals"] is None and self.per_step and point["iterations"] is not None:
+                point["grad_evals"] = point["iterations"] * self.per_step
+            self.lines.append({"segment": 0, **point, "wall_seconds": seconds})
+        else:
+            self._add_segment(segment, arrays, seconds)
+        if not replayed:
+            self.write()
+
+    def _add_segment(self, segment: int, arrays: dict[str, np.ndarray], seconds: Any) -> None:
+        samples = {k[7:]: v for k, v in arrays.items() if k.startswith("sample/")}
+        extra = {k[6:]: v for k, v in arrays.items() if k.startswith("extra/")}
+        if self.cycle_length is not None:
+            samples = keep_cycle_ends(samples, extra["i"], self.cycle_length)
+        first, n = self.draws, next(iter(samples.values())).shape[1]
+        self.draws += n
+        self.stats.append({NUMPYRO_STATS[k]: v for k, v in extra.items() if k in _STATS})
+        if self.x_test is not None and n > 0:
+            self.predictions.append(
+                predictive.chain_predictions(
+                    self.model, samples, self.x_test, chunk_size=self.chunk_size
+                )
+            )
+        predictions, stats = _joined(self.predictions), _joined(self.stats)
+        per_draw = None
+        if self.per_step is not None and self.cycle_length is not None:
+            per_draw = self.per_step * self.cycle_length
+        points = chain_points(
+            _line_draws(first, self.draws, self.every),
+            predictions,
+            self.y_test,
+            stats,
+            thinning=self.thinning,
+            y_std=self.y_std,
+            gradients_per_draw=per_draw,
+        )
+        for point in points:
+            # the segment's sampling time belongs to its last line
+            wall = seconds if point["draws"] == self.draws else None
+            self.lines.append({"segment": segment, **point, "wall_seconds": wall})
+
+    def predictions_so_far(self) -> dict[str, np.ndarray] | None:
+        """The test predictions of every segment's draws, ``(chain, draw, n_test, ...)`` as a
+        Posterior's ``predictions`` (``None`` without test targets: none were computed)."""
+        return _joined(self.predictions) if self.x_test is not None else None
+
+    def write(self) -> None:
+        """Write the lines so far (atomically), unless the file already holds exactly them."""
+        io.write_jsonl(self.path, self.lines)
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    if not parts:
+        return {}
+    return {k: np.concatenate([p[k] for p in parts], axis=1) for k in parts[0]}
+
+
+def _line_draws(first: int, last: int, every: int | None) -> list[int]:
+    """Draws per chain of the lines of a segment holding draws ``first + 1 .. last``: every
+    multiple of ``every`` among them, and ``last``."""
+    if every is None:
+        return [last]
+    return sorted({*range(first + every - first % every, last + 1, every), last})
+
+
+def _warmup_point(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Warmup's line: ``draws`` 0, its ``iterations`` (per chain), the :func:`chain_point`
+    statistics over them, and the adapted ``step_size`` (mean over chains; ``None`` for a
+    kernel without one)."""
+    stats = {NUMPYRO_STATS[k[6:]]: v for k, v in arrays.items() if k[6:] in _STATS}
+    iterations, step_size = arrays.get("time/iterations"), arrays.get("state/step_size")
+    return {
+        "phase": "warmup",
+        "iterations": None if iterations is None else int(iterations),
+        **chain_point(0, sample_stats=stats),
+        "step_size": None if step_size is None else float(np.mean(step_size)),
+    }

@@ -1,45 +1,35 @@
-"""Checkpointed MCMC for any NumPyro ``MCMCKernel``, on NumPyro's public API only.
+"""Checkpointed MCMC for any NumPyro ``MCMCKernel``, on NumPyro's public API only."""
 
-:func:`run_segments` runs an :class:`MCMCPlan` as segments and commits each one to a
-:class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore`:
-
-1. **Warmup** is one segment: ``MCMC.warmup(rng_key, *args, init_params=...)``; its final state
-   is committed as segment 0, with its statistics (wall time, the extra fields of every warmup
-   iteration, collected with ``collect_warmup=True`` and every sample site excluded by
-   ``"~z.<site>"``, and the adapted step size). (NumPyro's public API has no way to pause
-   warmup adaptation, so a kill *during* warmup redoes warmup on the rerun.)
-2. **Sampling** runs in segments of ``checkpoint_every`` draws per chain (``checkpoint_every *
-   thinning`` iterations; the first segment also takes the ``num_samples % thinning``
-   iterations NumPyro's thinning skips at the start; a resume may use another
-   ``checkpoint_every``: segmenting does not change the draws):
-   ``mcmc.post_warmup_state = state`` and
-   ``mcmc.run(state.rng_key, *args)``, exactly the continuation NumPyro documents for
-   ``post_warmup_state``. After each segment its draws, extra fields and final state are
-   committed.
-
-The state is any pytree of arrays (``HMCState``, ``SGMCMCState``, ...): it is flattened with
-``jax.tree_util`` and its leaves stored in an ``.npz`` (typed random keys as their key data); no
-pickle. Every segment continues from the state *read back from disk*, so an uninterrupted run
-and one killed and resumed after any segment run the same program on the same bits: their draws
-are identical bit for bit (tested for HMC, NUTS, SGLD, SGHMC, SGNHT and ATMC). On a resume the
-state's tree structure comes from ``kernel.init`` (the public ``MCMCKernel`` method, which also
-sets the kernel up for ``num_warmup`` as the first run did) at the plan's initial parameters.
-
-Chains are vectorized (``chain_method="vectorized"``). Each segment is a new ``MCMC.run`` of a
-:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`, so segments of one length run one compiled
-loop (stock NumPyro 0.22 compiles it again on every run: see the README for the cost).
-
-Example:
-    >>> import jax, jax.numpy as jnp, tempfile
-    >>> from numpyro.infer import HMC
-    >>> from bnn_ppl.inference.checkpoint.store import CheckpointStore
-    >>> plan = MCMCPlan(lambda: HMC(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2)),
-    ...                 num_warmup=20, num_samples=30)
-    >>> with CheckpointStore(tempfile.mkdtemp(), {"digest": "demo"}) as store:
-    ...     draws = run_segments(plan, jax.random.key(0), (), jnp.zeros(2), store, 10)
-    >>> draws.samples["z"].shape, draws.segments
-    ((1, 30, 2), 3)
-"""
+# Notes:
+#
+# :func:`run_segments` runs an :class:`MCMCPlan` as segments and commits each one to a
+# :class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore`:
+#
+# 1. **Warmup** is one segment: ``MCMC.warmup(rng_key, *args, init_params=...)``; its final state
+#    is committed as segment 0, with its statistics (wall time, the extra fields of every warmup
+#    iteration, collected with ``collect_warmup=True`` and every sample site excluded by
+#    ``"~z.<site>"``, and the adapted step size). (NumPyro's public API has no way to pause
+#    warmup adaptation, so a kill *during* warmup redoes warmup on the rerun.)
+# 2. **Sampling** runs in segments of ``checkpoint_every`` draws per chain (``checkpoint_every *
+#    thinning`` iterations; the first segment also takes the ``num_samples % thinning``
+#    iterations NumPyro's thinning skips at the start; a resume may use another
+#    ``checkpoint_every``: segmenting does not change the draws):
+#    ``mcmc.post_warmup_state = state`` and
+#    ``mcmc.run(state.rng_key, *args)``, exactly the continuation NumPyro documents for
+#    ``post_warmup_state``. After each segment its draws, extra fields and final state are
+#    committed.
+#
+# The state is any pytree of arrays (``HMCState``, ``SGMCMCState``, ...): it is flattened with
+# ``jax.tree_util`` and its leaves stored in an ``.npz`` (typed random keys as their key data); no
+# pickle. Every segment continues from the state *read back from disk*, so an uninterrupted run
+# and one killed and resumed after any segment run the same program on the same bits: their draws
+# are identical bit for bit (tested for HMC, NUTS, SGLD, SGHMC, SGNHT and ATMC). On a resume the
+# state's tree structure comes from ``kernel.init`` (the public ``MCMCKernel`` method, which also
+# sets the kernel up for ``num_warmup`` as the first run did) at the plan's initial parameters.
+#
+# Chains are vectorized (``chain_method="vectorized"``). Each segment is a new ``MCMC.run`` of a
+# :class:`~bnn_ppl._compat.ReusingMCMC`, so segments of one length run one compiled
+# loop (stock NumPyro 0.22 compiles it again on every run: see the README for the cost).
 
 from __future__ import annotations
 
@@ -53,8 +43,9 @@ from numpyro.infer import MCMC
 from numpyro.infer.mcmc import MCMCKernel
 
 from bnn_ppl import validation
+from bnn_ppl._compat import ReusingMCMC
 from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore
-from bnn_ppl.inference.loop_reuse import ReusingMCMC
+from bnn_ppl.inference.results import flat_fields
 
 __all__ = [
     "MCMCPlan",
@@ -73,7 +64,19 @@ OnSegment = Callable[[int, dict[str, np.ndarray], bool], None]
 class MCMCPlan(NamedTuple):
     """What to run: ``kernel()`` builds the kernel (called once per process); the rest are
     ``numpyro.infer.MCMC``'s arguments (``num_samples`` iterations after warmup, every
-    ``thinning``-th kept) and the ``extra_fields`` to collect."""
+    ``thinning``-th kept) and the ``extra_fields`` to collect.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, tempfile
+        >>> from numpyro.infer import HMC
+        >>> from bnn_ppl.inference.checkpoint.store import CheckpointStore
+        >>> plan = MCMCPlan(lambda: HMC(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2)),
+        ...                 num_warmup=20, num_samples=30)
+        >>> with CheckpointStore(tempfile.mkdtemp(), {"digest": "demo"}) as store:
+        ...     draws = run_segments(plan, jax.random.key(0), (), jnp.zeros(2), store, 10)
+        >>> draws.samples["z"].shape, draws.segments
+        ((1, 30, 2), 3)
+    """
 
     kernel: Callable[[], MCMCKernel]
     num_warmup: int
@@ -137,8 +140,6 @@ def state_from_arrays(arrays: dict[str, np.ndarray], template: Any, where: str) 
 
 # ------------------------------------------------------------------------------ running
 def _flat(extra: dict[str, Any]) -> dict[str, Any]:
-    from bnn_ppl.inference.results import flat_fields
-
     return flat_fields(extra)
 
 

@@ -1,22 +1,5 @@
 """Checks of HMC/NUTS runs: every argument before anything compiles, every chain after the run.
 
-Before: every argument of :func:`~bnn_ppl.inference.hmc`, :func:`~bnn_ppl.inference.nuts`,
-:class:`~bnn_ppl.inference.HMC` and :class:`~bnn_ppl.inference.NUTS` is checked here, and a bad
-one is an :class:`~bnn_ppl.validation.InputError` naming it. Besides types and ranges, the
-checks refuse settings that would hang or silently not do what was asked:
-
-* a ``target_accept_prob`` outside (0, 1): dual averaging then drives the step size to 0 (or
-  to float32's maximum) and ``ceil(trajectory_length / step_size)`` leapfrog steps never end;
-* a fixed (not adapted) ``step_size`` needing more than ``max_num_steps`` leapfrog steps per
-  iteration, or larger than ``trajectory_length`` (NumPyro would silently integrate with one
-  step of ``trajectory_length`` instead);
-* a ``max_tree_depth`` beyond :data:`MAX_TREE_DEPTH` (``2**depth`` gradients per iteration).
-
-After: :func:`check_finished` warns (:class:`~bnn_ppl.diagnostics.chain_health.StuckChainWarning`) about
-every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
-shortened to ``max_num_steps`` steps of its adapted step size (:func:`warn_if_shortened`);
-:class:`CheckedMCMC` reports both in ``print_summary``.
-
 Example:
     >>> from bnn_ppl.inference.mcmc.checks import check_hmc_kwargs
     >>> check_hmc_kwargs({"step_size": 0.1, "trajectory_length": 1.0})["max_num_steps"]
@@ -26,6 +9,26 @@ Example:
     ...
     bnn_ppl.validation.InputValueError: step_size must be a finite number > 0, got 0.0. ...
 """
+
+# Notes:
+#
+# Before: every argument of :func:`~bnn_ppl.inference.hmc`, :func:`~bnn_ppl.inference.nuts`,
+# :class:`~bnn_ppl.inference.HMC` and :class:`~bnn_ppl.inference.NUTS` is checked here, and a bad
+# one is an :class:`~bnn_ppl.validation.InputError` naming it. Besides types and ranges, the
+# checks refuse settings that would hang or silently not do what was asked:
+#
+# * a ``target_accept_prob`` outside (0, 1): dual averaging then drives the step size to 0 (or
+#   to float32's maximum) and ``ceil(trajectory_length / step_size)`` leapfrog steps never end;
+# * a fixed (not adapted) ``step_size`` needing more than ``max_num_steps`` leapfrog steps per
+#   iteration, or larger than ``trajectory_length`` (NumPyro would silently integrate with one
+#   step of ``trajectory_length`` instead);
+# * a ``max_tree_depth`` beyond :data:`MAX_TREE_DEPTH` (``2**depth`` gradients per iteration).
+#
+# After: :func:`check_finished` warns
+# (:class:`~bnn_ppl.diagnostics.chain_health.StuckChainWarning`) about
+# every chain that did not move, and (:class:`LeapfrogLimitWarning`) when HMC's trajectory was
+# shortened to ``max_num_steps`` steps of its adapted step size (:func:`warn_if_shortened`);
+# :class:`CheckedMCMC` reports both in ``print_summary``.
 
 from __future__ import annotations
 
@@ -40,8 +43,8 @@ from numpyro.infer import MCMC
 from numpyro.infer.hmc import HMCState
 
 from bnn_ppl import diagnostics, validation
+from bnn_ppl._compat import ReusingMCMC
 from bnn_ppl.diagnostics.chain_health import check_chains, final_step_size, warn_if_stuck
-from bnn_ppl.inference.loop_reuse import ReusingMCMC
 from bnn_ppl.inference.progress_bar import check_progress_bar
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -304,7 +307,7 @@ class LeapfrogLimitWarning(UserWarning):
 class CheckedMCMC(ReusingMCMC):
     """``numpyro.infer.MCMC`` whose :meth:`print_summary` also says, per chain, whether the chain
     moved (:func:`bnn_ppl.diagnostics.sampler_summary`), and warns if one did not; a repeated
-    ``run`` reuses the compiled loop (:class:`~bnn_ppl.inference.loop_reuse.ReusingMCMC`)."""
+    ``run`` reuses the compiled loop (:class:`~bnn_ppl._compat.ReusingMCMC`)."""
 
     def print_summary(self, prob: float = 0.9, exclude_deterministic: bool = True) -> None:
         super().print_summary(prob, exclude_deterministic)

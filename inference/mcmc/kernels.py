@@ -1,40 +1,25 @@
-"""NumPyro's HMC and NUTS kernels on a :class:`~bnn_ppl.inference.FullBatchPotential`.
+"""NumPyro's HMC and NUTS kernels on a :class:`~bnn_ppl.inference.FullBatchPotential`."""
 
-:class:`HMC` and :class:`NUTS` run NumPyro's HMC machinery through its *public* functional
-interface, ``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo=...)``, which returns NumPyro's
-own ``(init_kernel, sample_kernel)``: the draws are those of ``numpyro.infer.HMC``/``NUTS``, bit
-for bit. They take the data as a *jit argument* of the sampling loop, passed through
-``mcmc.run(key, *pot.args, ...)`` with ``MCMC(..., jit_model_args=True)``: large data stay out of
-the program's constants. Every keyword is checked before anything compiles
-(:mod:`bnn_ppl.inference.mcmc.checks`), and :class:`HMC` keeps every iteration between 1 and
-``max_num_steps`` leapfrog steps and can follow an adapted metric with its trajectory length.
-:func:`bnn_ppl.inference.hmc` and :func:`~bnn_ppl.inference.nuts` build and run them.
-
-No private NumPyro attribute or function is used: the kernels implement the public
-``MCMCKernel`` methods (``init``, ``sample``, ``sample_field``, ``default_fields``,
-``postprocess_fn``, ``get_diagnostics_str``, ``model``, ``get_potential_fn``,
-``get_constrain_fn``) themselves and keep their settings in :attr:`HMC.settings`. They remain
-subclasses of ``numpyro.infer.HMC``/``NUTS``, built through its public constructor, so that
-``isinstance(kernel, numpyro.infer.HMC)`` holds. ``MCMC.warmup``, ``post_warmup_state`` and
-``last_state`` work as with NumPyro's kernels; :meth:`HMC.init` without ``init_params`` starts
-from the potential's default initial values (``potential.init_params``).
-
-Example:
-    >>> import jax
-    >>> import bnn_ppl as bp
-    >>> from numpyro.infer import MCMC
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import HMC, full_batch_potential
-    >>> data = bp.data.load("diabetes")
-    >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
-    ...                bp.likelihoods.Gaussian(scale=0.7))
-    >>> pot = full_batch_potential(model, data.x_train, data.y_train)
-    >>> mcmc = MCMC(HMC(pot, trajectory_length=1.0), num_warmup=20, num_samples=10,
-    ...             progress_bar=False, jit_model_args=True)
-    >>> mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
-    >>> mcmc.get_samples()["Dense_0.kernel"].shape
-    (10, 10, 8)
-"""
+# Notes:
+#
+# :class:`HMC` and :class:`NUTS` run NumPyro's HMC machinery through its *public* functional
+# interface, ``numpyro.infer.hmc.hmc(potential_fn_gen=..., algo=...)``, which returns NumPyro's
+# own ``(init_kernel, sample_kernel)``: the draws are those of ``numpyro.infer.HMC``/``NUTS``, bit
+# for bit. They take the data as a *jit argument* of the sampling loop, passed through
+# ``mcmc.run(key, *pot.args, ...)`` with ``MCMC(..., jit_model_args=True)``: large data stay out of
+# the program's constants. Every keyword is checked before anything compiles
+# (:mod:`bnn_ppl.inference.mcmc.checks`), and :class:`HMC` keeps every iteration between 1 and
+# ``max_num_steps`` leapfrog steps and can follow an adapted metric with its trajectory length.
+# :func:`bnn_ppl.inference.hmc` and :func:`~bnn_ppl.inference.nuts` build and run them.
+#
+# No private NumPyro attribute or function is used: the kernels implement the public
+# ``MCMCKernel`` methods (``init``, ``sample``, ``sample_field``, ``default_fields``,
+# ``postprocess_fn``, ``get_diagnostics_str``, ``model``, ``get_potential_fn``,
+# ``get_constrain_fn``) themselves and keep their settings in :attr:`HMC.settings`. They remain
+# subclasses of ``numpyro.infer.HMC``/``NUTS``, built through its public constructor, so that
+# ``isinstance(kernel, numpyro.infer.HMC)`` holds. ``MCMC.warmup``, ``post_warmup_state`` and
+# ``last_state`` work as with NumPyro's kernels; :meth:`HMC.init` without ``init_params`` starts
+# from the potential's default initial values (``potential.init_params``).
 
 from __future__ import annotations
 
@@ -318,6 +303,22 @@ class HMC(_OnPotential, numpyro.infer.HMC):
     * ``HMC(pot, num_steps=k)`` without ``trajectory_length`` means "k steps of ``step_size``".
       (NumPyro's default ``trajectory_length=2π`` would silently override ``step_size`` with
       2π/k.)
+
+    Example:
+        >>> import jax
+        >>> import bnn_ppl as bp
+        >>> from numpyro.infer import MCMC
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import HMC, full_batch_potential
+        >>> data = bp.data.load("diabetes")
+        >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
+        ...                bp.likelihoods.Gaussian(scale=0.7))
+        >>> pot = full_batch_potential(model, data.x_train, data.y_train)
+        >>> mcmc = MCMC(HMC(pot, trajectory_length=1.0), num_warmup=20, num_samples=10,
+        ...             progress_bar=False, jit_model_args=True)
+        >>> mcmc.run(jax.random.key(0), *pot.args, init_params=pot.init_params(jax.random.key(1)))
+        >>> mcmc.get_samples()["Dense_0.kernel"].shape
+        (10, 10, 8)
     """
 
     def __init__(self, potential: FullBatchPotential, **kwargs: Any):

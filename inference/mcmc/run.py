@@ -1,47 +1,35 @@
-"""HMC and NUTS on the full-batch potential, as real NumPyro kernels and ``MCMC`` objects.
+"""HMC and NUTS on the full-batch potential, as real NumPyro kernels and ``MCMC`` objects."""
 
-Two ways in:
-
-1. Build NumPyro's own kernel on ``pot.potential_fn`` (the data are then constants of the
-   compiled program - fine for small data)::
-
-       mcmc = MCMC(numpyro.infer.HMC(potential_fn=pot.potential_fn, trajectory_length=1.0),
-                   num_warmup=200, num_samples=200, postprocess_fn=pot.postprocess_fn)
-       mcmc.run(key, init_params=pot.init_params(key2))
-
-2. Use :class:`HMC` / :class:`NUTS` (:mod:`bnn_ppl.inference.mcmc.kernels`): NumPyro's kernels
-   (subclasses, so every NumPyro feature works) that take the data as a *jit argument* of the
-   sampling loop, passed through ``mcmc.run(key, *pot.args, ...)`` with
-   ``MCMC(..., jit_model_args=True)``. This keeps large data out of the program's constants.
-   :func:`hmc_kernel` builds the HMC kernel with :func:`hmc`'s defaults (for your own
-   ``MCMC``); :func:`hmc` and :func:`nuts` do all of it and return
-   the finished ``MCMC``, after checking every argument before anything compiles and every chain
-   after the run (:mod:`bnn_ppl.inference.mcmc.checks`).
-
-Several chains: ``chain_method="vectorized"`` (vmap over chains; each potential call is still
-sharded over the data mesh) or ``"sequential"``. ``chain_method="parallel"`` pmaps chains over
-devices, which clashes with a potential that already shards the data over those devices: it is
-refused here.
-
-Example:
-    >>> import jax
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import hmc
-    >>> data = bp.data.load("diabetes")
-    >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
-    ...                bp.likelihoods.Gaussian(scale=0.7))
-    >>> mcmc = hmc(model, data.x_train, data.y_train, num_warmup=100, num_samples=10,
-    ...            rng_key=jax.random.key(0))
-    >>> mcmc.get_samples()["Dense_0.kernel"].shape
-    (10, 10, 8)
-    >>> [row["moving"] for row in bp.diagnostics.sampler_summary(mcmc)]
-    [True]
-"""
+# Notes:
+#
+# Two ways in:
+#
+# 1. Build NumPyro's own kernel on ``pot.potential_fn`` (the data are then constants of the
+#    compiled program - fine for small data)::
+#
+#        mcmc = MCMC(numpyro.infer.HMC(potential_fn=pot.potential_fn, trajectory_length=1.0),
+#                    num_warmup=200, num_samples=200, postprocess_fn=pot.postprocess_fn)
+#        mcmc.run(key, init_params=pot.init_params(key2))
+#
+# 2. Use :class:`HMC` / :class:`NUTS` (:mod:`bnn_ppl.inference.mcmc.kernels`): NumPyro's kernels
+#    (subclasses, so every NumPyro feature works) that take the data as a *jit argument* of the
+#    sampling loop, passed through ``mcmc.run(key, *pot.args, ...)`` with
+#    ``MCMC(..., jit_model_args=True)``. This keeps large data out of the program's constants.
+#    :func:`hmc_kernel` builds the HMC kernel with the library's defaults (for your own
+#    ``MCMC``); :func:`run_mcmc` (what ``fit`` runs for an HMC or NUTS config) does all of it and
+#    returns the finished ``MCMC``, after checking every argument before anything compiles and
+#    every chain after the run (:mod:`bnn_ppl.inference.mcmc.checks`). The older :func:`hmc` and
+#    :func:`nuts` do the same from keyword arguments and are deprecated.
+#
+# Several chains: ``chain_method="vectorized"`` (vmap over chains; each potential call is still
+# sharded over the data mesh) or ``"sequential"``. ``chain_method="parallel"`` pmaps chains over
+# devices, which clashes with a potential that already shards the data over those devices: it is
+# refused here.
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,6 +38,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from bnn_ppl import validation
+from bnn_ppl.config import HMCConfig, MCMCConfig, NUTSConfig
 from bnn_ppl.inference.mcmc.checks import (
     CHAIN_METHODS,
     CheckedMCMC,
@@ -80,6 +69,9 @@ __all__ = [
     "TreeDepthWarning",
     "CHAIN_METHODS",
     "DEFAULT_EXTRA_FIELDS",
+    "hmc_kwargs",
+    "mcmc_kernel",
+    "run_mcmc",
 ]
 
 
@@ -116,7 +108,7 @@ QUARTER_PERIOD = 0.5 * math.pi
 (estimated) variances as inverse mass matrix, every Gaussian direction has period 2π."""
 
 
-def _hmc_kwargs(
+def hmc_kwargs(
     model: BNN,
     x: Any,
     trajectory_length: float | None,
@@ -175,7 +167,7 @@ def hmc_kernel(
     """
     check_potential(potential)
     x = np.zeros((1, *potential.data.x.shape[1:]), potential.data.x.dtype)  # shapes only
-    kwargs = _hmc_kwargs(
+    kwargs = hmc_kwargs(
         potential.model,
         x,
         trajectory_length,
@@ -228,6 +220,52 @@ def _run(
     depth = kernel_kwargs.get("max_tree_depth") if kernel_cls is NUTS else None
     check_finished(mcmc, kernel_kwargs["max_num_steps"] if adapted_hmc else None, depth)
     return mcmc
+
+
+def _deprecated(name: str, config: str) -> None:
+    warnings.warn(
+        f"bnn_ppl.inference.{name}() is deprecated; use bnn_ppl.fit(model, (x, y), "
+        f"{config}(...), rng_key) (devices= and dtype= are fit's keywords), or NumPyro's MCMC "
+        f"with bnn_ppl.inference.{name.upper()} on a full_batch_potential.",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def mcmc_kernel(model: BNN, x: Any, c: MCMCConfig) -> tuple[type[HMC] | type[NUTS], dict[str, Any]]:
+    """The kernel class and its checked keywords for an :class:`~bnn_ppl.config.HMCConfig` or
+    :class:`~bnn_ppl.config.NUTSConfig` (``x``: the inputs, for HMC's default trajectory)."""
+    adapt, dense = c.mass_matrix != "identity", c.mass_matrix == "dense"
+    if isinstance(c, HMCConfig):
+        kwargs = hmc_kwargs(
+            model, validation.as_array("x", x) if c.trajectory_length is None else None,
+            c.trajectory_length, c.step_size, c.adapt_step_size, adapt, c.target_accept_prob,
+            c.max_num_steps, dense,
+        )  # fmt: skip
+        return HMC, kwargs
+    if not isinstance(c, NUTSConfig):
+        raise InputTypeError(f"config must be an HMCConfig or NUTSConfig, got {type(c).__name__}.")
+    common = dict(step_size=c.step_size, adapt_mass_matrix=adapt,
+                  target_accept_prob=c.target_accept_prob)  # fmt: skip
+    return NUTS, check_nuts_kwargs(
+        dict(max_tree_depth=c.max_tree_depth, **common) | ({"dense_mass": True} if dense else {})
+    )
+
+
+def run_mcmc(
+    model: BNN, x: Any, y: Any, c: MCMCConfig, rng_key: PRNGKey, *,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None, progress_bar: bool = False,
+) -> MCMC:  # fmt: skip
+    """The finished ``MCMC`` of :func:`~bnn_ppl.inference.fit` for an HMC or NUTS config:
+    vectorized chains, :data:`DEFAULT_EXTRA_FIELDS`, every chain checked for not moving."""
+    _check_model(model)
+    kernel_cls, kernel_kwargs = mcmc_kernel(model, x, c)
+    return _run(
+        kernel_cls, kernel_kwargs, model, x, y, rng_key, devices, c.chunk_size, dtype,
+        c.chain_batching, num_warmup=c.num_warmup, num_samples=c.num_samples,
+        num_chains=c.num_chains, chain_method="vectorized", thinning=c.thinning,
+        init_method=c.init_method, progress_bar=progress_bar, extra_fields=DEFAULT_EXTRA_FIELDS,
+    )  # fmt: skip
 
 
 def _check_model(model: Any) -> BNN:
@@ -321,9 +359,25 @@ def hmc(
         ``print_summary()`` (which also says whether each chain moved) and
         ``arviz.from_numpyro`` work as usual. Its kernel is ``mcmc.sampler`` and the potential
         ``mcmc.sampler.potential``.
+
+    Example:
+        >>> import jax
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import hmc
+        >>> data = bp.data.load("diabetes")
+        >>> model = bp.BNN(MLP(hidden=(8,), out=1), bp.priors.Normal(1.0),
+        ...                bp.likelihoods.Gaussian(scale=0.7))
+        >>> mcmc = hmc(model, data.x_train, data.y_train, num_warmup=100, num_samples=10,
+        ...            rng_key=jax.random.key(0))
+        >>> mcmc.get_samples()["Dense_0.kernel"].shape
+        (10, 10, 8)
+        >>> [row["moving"] for row in bp.diagnostics.sampler_summary(mcmc)]
+        [True]
     """
+    _deprecated("hmc", "HMCConfig")
     _check_model(model)
-    kernel_kwargs = _hmc_kwargs(
+    kernel_kwargs = hmc_kwargs(
         model,
         validation.as_array("x", x) if trajectory_length is None else None,
         trajectory_length,
@@ -372,6 +426,7 @@ def nuts(
     chain is checked for not moving; a chain whose trees reached ``max_tree_depth`` on most
     draws gets a :class:`~bnn_ppl.inference.mcmc.checks.TreeDepthWarning`.
     """
+    _deprecated("nuts", "NUTSConfig")
     _check_model(model)
     kernel_kwargs = check_nuts_kwargs(
         dict(

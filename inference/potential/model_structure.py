@@ -1,25 +1,15 @@
-"""What :func:`~bnn_ppl.inference.model_potential` learns about a NumPyro model, and its rules.
+"""What :func:`~bnn_ppl.inference.model_potential` learns about a NumPyro model, and its rules."""
 
-:func:`structure` traces the model abstractly (``jax.eval_shape``: nothing is computed) and
-records every sample site: observed or latent, a factor or not, inside the data plate (and its
-size) or not. :func:`check_sites` refuses what the sharded potential cannot evaluate, naming the
-site, and :func:`check_globals` a global site that depends on the data: on their values
-(:func:`data_dependent`, following the data forward through the jaxpr of the global log
-densities) or on their number of rows (:func:`size_dependent`, comparing that jaxpr on one row
-and on all rows). :func:`deterministic_sites` finds the deterministic sites ``postprocess_fn``
-can return (the data analysis on their values).
-
-Example:
-    >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
-    >>> def model(x, y=None):
-    ...     w = numpyro.sample("w", dist.Normal(0, 1))
-    ...     with numpyro.plate("data", x.shape[0]):
-    ...         numpyro.sample("y", dist.Normal(w * x, 1.0), obs=y)
-    >>> spec = {k: jax.ShapeDtypeStruct((5,), np.float32) for k in ("x", "y")}
-    >>> sites, values = structure(model, (), {}, spec, "data")
-    >>> [(s.name, s.observed, s.plate_size) for s in sites], values["w"].shape
-    ([('w', False, None), ('y', True, 5)], ())
-"""
+# Notes:
+#
+# :func:`structure` traces the model abstractly (``jax.eval_shape``: nothing is computed) and
+# records every sample site: observed or latent, a factor or not, inside the data plate (and its
+# size) or not. :func:`check_sites` refuses what the sharded potential cannot evaluate, naming the
+# site, and :func:`check_globals` a global site that depends on the data: on their values
+# (:func:`data_dependent`, following the data forward through the jaxpr of the global log
+# densities) or on their number of rows (:func:`size_dependent`, comparing that jaxpr on one row
+# and on all rows). :func:`deterministic_sites` finds the deterministic sites ``postprocess_fn``
+# can return (the data analysis on their values).
 
 from __future__ import annotations
 
@@ -87,7 +77,19 @@ def site_lp(site: dict) -> Array:
 def structure(
     model: Callable, args: tuple, kwargs: dict, data: dict[str, Any], plate: str
 ) -> tuple[list[Site], dict[str, jax.ShapeDtypeStruct]]:
-    """Every sample site of the model on ``data`` (shapes), and the latent values' shapes."""
+    """Every sample site of the model on ``data`` (shapes), and the latent values' shapes.
+
+    Example:
+        >>> import jax, numpy as np, numpyro, numpyro.distributions as dist
+        >>> def model(x, y=None):
+        ...     w = numpyro.sample("w", dist.Normal(0, 1))
+        ...     with numpyro.plate("data", x.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(w * x, 1.0), obs=y)
+        >>> spec = {k: jax.ShapeDtypeStruct((5,), np.float32) for k in ("x", "y")}
+        >>> sites, values = structure(model, (), {}, spec, "data")
+        >>> [(s.name, s.observed, s.plate_size) for s in sites], values["w"].shape
+        ([('w', False, None), ('y', True, 5)], ())
+    """
     sites: list[Site] = []
 
     def run(d: dict[str, Array]) -> dict[str, Array]:

@@ -1,80 +1,66 @@
-"""The sharded, chunked full-batch potential of any NumPyro model with a data plate.
+"""The sharded, chunked full-batch potential of any NumPyro model with a data plate."""
 
-:func:`model_potential` takes a plain NumPyro model whose data-dependent sites sit inside
-``numpyro.plate(data_plate, N)`` and returns a :class:`ModelPotential`, a
-:class:`~bnn_ppl.inference.FullBatchPotential`, so NumPyro's ``HMC``/``NUTS(potential_fn=...)``,
-our :class:`~bnn_ppl.inference.HMC`/:class:`~bnn_ppl.inference.NUTS` (data as jit arguments)
-and ``MCMC.get_samples()`` (the model's own site names) all work on it.
-
-The rule for what is sharded: the keyword arguments named in ``data={"x": x, "y": y}``, every
-one with ``N`` rows on its leading axis. They are padded to whole chunks on every device (with
-copies of real rows, masked out) and split over the 1-D ``"data"`` mesh; every other argument
-(``*model_args``, ``model_kwargs``) is passed to every call unchanged. The model must size its
-plate from the data (``numpyro.plate("data", x.shape[0])``), since it is called on chunks.
-
-How the density is split (one concept, two traces):
-
-* **global sites** (every sample site outside the plate: weights, noise, hyper-priors) are
-  traced once per evaluation on a *probe* (the data's first row), with the unconstrained
-  values mapped to each site's support by ``biject_to`` (so supports that depend on other
-  sites work) and the log |Jacobian| kept apart, untempered;
-* **plate sites** (observed sites inside the plate) are traced per chunk with the global values
-  substituted, their log densities summed per row, masked and added up by
-  :func:`~bnn_ppl.inference.potential.sharded_sum.sharded_chunked_sum` (one ``psum``; value and gradient
-  in one pass, memory flat in ``N``).
-
-Why a sibling of :func:`~bnn_ppl.inference.full_batch_potential` and not a rewrite of ``BNN``
-onto it: the ``BNN`` path knows its network and evaluates ``network.apply`` and the
-likelihood directly, with no NumPyro trace in the chunk loop, and its checkpointed runs
-(:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``) fingerprint the network and priors;
-both share the one sharded sum, which is the part worth sharing.
-
-Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
-named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
-(per-row latents are not supported); an observed site outside the plate; a global site whose
-density depends on the sharded data (found by following the data through the jaxpr), or whose
-shape or density depends on their number of rows (a prior scaled by ``x.shape[0]``: pass ``n``
-as a model argument instead; see :mod:`bnn_ppl.inference.potential.model_structure`).
-
-Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
-log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
-tempered (a tempered density over the constrained values).
-
-Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
-``jax.devices()``) belong to several processes, every process makes the same call with
-``data`` holding only **its own block of rows**
-(:func:`bnn_ppl.inference.potential.distributed.process_rows`), as NumPy arrays. The potential gathers
-the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
-the global shapes), checks them and a fingerprint of the arguments that must agree on every
-process alike, probes the global sites on the global first row, and builds the global padded
-and masked arrays: padding and masking are those of one process over the same devices, and
-every process evaluates the same potential (see :mod:`bnn_ppl.inference.potential.distributed`).
-
-Deterministic sites: ``postprocess_fn`` (so ``MCMC.get_samples()``) also returns every
-``numpyro.deterministic`` site outside the plate whose value does not depend on the sharded
-data. The others (in the plate, or using ``x @ w``, ``x.shape[0]``) would need every row in
-every draw; as they leave the density untouched, the model is accepted with one warning naming
-them and pointing to ``Predictive`` (see :func:`.model_structure.deterministic_sites`).
-
-Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel).
-
-Example:
-    >>> import jax, jax.numpy as jnp, numpy as np
-    >>> import numpyro, numpyro.distributions as dist
-    >>> from bnn_ppl.inference import model_potential
-    >>> def model(x, y=None):
-    ...     w = numpyro.sample("w", dist.Normal(0, 1).expand([3]).to_event(1))
-    ...     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
-    ...     with numpyro.plate("data", x.shape[0]):
-    ...         numpyro.sample("y", dist.Normal(x @ w, sigma), obs=y)
-    >>> x = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
-    >>> pot = model_potential(model, data={"x": x, "y": x[:, 0]}, chunk_size=4)
-    >>> pot.num_params, pot.num_chunks, pot.chunk_size
-    (4, 3, 4)
-    >>> u = pot.init_params(jax.random.key(0))
-    >>> sorted(pot.postprocess_fn(u)), bool(jnp.isfinite(pot.potential_fn(u)))
-    (['sigma', 'w'], True)
-"""
+# Notes:
+#
+# :func:`model_potential` takes a plain NumPyro model whose data-dependent sites sit inside
+# ``numpyro.plate(data_plate, N)`` and returns a :class:`ModelPotential`, a
+# :class:`~bnn_ppl.inference.FullBatchPotential`, so NumPyro's ``HMC``/``NUTS(potential_fn=...)``,
+# our :class:`~bnn_ppl.inference.HMC`/:class:`~bnn_ppl.inference.NUTS` (data as jit arguments)
+# and ``MCMC.get_samples()`` (the model's own site names) all work on it.
+#
+# The rule for what is sharded: the keyword arguments named in ``data={"x": x, "y": y}``, every
+# one with ``N`` rows on its leading axis. They are padded to whole chunks on every device (with
+# copies of real rows, masked out) and split over the 1-D ``"data"`` mesh; every other argument
+# (``*model_args``, ``model_kwargs``) is passed to every call unchanged. The model must size its
+# plate from the data (``numpyro.plate("data", x.shape[0])``), since it is called on chunks.
+#
+# How the density is split (one concept, two traces):
+#
+# * **global sites** (every sample site outside the plate: weights, noise, hyper-priors) are
+#   traced once per evaluation on a *probe* (the data's first row), with the unconstrained
+#   values mapped to each site's support by ``biject_to`` (so supports that depend on other
+#   sites work) and the log |Jacobian| kept apart, untempered;
+# * **plate sites** (observed sites inside the plate) are traced per chunk with the global values
+#   substituted, their log densities summed per row, masked and added up by
+#   :func:`~bnn_ppl.inference.potential.sharded_sum.sharded_chunked_sum` (one ``psum``; value and
+# gradient
+#   in one pass, memory flat in ``N``).
+#
+# Why a sibling of :func:`~bnn_ppl.inference.full_batch_potential` and not a rewrite of ``BNN``
+# onto it: the ``BNN`` path knows its network and evaluates ``network.apply`` and the
+# likelihood directly, with no NumPyro trace in the chunk loop, and its checkpointed runs
+# (:func:`~bnn_ppl.inference.fit` with ``checkpoint_dir``) fingerprint the network and priors;
+# both share the one sharded sum, which is the part worth sharing.
+#
+# Refused before anything compiles (``InputValueError`` naming the site): a model with no plate
+# named ``data_plate``; a plate whose size is not the data's rows; a latent site inside the plate
+# (per-row latents are not supported); an observed site outside the plate; a global site whose
+# density depends on the sharded data (found by following the data through the jaxpr), or whose
+# shape or density depends on their number of rows (a prior scaled by ``x.shape[0]``: pass ``n``
+# as a model argument instead; see :mod:`bnn_ppl.inference.potential.model_structure`).
+#
+# Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
+# log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
+# tempered (a tempered density over the constrained values).
+#
+# Several processes (``jax.distributed``), as for ``BNN``: when ``devices`` (default
+# ``jax.devices()``) belong to several processes, every process makes the same call with
+# ``data`` holding only **its own block of rows**
+# (:func:`bnn_ppl.inference.potential.distributed.process_rows`), as NumPy arrays. The potential
+# gathers
+# the row counts (``num_data`` and the plate size are the global ``n``: the model is traced on
+# the global shapes), checks them and a fingerprint of the arguments that must agree on every
+# process alike, probes the global sites on the global first row, and builds the global padded
+# and masked arrays: padding and masking are those of one process over the same devices, and
+# every process evaluates the same potential (see :mod:`bnn_ppl.inference.potential.distributed`).
+#
+# Deterministic sites: ``postprocess_fn`` (so ``MCMC.get_samples()``) also returns every
+# ``numpyro.deterministic`` site outside the plate whose value does not depend on the sharded
+# data. The others (in the plate, or using ``x @ w``, ``x.shape[0]``) would need every row in
+# every draw; as they leave the density untouched, the model is accepted with one warning naming
+# them and pointing to ``Predictive`` (see :func:`.model_structure.deterministic_sites`).
+#
+# Checkpointed runs go through :func:`~bnn_ppl.inference.run_segments` (any kernel).
 
 from __future__ import annotations
 
@@ -94,8 +80,16 @@ from numpyro.infer.initialization import init_to_uniform
 from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
-from bnn_ppl.inference.potential.bnn import FullBatchPotential, _is_real
+from bnn_ppl.flat_draws import init_to_prior_draw
+from bnn_ppl.inference.potential.bnn import FullBatchPotential, is_real, memory_chunk
 from bnn_ppl.inference.potential.bnn import compute_dtype as data_dtype
+from bnn_ppl.inference.potential.distributed import (
+    check_process_local,
+    describe_arguments,
+    first_row,
+    gather_layout,
+    place_local,
+)
 from bnn_ppl.inference.potential.model_structure import (
     check_globals,
     check_sites,
@@ -105,7 +99,6 @@ from bnn_ppl.inference.potential.model_structure import (
     site_lp,
     structure,
 )
-from bnn_ppl.inference.potential.process_layout import check_process_local
 from bnn_ppl.inference.potential.sharded_sum import (
     CHAIN_BATCHING,
     DATA_AXIS,
@@ -161,7 +154,7 @@ class ModelPotential(FullBatchPotential, Tempered):
         """Per global latent, the bijection to its support at the initial values (the
         potential recomputes it at every evaluation, so dependent supports work)."""
         tr = self._trace(self.postprocess_fn(self.init_params(jax.random.key(0))), self.probe)
-        return {k: (None if _is_real(s["fn"].support) else biject_to(s["fn"].support))
+        return {k: (None if is_real(s["fn"].support) else biject_to(s["fn"].support))
                 for k, s in tr.items() if s["type"] == "sample" and not s["is_observed"]}
 
     @cached_property
@@ -183,7 +176,7 @@ class ModelPotential(FullBatchPotential, Tempered):
             if site["type"] != "sample" or site["name"] not in unconstrained:
                 return None
             u, t = unconstrained[site["name"]], biject_to(site["fn"].support)
-            if _is_real(site["fn"].support):
+            if is_real(site["fn"].support):
                 return u
             value = t(u)
             log_det = jnp.sum(t.log_abs_det_jacobian(u, value))
@@ -226,8 +219,6 @@ class ModelPotential(FullBatchPotential, Tempered):
         ``num_chains`` if given): ``method=None`` the potential's ``init_strategy``,
         ``"prior"`` a draw from the prior (``init_to_sample``'s values, drawn flat:
         :func:`bnn_ppl.flat_draws.init_to_prior_draw`), or any strategy."""
-        from bnn_ppl.flat_draws import init_to_prior_draw
-
         key = validation.check_key("key", key)
         strategy = {None: self.init_strategy, "prior": init_to_prior_draw}.get(method, method)
         if not callable(strategy):
@@ -399,7 +390,7 @@ def model_potential(
         chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`
             (``devices`` may span processes, see above): ``chunk_size`` an int, ``None``
             (1024 rows on the CPU backend, else the memory rule) or ``"auto"`` (the memory
-            rule of :mod:`bnn_ppl.inference.potential.chunking` on any backend, with the model's own
+            rule of :mod:`bnn_ppl.inference.potential.bnn` on any backend, with the model's own
             potential compiled for a probe chunk; not with several processes);
             :attr:`~bnn_ppl.inference.FullBatchPotential.chunk_rule` says which rule chose
             it.
@@ -420,6 +411,23 @@ def model_potential(
             several processes also (on every process alike): a block of rows that is not this
             process's, arguments that differ between processes, a global ``jax.Array`` in
             ``data``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> import numpyro, numpyro.distributions as dist
+        >>> from bnn_ppl.inference import model_potential
+        >>> def model(x, y=None):
+        ...     w = numpyro.sample("w", dist.Normal(0, 1).expand([3]).to_event(1))
+        ...     sigma = numpyro.sample("sigma", dist.HalfNormal(1.0))
+        ...     with numpyro.plate("data", x.shape[0]):
+        ...         numpyro.sample("y", dist.Normal(x @ w, sigma), obs=y)
+        >>> x = np.random.default_rng(0).normal(size=(10, 3)).astype(np.float32)
+        >>> pot = model_potential(model, data={"x": x, "y": x[:, 0]}, chunk_size=4)
+        >>> pot.num_params, pot.num_chunks, pot.chunk_size
+        (4, 3, 4)
+        >>> u = pot.init_params(jax.random.key(0))
+        >>> sorted(pot.postprocess_fn(u)), bool(jnp.isfinite(pot.potential_fn(u)))
+        (['sigma', 'w'], True)
     """
     if not callable(model):
         raise InputTypeError(f"model must be a NumPyro model function, got {type(model).__name__}.")
@@ -459,12 +467,6 @@ def model_potential(
 
     layout = None
     if len({d.process_index for d in devices}) > 1:  # several processes: this process's rows
-        from bnn_ppl.inference.potential.process_layout import (
-            describe_arguments,
-            first_row,
-            gather_layout,
-        )
-
         agree = ("the keys, trailing shapes or dtypes of data, chunk_size, dtype, temperature, "
                  "temper, data_plate, devices, or the structure, shapes or scalar values of "
                  "model_args/model_kwargs")
@@ -495,9 +497,7 @@ def model_potential(
         rule = "several processes"
     elif chunk_size is None and devices[0].platform == "cpu":
         rule = "cpu default"
-    elif chunk_size in (None, "auto"):  # the memory rule of bnn_ppl.inference.potential.chunking
-        from bnn_ppl.inference.potential.chunking import memory_chunk
-
+    elif chunk_size in (None, "auto"):  # the memory rule of bnn_ppl.inference.potential.bnn
         data_bytes = 1 + sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
                              for a in arrays.values())  # fmt: skip
         chunk_size, rule = memory_chunk(
@@ -508,8 +508,6 @@ def model_potential(
         chunk_size = None
 
     if layout is not None:
-        from bnn_ppl.inference.potential.process_layout import place_local
-
         mesh, placed, mask = place_local(arrays, layout)
         sharded, chunk, num_chunks = ModelData(placed, mask), layout.chunk, layout.num_chunks
     else:

@@ -1,38 +1,29 @@
-"""The sharded, chunked sum at the heart of every full-batch potential.
+"""The sharded, chunked sum at the heart of every full-batch potential."""
 
-:func:`sharded_chunked_sum` turns a per-chunk function ``chunk_fn(params, batch, mask) ->
-scalar`` into ``f(params, data, mask) -> scalar``: the sum of ``chunk_fn`` over every chunk of
-``data`` (any pytree of arrays whose leading axis is the row axis, sharded on the 1-D mesh axis
-``"data"``), each device scanning its own chunks and the per-device sums meeting in one
-``psum``. The gradient in ``params`` is computed in the same single pass (a ``jax.custom_vjp``:
-each chunk's forward and backward run back to back and only the running value and gradient are
-carried), so memory holds one chunk's activations whatever the number of rows, and no forward
-pass is recomputed (``jax.checkpoint`` would: 1.35x slower for an MLP). With one chunk per
-device there is no loop at all (a loop body's convolution gradients are slow on XLA:CPU,
-jax-ml/jax#12868).
-
-Vectorized chains (a ``jax.vmap`` over ``params``) of a network with a convolution run one
-chain after another (``chain_batching``, :func:`sequential`): vmapped over its kernel, a
-convolution becomes a grouped one, 9.5x three one-chain ResNet-20 gradients on an H200.
-
-Both :func:`bnn_ppl.inference.full_batch_potential` (a ``BNN``) and
-:func:`bnn_ppl.inference.model_potential` (any NumPyro model) are built on it.
-
-Example:
-    >>> import jax, jax.numpy as jnp, numpy as np
-    >>> from jax.sharding import Mesh
-    >>> mesh = Mesh(np.asarray(jax.devices()[:1]), (DATA_AXIS,))
-    >>> f = sharded_chunked_sum(lambda w, b, m: jnp.sum(jnp.where(m, w * b["x"], 0.0)),
-    ...                         mesh, num_chunks=3)
-    >>> x = jnp.arange(6.0)
-    >>> float(f(2.0, {"x": x}, x < 5)), float(jax.grad(f)(2.0, {"x": x}, x < 5))
-    (20.0, 10.0)
-"""
+# Notes:
+#
+# :func:`sharded_chunked_sum` turns a per-chunk function ``chunk_fn(params, batch, mask) ->
+# scalar`` into ``f(params, data, mask) -> scalar``: the sum of ``chunk_fn`` over every chunk of
+# ``data`` (any pytree of arrays whose leading axis is the row axis, sharded on the 1-D mesh axis
+# ``"data"``), each device scanning its own chunks and the per-device sums meeting in one
+# ``psum``. The gradient in ``params`` is computed in the same single pass (a ``jax.custom_vjp``:
+# each chunk's forward and backward run back to back and only the running value and gradient are
+# carried), so memory holds one chunk's activations whatever the number of rows, and no forward
+# pass is recomputed (``jax.checkpoint`` would: 1.35x slower for an MLP). With one chunk per
+# device there is no loop at all (a loop body's convolution gradients are slow on XLA:CPU,
+# jax-ml/jax#12868).
+#
+# Vectorized chains (a ``jax.vmap`` over ``params``) of a network with a convolution run one
+# chain after another (``chain_batching``, :func:`sequential`): vmapped over its kernel, a
+# convolution becomes a grouped one, 9.5x three one-chain ResNet-20 gradients on an H200.
+#
+# Both :func:`bnn_ppl.inference.full_batch_potential` (a ``BNN``) and
+# :func:`bnn_ppl.inference.model_potential` (any NumPyro model) are built on it.
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,6 +35,7 @@ from bnn_ppl import config, validation
 from bnn_ppl.types import Array, PyTree
 
 __all__ = [
+    "ShardedData",
     "CHAIN_BATCHING",
     "DATA_AXIS",
     "DEFAULT_MAX_CHUNK",
@@ -58,6 +50,19 @@ __all__ = [
 DATA_AXIS = "data"
 CHAIN_BATCHING = config.CHAIN_BATCHING
 DEFAULT_MAX_CHUNK = 1024
+
+
+
+class ShardedData(NamedTuple):
+    """Padded data, sharded on the batch axis over the mesh.
+
+    ``mask[i]`` is False for padding rows. All three arrays have ``num_devices * num_chunks *
+    chunk_size`` rows.
+    """
+
+    x: Array
+    y: Array
+    mask: Array
 
 
 def device_rows(n: int, num_devices: int, chunk_size: int | None) -> tuple[int, int]:
@@ -204,6 +209,16 @@ def sharded_chunked_sum(
     With ``num_chunks > 1``, or on the sequential path, ``f`` is differentiable in ``params``
     only (differentiating in ``data`` raises ``NotImplementedError``); otherwise it is
     ordinary autodiff.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, numpy as np
+        >>> from jax.sharding import Mesh
+        >>> mesh = Mesh(np.asarray(jax.devices()[:1]), (DATA_AXIS,))
+        >>> f = sharded_chunked_sum(lambda w, b, m: jnp.sum(jnp.where(m, w * b["x"], 0.0)),
+        ...                         mesh, num_chunks=3)
+        >>> x = jnp.arange(6.0)
+        >>> float(f(2.0, {"x": x}, x < 5)), float(jax.grad(f)(2.0, {"x": x}, x < 5))
+        (20.0, 10.0)
     """
     acc = jnp.dtype(dtype)
     validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)

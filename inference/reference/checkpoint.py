@@ -1,76 +1,39 @@
-"""Reference runs that survive a kill: ``reference_hmc(..., checkpoint_dir=...)``.
+"""Reference runs that survive a kill: ``reference_hmc(..., checkpoint_dir=...)``."""
 
-A reference run (:func:`~bnn_ppl.inference.reference_hmc`) is open-ended: it samples segments
-of ``segment_draws`` draws until its stopping rule is met or its budget ends, so it cannot use
-:func:`~bnn_ppl.inference.checkpoint.segments.run_segments`, which runs a fixed number of draws.
-:class:`CheckpointedChains` moves its chains through the same
-:class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` (verified, locked, atomic files;
-no pickle) instead:
-
-* **Warmup** runs apart from the first segment (one more compilation than in memory) and its
-  final state is committed as segment 0, with its wall time. Warmup is one unit: a kill during
-  warmup, or a ``max_seconds`` that ends it early (the run then returns what it has, as in
-  memory), commits nothing, and the next call redoes warmup.
-* **Every segment**'s draws, extra fields, the kernel's summary of its last state (step size,
-  trajectory length or tempering ladder and swap rates) and wall time, and the chains' state
-  after it, are committed when it ends; the next segment continues from the
-  state *read back from disk* (:func:`~bnn_ppl.inference.checkpoint.segments.state_from_arrays`), so an
-  uninterrupted run and one resumed after any segment run the same program on the same bits.
-* **A rerun** replays the committed segments, in order, through the stopping rule (the
-  checks are made on the stored draws, so ``x_test`` and the quantity may change; a check
-  already made on the same values under the same rule is read back from ``checks.json``
-  instead of recomputed, :mod:`bnn_ppl.inference.reference.check_cache`), and
-  continues from the last committed state when the rule asks for more draws. A run stopped by
-  its budget therefore continues when called again with a larger ``max_draws`` or
-  ``max_seconds`` (a segment cut short by the old ``max_draws`` stays short: the draws are the
-  same, only the checks fall elsewhere); a finished run called again is only read back; a rerun
-  with a smaller budget or looser thresholds stops at the first committed check that meets it.
-* **Time.** A check's ``seconds`` is the wall time committed so far: warmup's and every
-  segment's, each measured from the previous commit (the function values and checks between
-  segments included). Time lost to a kill is not counted, nor the time a rerun spends reading
-  back and replaying the committed segments (the first new segment's time is measured from the
-  last replayed one), and decisions on ``max_seconds`` replay the same way.
-* **The fingerprint** (:func:`reference_fingerprint`, in ``run.json``) holds what determines
-  the draws: the data, the seed, the model's computation and every setting but the budget and
-  the stopping rule (:data:`NOT_FINGERPRINTED`); the tempering settings only when
-  ``num_temperatures >= 2`` (without tempering they determine nothing, and a folder written
-  before they existed resumes), the optimised starts' (:data:`INIT_FIELDS`) only when
-  ``init_steps`` > 0, likewise. A changed one is refused, naming the field. The starts'
-  figures (potential before and after the optimisation) are committed with warmup and read
-  back with it.
-
-Example:
-    >>> import jax, numpy as np, tempfile, warnings
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.inference import reference_hmc
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> folder = tempfile.mkdtemp()
-    >>> settings = dict(x_test=x[:3], rng_key=jax.random.key(0), num_warmup=20, segment_draws=5)
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("ignore")  # (not converged after so few draws)
-    ...     short = reference_hmc(model, (x, x[:, 0]), max_draws=5, checkpoint_dir=folder,
-    ...                           **settings)
-    ...     longer = reference_hmc(model, (x, x[:, 0]), max_draws=10, checkpoint_dir=folder,
-    ...                            **settings)
-    >>> short.draws, longer.draws, longer.resumed_after
-    (5, 10, 1)
-"""
+# Notes:
+#
+# A reference run (:func:`~bnn_ppl.inference.reference_hmc`) is open-ended: it samples segments
+# of ``segment_draws`` draws until its stopping rule is met or its budget ends, so it cannot use
+# :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`, which runs a fixed number of draws.
+# :class:`CheckpointedChains` moves its chains through the same
+# :class:`~bnn_ppl.inference.checkpoint.store.CheckpointStore` (verified, locked, atomic files;
+# no pickle) instead:
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
+from bnn_ppl import io
 from bnn_ppl.config import ReferenceHMCConfig
-from bnn_ppl.inference.checkpoint.fingerprint import recorded_chunk, resume_chunk, run_fingerprint
 from bnn_ppl.inference.checkpoint.segments import state_arrays, state_from_arrays
-from bnn_ppl.inference.checkpoint.store import CheckpointError, CheckpointStore
+from bnn_ppl.inference.checkpoint.store import (
+    CheckpointError,
+    CheckpointStore,
+    array_digest,
+    record_checksum,
+    recorded_chunk,
+    resume_chunk,
+    run_fingerprint,
+)
 from bnn_ppl.inference.mcmc.checks import as_key
 from bnn_ppl.inference.reference.chains import (
     Chains,
@@ -81,18 +44,25 @@ from bnn_ppl.inference.reference.chains import (
     rule_check,
     rule_settings,
     segment_arrays_of,
+    starts_from_arrays,
     warm_up,
 )
-from bnn_ppl.inference.reference.check_cache import CheckCache
 from bnn_ppl.inference.reference.kernels import TEMPERING_FIELDS, chain_kernel
-from bnn_ppl.inference.reference.starts import starts_from_arrays
 from bnn_ppl.model import BNN
 
-__all__ = ["INIT_FIELDS", "NOT_FINGERPRINTED", "CheckpointedChains", "reference_fingerprint"]
+__all__ = [
+    "INIT_FIELDS",
+    "NOT_FINGERPRINTED",
+    "CheckpointedChains",
+    "reference_fingerprint",
+    "FILE",
+    "CheckCache",
+    "CheckCacheWarning",
+]
 
 INIT_FIELDS = ("init_steps", "init_learning_rate")
 """The :class:`~bnn_ppl.config.ReferenceHMCConfig` fields of the optimised starts
-(:mod:`~bnn_ppl.inference.reference.starts`): fingerprinted only when ``init_steps`` > 0, so a
+(:mod:`~bnn_ppl.inference.reference.chains`): fingerprinted only when ``init_steps`` > 0, so a
 folder written before they existed resumes."""
 
 NOT_FINGERPRINTED = ("max_draws", "max_seconds", "max_rhat", "min_share", "min_ess", "quantity",
@@ -105,11 +75,31 @@ def reference_fingerprint(
     c: ReferenceHMCConfig, x: Any, y: Any, rng_key: Any, potential_fn: Any, init: Any,
     memory_chunk: int | None = None, devices: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """:func:`~bnn_ppl.inference.checkpoint.fingerprint.run_fingerprint` of a reference run: ``c``'s
+    """:func:`~bnn_ppl.inference.checkpoint.store.run_fingerprint` of a reference run: ``c``'s
     fields but :data:`NOT_FINGERPRINTED` (and the tempering fields without tempering), the
     training data, the key, the potential at the first chain's initial parameters (``init``:
     as :meth:`~bnn_ppl.inference.reference.kernels.ChainKernel.init_params` drew them) and the
-    chunk a memory rule chose (``memory_chunk``)."""
+    chunk a memory rule chose (``memory_chunk``).
+
+    Example:
+        >>> import jax, numpy as np, tempfile, warnings
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.inference import reference_hmc
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
+        >>> folder = tempfile.mkdtemp()
+        >>> settings = dict(x_test=x[:3], rng_key=jax.random.key(0), num_warmup=20, segment_draws=5)
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")  # (not converged after so few draws)
+        ...     short = reference_hmc(model, (x, x[:, 0]), max_draws=5, checkpoint_dir=folder,
+        ...                           **settings)
+        ...     longer = reference_hmc(model, (x, x[:, 0]), max_draws=10, checkpoint_dir=folder,
+        ...                            **settings)
+        >>> short.draws, longer.draws, longer.resumed_after
+        (5, 10, 1)
+    """
     unused = (*(() if c.tempering else TEMPERING_FIELDS),
               *(() if c.init_steps else INIT_FIELDS))  # fmt: skip
     fields = {k: v for k, v in c.to_dict().items() if k not in (*NOT_FINGERPRINTED, *unused)}
@@ -155,7 +145,7 @@ class CheckpointedChains(Chains):
 
     def check(self, values: list[np.ndarray], first: int) -> dict[str, Any]:
         """:meth:`Chains.check`, read back from ``checks.json`` when a previous call on this
-        folder made the same check (:mod:`bnn_ppl.inference.reference.check_cache`)."""
+        folder made the same check (:mod:`bnn_ppl.inference.reference.checkpoint`)."""
         if self._checks is None:
             raise RuntimeError("use CheckpointedChains inside `with chains:` (it holds the lock).")
         c = self.c
@@ -220,3 +210,114 @@ class CheckpointedChains(Chains):
             self._state = self._read_state()
         self._seconds += float(arrays["time/seconds"])
         return as_segment(arrays, self._seconds)
+
+
+# -------------------- check_cache
+# The convergence checks of a checkpointed reference run, kept so that a rerun does not redo them.
+#
+# A rerun of :func:`~bnn_ppl.inference.reference_hmc` with a ``checkpoint_dir`` replays every
+# committed segment through the stopping rule (:mod:`bnn_ppl.inference.reference.checkpoint`).
+# The rule's rank-normalised R-hat and bulk ESS over all draws so far are the expensive part:
+# on digits (3,600 probabilities, 4 chains) one check at 4,500 draws per chain takes ~40 s on
+# 2 cores, so replaying a 45-segment run cost more than 15 minutes before its first new draw.
+# :class:`CheckCache` keeps each check's figures in ``checks.json`` beside the segments and hands
+# them back when the same check comes again.
+#
+# **What makes two checks the same** is not a list of settings but the values checked: the key of
+# the check after segment *k* chains the SHA-256 of every segment's checked values (shape, dtype
+# and bytes) up to *k* with the rule (``max_rhat``, ``min_share``, ``min_ess``) and the number of
+# draws each chain leaves out (``burn_in``). Anything that changes the values - other test
+# inputs, another quantity, another chunk size, a library change in the predictions - gives
+# another key, so a stale figure cannot be returned; a rerun with other test inputs simply adds
+# its own entries. The file is written atomically after each new check, with a checksum: a
+# damaged or foreign file is not trusted (a :class:`CheckCacheWarning` says so) and the checks
+# are recomputed and the file rewritten.
+
+FILE = "checks.json"
+FORMAT = 1
+
+
+class CheckCacheWarning(UserWarning):
+    """``checks.json`` could not be trusted: its checks are recomputed and the file rewritten."""
+
+
+class CheckCache:
+    """The checks kept in ``folder/checks.json`` (see the module doc).
+
+    :meth:`check` is called once per segment, in order, with the checked values of every
+    segment so far; it hashes the newest one into the running key.
+
+    Example:
+        >>> import numpy as np, tempfile
+        >>> from bnn_ppl.inference.reference.stopping import check_convergence
+        >>> folder = tempfile.mkdtemp()
+        >>> values = np.random.default_rng(0).normal(size=(4, 100, 3))
+        >>> calls = []
+        >>> def compute(a, first):
+        ...     calls.append(first)
+        ...     return check_convergence(a[:, first:])
+        >>> cache = CheckCache(folder)
+        >>> figures = cache.check([values], 0, {"max_rhat": 1.01}, compute)
+        >>> again = CheckCache(folder).check([values], 0, {"max_rhat": 1.01}, compute)
+        >>> again == figures, calls       # the second check was read back, not recomputed
+        (True, [0])
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        self.path = os.path.join(os.fspath(folder), FILE)
+        self._running = hashlib.sha256(b"bnn_ppl reference checks").digest()
+        self._segments = 0  # segments hashed into the running key
+        self.checks: dict[str, dict[str, Any]] = self._load()
+        self.hits = 0  # checks read back rather than computed (for tests and logs)
+
+    def _load(self) -> dict[str, dict[str, Any]]:
+        if not os.path.exists(self.path):
+            return {}
+        try:
+            body = io.read_json(self.path)
+            ok = (isinstance(body, dict) and body.get("format") == FORMAT
+                  and isinstance(body.get("checks"), dict)
+                  and body.get("checksum") == record_checksum(body))  # fmt: skip
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            warnings.warn(
+                CheckCacheWarning(
+                    f"{self.path} is damaged or was not written by this version of bnn_ppl "
+                    "(format or checksum); its checks are recomputed and the file rewritten."
+                ),
+                stacklevel=3,
+            )
+            return {}
+        return dict(body["checks"])
+
+    def check(
+        self,
+        values: list[np.ndarray],
+        first: int,
+        rule: Mapping[str, Any],
+        compute: Callable[[np.ndarray, int], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """The figures of the check on ``values`` (one ``(chains, draws, ...)`` array per
+        segment so far) with each chain's first ``first`` draws left out under ``rule``:
+        read back when this check was made before, else ``compute(joined, first)``, kept."""
+        if len(values) < self._segments:
+            raise ValueError(
+                f"values lists {len(values)} segments but {self._segments} were checked before: "
+                "call check once per segment, in order, with every segment so far."
+            )
+        while self._segments < len(values):  # the segments not yet in the running key
+            h = hashlib.sha256(self._running)
+            h.update(bytes.fromhex(array_digest(values[self._segments])))
+            self._running, self._segments = h.digest(), self._segments + 1
+        key = hashlib.sha256(
+            self._running + json.dumps({**rule, "first": first}, sort_keys=True).encode()
+        ).hexdigest()
+        if key in self.checks:
+            self.hits += 1
+            return dict(self.checks[key])
+        figures = compute(np.concatenate(values, axis=1), first)
+        self.checks[key] = dict(figures)
+        body = {"format": FORMAT, "checks": self.checks}
+        io.write_json(self.path, {**body, "checksum": record_checksum(body)})
+        return figures

@@ -1,39 +1,28 @@
-"""What moves a reference run's chains: plain HMC, or parallel tempering.
+"""What moves a reference run's chains: plain HMC, or parallel tempering."""
 
-:func:`~bnn_ppl.inference.reference_hmc` decides when to stop and
-:mod:`~bnn_ppl.inference.reference.chains` warms the chains up, samples them in segments and
-(:mod:`~bnn_ppl.inference.reference.checkpoint`) commits and replays them, the same for every
-kernel. What differs between kernels is here, behind one interface, :class:`ChainKernel`:
-
-* ``build`` - the NumPyro ``MCMCKernel`` on the run's potential;
-* ``init_params`` - the chains' starts: independent prior draws, one per chain
-  (:class:`HMCChains`) or one per rung of every chain's ladder (:class:`TemperingChains`);
-  ``first_params`` is one of them (what the checkpoint's fingerprint traces);
-* ``extra_fields`` - what ``MCMC`` collects per draw (``potential_energy`` at least: the
-  chains' ``lp`` levels);
-* ``summary`` - what a segment keeps of the chains' last state, ``(chains, ...)`` arrays
-  (committed with its draws by a checkpointed run): ``step_size``, the final step size per
-  chain that :func:`~bnn_ppl.diagnostics.chain_health.check_chains` reads, and the kernel's own figures;
-* ``gradients`` - the gradient evaluations a segment took;
-* ``record`` and ``problem`` - the kernel's figures in ``config["convergence"]``, and what the
-  not-converged warning should add; ``after_first_segment`` - warnings once sampling began.
-
-:func:`chain_kernel` picks the kernel from a :class:`~bnn_ppl.config.ReferenceHMCConfig`
-(``num_temperatures`` >= 2: tempering).
-
-Example:
-    >>> from bnn_ppl.config import ReferenceHMCConfig
-    >>> import numpy as np
-    >>> chain_kernel(ReferenceHMCConfig()).name
-    'HMC'
-    >>> k = chain_kernel(ReferenceHMCConfig(num_chains=2, num_temperatures=3))
-    >>> k.name
-    'ParallelTempering'
-    >>> summary = {"betas": np.array([[1.0, 0.1, 0.01], [1.0, 0.2, 0.01]]),
-    ...            "swap_rate": np.array([[0.0, 0.4], [0.003, 0.5]])}
-    >>> k.record(summary)["tempering"]["stalled"]
-    'rungs 0-1 in chain(s) 0, 1 (beta 1 -> 0.1-0.2, swap rate <= 0.003)'
-"""
+# Notes:
+#
+# :func:`~bnn_ppl.inference.reference_hmc` decides when to stop and
+# :mod:`~bnn_ppl.inference.reference.chains` warms the chains up, samples them in segments and
+# (:mod:`~bnn_ppl.inference.reference.checkpoint`) commits and replays them, the same for every
+# kernel. What differs between kernels is here, behind one interface, :class:`ChainKernel`:
+#
+# * ``build`` - the NumPyro ``MCMCKernel`` on the run's potential;
+# * ``init_params`` - the chains' starts: independent prior draws, one per chain
+#   (:class:`HMCChains`) or one per rung of every chain's ladder (:class:`TemperingChains`);
+#   ``first_params`` is one of them (what the checkpoint's fingerprint traces);
+# * ``extra_fields`` - what ``MCMC`` collects per draw (``potential_energy`` at least: the
+#   chains' ``lp`` levels);
+# * ``summary`` - what a segment keeps of the chains' last state, ``(chains, ...)`` arrays
+#   (committed with its draws by a checkpointed run): ``step_size``, the final step size per
+#   chain that :func:`~bnn_ppl.diagnostics.chain_health.check_chains` reads, and the kernel's own
+# figures;
+# * ``gradients`` - the gradient evaluations a segment took;
+# * ``record`` and ``problem`` - the kernel's figures in ``config["convergence"]``, and what the
+#   not-converged warning should add; ``after_first_segment`` - warnings once sampling began.
+#
+# :func:`chain_kernel` picks the kernel from a :class:`~bnn_ppl.config.ReferenceHMCConfig`
+# (``num_temperatures`` >= 2: tempering).
 
 from __future__ import annotations
 
@@ -46,8 +35,9 @@ from numpyro.infer.mcmc import MCMCKernel
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.diagnostics.chain_health import final_step_size
 from bnn_ppl.inference.mcmc.checks import warn_if_shortened
-from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, _hmc_kwargs
+from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, HMC, hmc_kwargs
 from bnn_ppl.inference.potential.bnn import FullBatchPotential
+from bnn_ppl.inference.reference.tempering import ParallelTempering
 from bnn_ppl.model import BNN
 
 __all__ = [
@@ -113,7 +103,7 @@ class HMCChains(ChainKernel):
 
     def build(self, model: BNN, x: Any, pot: FullBatchPotential) -> MCMCKernel:
         c = self.c
-        kwargs = _hmc_kwargs(
+        kwargs = hmc_kwargs(
             model, x, c.trajectory_length, c.step_size, True, c.mass_matrix != "identity",
             c.target_accept_prob, c.max_num_steps, c.mass_matrix == "dense",
         )  # fmt: skip
@@ -145,8 +135,6 @@ class TemperingChains(ChainKernel):
     name = "ParallelTempering"
 
     def build(self, model: BNN, x: Any, pot: FullBatchPotential) -> MCMCKernel:
-        from bnn_ppl.inference.reference.tempering import ParallelTempering
-
         c = self.c
         return ParallelTempering(
             pot, num_temperatures=c.num_temperatures, min_beta=c.min_beta,
@@ -219,5 +207,19 @@ def _stalled_pair(k: int, betas: np.ndarray, rates: np.ndarray) -> str:
 
 
 def chain_kernel(c: ReferenceHMCConfig) -> ChainKernel:
-    """:class:`TemperingChains` when ``c.num_temperatures >= 2``, else :class:`HMCChains`."""
+    """:class:`TemperingChains` when ``c.num_temperatures >= 2``, else :class:`HMCChains`.
+
+    Example:
+        >>> from bnn_ppl.config import ReferenceHMCConfig
+        >>> import numpy as np
+        >>> chain_kernel(ReferenceHMCConfig()).name
+        'HMC'
+        >>> k = chain_kernel(ReferenceHMCConfig(num_chains=2, num_temperatures=3))
+        >>> k.name
+        'ParallelTempering'
+        >>> summary = {"betas": np.array([[1.0, 0.1, 0.01], [1.0, 0.2, 0.01]]),
+        ...            "swap_rate": np.array([[0.0, 0.4], [0.003, 0.5]])}
+        >>> k.record(summary)["tempering"]["stalled"]
+        'rungs 0-1 in chain(s) 0, 1 (beta 1 -> 0.1-0.2, swap rate <= 0.003)'
+    """
     return TemperingChains(c) if c.tempering else HMCChains(c)

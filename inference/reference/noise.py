@@ -1,33 +1,22 @@
-"""A fixed noise sd for a regression reference, chosen from the training rows alone.
+"""A fixed noise sd for a regression reference, chosen from the training rows alone."""
 
-A reference run with the Gaussian noise sd *learned* (a HalfNormal prior) does not converge on
-the UCI sets: the chains settle at different noise scales (README, "Reference posteriors"). With
-the noise *fixed* they mix, but the value is then part of the model and must be chosen before
-the run, from the training rows only. The first rule used, the noise sd of a MAP fit of the
-learned-noise model on all training rows, is the *training* residual: where an MLP(50) fits the
-training rows far more closely than it predicts new ones it is far too small (boston split 0:
-0.064 against a held-out error of 0.42, standardised), and a likelihood that sharp has modes HMC
-does not cross.
-
-:func:`heldout_noise` takes the error on rows the fit did not see: ``folds``-fold
-cross-validation on the training rows, a MAP fit (:func:`~bnn_ppl.inference.map_estimate`) of
-``model`` on each fold's complement, and the root mean squared error of its predictive mean on
-the fold, pooled over every training row. ``noise`` is that RMSE to one significant figure
-(the round value the run's command and file name carry). It is a point fit's error, so it is
-larger than a converged posterior's; what it is not is the training residual.
-
-Example:
-    >>> import numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(200, 2)).astype(np.float32)
-    >>> y = (x @ np.array([1.0, -2.0]) + 0.3 * rng.normal(size=200)).astype(np.float32)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian())
-    >>> choice = heldout_noise(model, x, y, folds=4, num_steps=500, learning_rate=0.05)
-    >>> choice.noise, len(choice.fold_rmse)
-    (0.3, 4)
-"""
+# Notes:
+#
+# A reference run with the Gaussian noise sd *learned* (a HalfNormal prior) does not converge on
+# the UCI sets: the chains settle at different noise scales (README, "Reference posteriors"). With
+# the noise *fixed* they mix, but the value is then part of the model and must be chosen before
+# the run, from the training rows only. The first rule used, the noise sd of a MAP fit of the
+# learned-noise model on all training rows, is the *training* residual: where an MLP(50) fits the
+# training rows far more closely than it predicts new ones it is far too small (boston split 0:
+# 0.064 against a held-out error of 0.42, standardised), and a likelihood that sharp has modes HMC
+# does not cross.
+#
+# :func:`heldout_noise` takes the error on rows the fit did not see: ``folds``-fold
+# cross-validation on the training rows, a MAP fit (:func:`~bnn_ppl.inference.map_estimate`) of
+# ``model`` on each fold's complement, and the root mean squared error of its predictive mean on
+# the fold, pooled over every training row. ``noise`` is that RMSE to one significant figure
+# (the round value the run's command and file name carry). It is a point fit's error, so it is
+# larger than a converged posterior's; what it is not is the training residual.
 
 from __future__ import annotations
 
@@ -96,6 +85,18 @@ def heldout_noise(
         TypeError: ``model`` is not a BNN with a Gaussian likelihood; a bad ``rng_key``.
         ValueError: bad data (as ``check_data``), ``folds`` outside 2..``len(x)``,
             ``num_steps`` < 1, ``learning_rate`` <= 0. All before anything is compiled.
+
+    Example:
+        >>> import numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(200, 2)).astype(np.float32)
+        >>> y = (x @ np.array([1.0, -2.0]) + 0.3 * rng.normal(size=200)).astype(np.float32)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian())
+        >>> choice = heldout_noise(model, x, y, folds=4, num_steps=500, learning_rate=0.05)
+        >>> choice.noise, len(choice.fold_rmse)
+        (0.3, 4)
     """
     if not isinstance(model, BNN) or not isinstance(model.likelihood, Gaussian):
         raise InputTypeError(

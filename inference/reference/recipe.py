@@ -1,100 +1,84 @@
-"""Reference posteriors: HMC run until its test predictions have demonstrably converged.
+"""Reference posteriors: HMC run until its test predictions have demonstrably converged."""
 
-:func:`reference_hmc` is the recipe of issue 19, in the spirit of the HMC reference
-predictions Izmailov et al. (2021) published:
-
-* **Chains.** ``num_chains`` (default 4) chains of full-batch HMC, each started from an
-  independent draw from the prior. Prior draws are over-dispersed relative to the posterior,
-  which is what R-hat needs to be meaningful (Gelman & Rubin); starting every chain at a MAP
-  estimate plus jitter would let chains that never left one mode agree and pass.
-* **Starts far out.** On a sharp likelihood a prior draw can start so far from the posterior
-  that warmup adapts the step size and metric to where the chain is stuck, and it never
-  arrives. ``init_steps`` > 0 first moves every prior draw by that many full-batch Adam steps
-  on the run's potential (:mod:`bnn_ppl.inference.reference.starts`; each chain still starts from
-  its own draw and ends in its own basin); the potentials before and after are in the
-  record's ``"starts"``. Off by default.
-* **Kernel.** :func:`~bnn_ppl.inference.hmc` with its step size adapted in warmup (dual
-  averaging to acceptance 0.8) and a fixed trajectory length: Izmailov et al.'s
-  (π/2)·σ_prior·√T (:func:`~bnn_ppl.inference.default_trajectory_length`), a quarter period
-  of the prior with an identity mass matrix. ``mass_matrix="diagonal"`` (the default) also
-  adapts a diagonal mass matrix and keeps the trajectory a quarter period *in that metric*
-  (π/2 once it holds the posterior's variances); ``"identity"`` is Izmailov et al. exactly.
-  ``"dense"`` adapts the full covariance (NumPyro's ``dense_mass=True``): a correlated posterior
-  (an MLP on a small UCI set) needs it, where the diagonal metric leaves the step size at its
-  floor and chains stuck. ``benchmarks/reference_mass_matrix.py`` and the stored UCI references
-  measured them (README, "Reference posteriors").
-  ``num_temperatures=K`` (K >= 2) moves each chain by parallel tempering instead
-  (:class:`~bnn_ppl.inference.ParallelTempering`: a ladder of K likelihood temperatures,
-  ``leapfrog_steps`` per sweep, swaps between neighbours; the chain is its ``β = 1`` rung), for
-  posteriors whose modes an HMC chain cannot cross; everything below is the same, and the
-  record's ``"tempering"`` holds each chain's final ladder, the swap rate of every neighbour
-  pair and the pairs that stall (:mod:`bnn_ppl.inference.reference.kernels`).
-* **Stopping rule.** After warmup the chains are sampled in segments of ``segment_draws``
-  draws (NumPyro's ``MCMC`` continued from its ``last_state``: nothing is re-adapted). After
-  every segment the checked quantity (:mod:`bnn_ppl.diagnostics.function_values`: by default every
-  softmax probability, or the predictive mean, at ``x_test``) is evaluated for the new draws,
-  and the rank-normalised split R-hat and bulk ESS (Vehtari et al. 2021, through ArviZ) of all
-  draws so far are computed for each test quantity. The run has converged when at least
-  ``min_share`` (0.99) of them have R-hat <= ``max_rhat`` (1.01) *and* at least ``min_share``
-  have bulk ESS >= ``min_ess`` (400). Quantities that take one value in every draw of every
-  chain (a probability that is exactly 0 or 1 in float32) have no R-hat; they are counted as
-  converged and reported (``constant``; :mod:`bnn_ppl.inference.reference.stopping`). Otherwise
-  sampling continues until the budget ends: ``max_draws`` draws per chain, or ``max_seconds``
-  of wall time (compilation included). The time is checked between segments: the run stops
-  before a segment that, at the previous segment's pace, would end past ``max_seconds``
-  (:func:`~bnn_ppl.inference.reference.chains.segment_fits`). With a ``max_seconds`` warmup
-  also runs in segments of ``segment_draws`` iterations, checked the same way
-  (:mod:`bnn_ppl.inference.reference.chains`: the same adaptation, bit for bit). So a run
-  stays within its budget unless a segment takes longer than the one before it, or the first
-  sampling segment (which always follows a finished warmup) does not fit. A budget that ends
-  during warmup stops the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done`` of
-  ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
-* **Chains that do not move.** After every segment each chain is checked
-  (:func:`bnn_ppl.diagnostics.chain_health.check_chains`, on the latest segment joined with
-  earlier ones up to at least 20 draws per chain, so short segments are judged too): frozen,
-  stuck on repeated draws, or *crawling* (a step size orders of magnitude below the other chains', or moves per draw a negligible
-  fraction of theirs, though it "accepts" every proposal). The step size is fixed after warmup,
-  so more draws cannot mend such a chain: the run stops (``"chains_not_moving"``), not
-  converged, and the record and the warning name the chain.
-* **Memory.** Every draw and the checked quantity stay in memory (``chains x draws x n x K``
-  float32 probabilities: 576 MB for 4 chains x 10,000 draws on digits' 360 test rows).
-* **Checkpoints.** With a ``checkpoint_dir`` the state after warmup and every segment's draws
-  and state are committed there, and the same call again (after a kill, or with a larger
-  budget) replays the committed segments through the stopping rule and continues from the
-  last state read back: the draws of an uninterrupted run, bit for bit
-  (:mod:`bnn_ppl.inference.reference.checkpoint`).
-* **Honesty.** The result (:class:`ReferenceRun`) carries every check's figures and says why
-  it stopped; a run that did not converge has ``converged=False`` and raises a
-  :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence
-  it did not reach. The record also holds each chain's health (``chain_health``) and its
-  log-posterior level (:func:`bnn_ppl.diagnostics.chain_levels.chain_levels`: mean ``lp``, its gap below
-  the best chain and its drift between the halves of the draws), and the warning names chains
-  that sit apart or still drift (chains tens of nats apart are in different modes or not yet
-  in the typical set: more draws alone will not converge them). Mixing chains stopped by the
-  budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.reference.projection`); every
-  run lists the values that fail the rule, worst first, with the chain furthest from the
-  others on each (``"laggards"``, the first :data:`~bnn_ppl.diagnostics.slow_values.LISTED`, and
-  ``"laggards_count"``; :mod:`bnn_ppl.diagnostics.slow_values`), and the warning says it in a sentence.
-
-Example:
-    >>> import warnings
-    >>> import jax, numpy as np
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import reference_hmc, ReferenceNotConvergedWarning
-    >>> rng = np.random.default_rng(0)
-    >>> x = rng.normal(size=(30, 2)).astype(np.float32)
-    >>> y = (x @ np.array([0.8, -0.5]) + 0.5 * rng.normal(size=30)).astype(np.float32)
-    >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    >>> with warnings.catch_warnings():
-    ...     warnings.simplefilter("error", ReferenceNotConvergedWarning)
-    ...     run = reference_hmc(model, (x, y), x_test=x[:5], rng_key=jax.random.key(0),
-    ...                         num_warmup=200, segment_draws=200)
-    >>> run.converged, run.stop_reason, run.posterior.num_chains
-    (True, 'converged', 4)
-    >>> run.checks[-1].share_rhat_ok >= 0.99 and run.checks[-1].ess_bulk_min >= 400
-    True
-"""
+# Notes:
+#
+# * **Chains.** ``num_chains`` (default 4) chains of full-batch HMC, each started from an
+#   independent draw from the prior. Prior draws are over-dispersed relative to the posterior,
+#   which is what R-hat needs to be meaningful (Gelman & Rubin); starting every chain at a MAP
+#   estimate plus jitter would let chains that never left one mode agree and pass.
+# * **Starts far out.** On a sharp likelihood a prior draw can start so far from the posterior
+#   that warmup adapts the step size and metric to where the chain is stuck, and it never
+#   arrives. ``init_steps`` > 0 first moves every prior draw by that many full-batch Adam steps
+#   on the run's potential (:mod:`bnn_ppl.inference.reference.chains`; each chain still starts from
+#   its own draw and ends in its own basin); the potentials before and after are in the
+#   record's ``"starts"``. Off by default.
+# * **Kernel.** :func:`~bnn_ppl.inference.hmc` with its step size adapted in warmup (dual
+#   averaging to acceptance 0.8) and a fixed trajectory length: Izmailov et al.'s
+#   (π/2)·σ_prior·√T (:func:`~bnn_ppl.inference.default_trajectory_length`), a quarter period
+#   of the prior with an identity mass matrix. ``mass_matrix="diagonal"`` (the default) also
+#   adapts a diagonal mass matrix and keeps the trajectory a quarter period *in that metric*
+#   (π/2 once it holds the posterior's variances); ``"identity"`` is Izmailov et al. exactly.
+#   ``"dense"`` adapts the full covariance (NumPyro's ``dense_mass=True``): a correlated posterior
+#   (an MLP on a small UCI set) needs it, where the diagonal metric leaves the step size at its
+#   floor and chains stuck. ``benchmarks/reference_mass_matrix.py`` and the stored UCI references
+#   measured them (README, "Reference posteriors").
+#   ``num_temperatures=K`` (K >= 2) moves each chain by parallel tempering instead
+#   (:class:`~bnn_ppl.inference.ParallelTempering`: a ladder of K likelihood temperatures,
+#   ``leapfrog_steps`` per sweep, swaps between neighbours; the chain is its ``β = 1`` rung), for
+#   posteriors whose modes an HMC chain cannot cross; everything below is the same, and the
+#   record's ``"tempering"`` holds each chain's final ladder, the swap rate of every neighbour
+#   pair and the pairs that stall (:mod:`bnn_ppl.inference.reference.kernels`).
+# * **Stopping rule.** After warmup the chains are sampled in segments of ``segment_draws``
+#   draws (NumPyro's ``MCMC`` continued from its ``last_state``: nothing is re-adapted). After
+#   every segment the checked quantity (:mod:`bnn_ppl.diagnostics.function_values`: by default every
+#   softmax probability, or the predictive mean, at ``x_test``) is evaluated for the new draws,
+#   and the rank-normalised split R-hat and bulk ESS (Vehtari et al. 2021, through ArviZ) of all
+#   draws so far are computed for each test quantity. The run has converged when at least
+#   ``min_share`` (0.99) of them have R-hat <= ``max_rhat`` (1.01) *and* at least ``min_share``
+#   have bulk ESS >= ``min_ess`` (400). Quantities that take one value in every draw of every
+#   chain (a probability that is exactly 0 or 1 in float32) have no R-hat; they are counted as
+#   converged and reported (``constant``; :mod:`bnn_ppl.inference.reference.stopping`). Otherwise
+#   sampling continues until the budget ends: ``max_draws`` draws per chain, or ``max_seconds``
+#   of wall time (compilation included). The time is checked between segments: the run stops
+#   before a segment that, at the previous segment's pace, would end past ``max_seconds``
+#   (:func:`~bnn_ppl.inference.reference.chains.segment_fits`). With a ``max_seconds`` warmup
+#   also runs in segments of ``segment_draws`` iterations, checked the same way
+#   (:mod:`bnn_ppl.inference.reference.chains`: the same adaptation, bit for bit). So a run
+#   stays within its budget unless a segment takes longer than the one before it, or the first
+#   sampling segment (which always follows a finished warmup) does not fit. A budget that ends
+#   during warmup stops the run there, with no draw sampled: ``warmup_cut_short``, ``warmup_done``
+# of
+#   ``num_warmup``, never converged (its draws are warmup's last segment, for a look).
+# * **Chains that do not move.** After every segment each chain is checked
+#   (:func:`bnn_ppl.diagnostics.chain_health.check_chains`, on the latest segment joined with
+#   earlier ones up to at least 20 draws per chain, so short segments are judged too): frozen,
+#   stuck on repeated draws, or *crawling* (a step size orders of magnitude below the other
+#   chains', or moves per draw a negligible fraction of theirs, though it "accepts" every
+#   proposal). The step size is fixed after warmup, so more draws cannot mend such a chain: the
+#   run stops (``"chains_not_moving"``), not
+#   converged, and the record and the warning name the chain.
+# * **Memory.** Every draw and the checked quantity stay in memory (``chains x draws x n x K``
+#   float32 probabilities: 576 MB for 4 chains x 10,000 draws on digits' 360 test rows).
+# * **Checkpoints.** With a ``checkpoint_dir`` the state after warmup and every segment's draws
+#   and state are committed there, and the same call again (after a kill, or with a larger
+#   budget) replays the committed segments through the stopping rule and continues from the
+#   last state read back: the draws of an uninterrupted run, bit for bit
+#   (:mod:`bnn_ppl.inference.reference.checkpoint`).
+# * **Honesty.** The result (:class:`ReferenceRun`) carries every check's figures and says why
+#   it stopped; a run that did not converge has ``converged=False`` and raises a
+#   :class:`ReferenceNotConvergedWarning` with its last figures. It never reports convergence
+#   it did not reach. The record also holds each chain's health (``chain_health``) and its
+#   log-posterior level (:func:`bnn_ppl.diagnostics.chain_levels.chain_levels`: mean ``lp``, its
+# gap below
+#   the best chain and its drift between the halves of the draws), and the warning names chains
+#   that sit apart or still drift (chains tens of nats apart are in different modes or not yet
+#   in the typical set: more draws alone will not converge them). Mixing chains stopped by the
+#   budget say how far they are: ``"projection"`` (:mod:`bnn_ppl.inference.reference.stopping`);
+# every
+#   run lists the values that fail the rule, worst first, with the chain furthest from the
+#   others on each (``"laggards"``, the first :data:`~bnn_ppl.diagnostics.slow_values.LISTED`, and
+#   ``"laggards_count"``; :mod:`bnn_ppl.diagnostics.slow_values`), and the warning says it in a
+# sentence.
 
 from __future__ import annotations
 
@@ -121,6 +105,7 @@ from bnn_ppl.diagnostics.function_values import (
 )
 from bnn_ppl.diagnostics.scale_levels import describe_scale_levels, scale_levels
 from bnn_ppl.diagnostics.slow_values import LISTED, describe_laggards, laggards
+from bnn_ppl.inference.checkpoint.fit import check_checkpoint_dir
 from bnn_ppl.inference.progress_bar import check_progress_bar, segment_bar
 from bnn_ppl.inference.reference.chains import (
     Chains,
@@ -128,9 +113,13 @@ from bnn_ppl.inference.reference.chains import (
     segment_fits,
     segment_health,
 )
-from bnn_ppl.inference.reference.messages import not_converged_message
-from bnn_ppl.inference.reference.projection import project_run
-from bnn_ppl.inference.reference.stopping import ConvergenceCheck, check_convergence
+from bnn_ppl.inference.reference.checkpoint import CheckpointedChains
+from bnn_ppl.inference.reference.stopping import (
+    ConvergenceCheck,
+    check_convergence,
+    not_converged_message,
+    project_run,
+)
 from bnn_ppl.inference.results import from_draws
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
@@ -147,7 +136,28 @@ __all__ = [
 
 
 class ReferenceNotConvergedWarning(UserWarning):
-    """A reference run whose budget ended before its stopping rule was met."""
+    """A reference run whose budget ended before its stopping rule was met.
+
+    Example:
+        >>> import warnings
+        >>> import jax, numpy as np
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import reference_hmc, ReferenceNotConvergedWarning
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.normal(size=(30, 2)).astype(np.float32)
+        >>> y = (x @ np.array([0.8, -0.5]) + 0.5 * rng.normal(size=30)).astype(np.float32)
+        >>> model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+        ...     bp.likelihoods.Gaussian(0.5))
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("error", ReferenceNotConvergedWarning)
+        ...     run = reference_hmc(model, (x, y), x_test=x[:5], rng_key=jax.random.key(0),
+        ...                         num_warmup=200, segment_draws=200)
+        >>> run.converged, run.stop_reason, run.posterior.num_chains
+        (True, 'converged', 4)
+        >>> run.checks[-1].share_rhat_ok >= 0.99 and run.checks[-1].ess_bulk_min >= 400
+        True
+    """
 
 
 class ReferenceRun(NamedTuple):
@@ -329,16 +339,12 @@ def reference_hmc(
             f"print(check.describe())), got {type(on_check).__name__}."
         )
     if checkpoint_dir is not None:
-        from bnn_ppl.inference.checkpoint.fit import check_checkpoint_dir
-
         check_checkpoint_dir(checkpoint_dir)
 
     start = time.monotonic()
     if checkpoint_dir is None:
         chains = Chains(model, x, y, c, key)
     else:
-        from bnn_ppl.inference.reference.checkpoint import CheckpointedChains
-
         chains = CheckpointedChains(model, x, y, c, key, checkpoint_dir)
     deadline = None if c.max_seconds is None else start + c.max_seconds
     parts: list[Posterior] = []

@@ -1,50 +1,33 @@
-"""Parallel tempering (replica exchange) HMC: chains that cross between modes of a BNN posterior.
+"""Parallel tempering (replica exchange) HMC: chains that cross between modes of a BNN posterior."""
 
-An HMC chain crosses a barrier of ``b`` nats with probability about ``e^-b``: on UCI yacht the
-chains of ``reference_hmc`` sit in basins hundreds of nats apart and never meet (README,
-"Reference posteriors"). :class:`ParallelTempering` runs ``K`` replicas of the parameters at
-inverse temperatures ``1 = β_0 > β_1 > ... > β_{K-1} > 0`` of the *likelihood*,
-
-    π_β(θ) ∝ prior(θ) · likelihood(θ)^β      (β = 0: the prior, which every replica can cross),
-
-each moved by HMC (a fixed number of leapfrog steps, the step size jittered by ±20 %, adapted
-per temperature by dual averaging to ``target_accept_prob`` during warmup, and a diagonal mass
-matrix per temperature estimated from the middle half of warmup), and after each sweep proposes
-to swap the states of neighbouring temperatures, accepted with probability
-``min(1, exp((β_k - β_{k+1}) (L_k - L_{k+1})))`` where ``L`` is the likelihood's part of the
-potential (``-likelihood_scale · log-likelihood``). Swaps alternate between the even and the odd
-pairs (Syed et al. 2019's non-reversible scheme, which moves a state along the ladder in ``K``
-sweeps rather than ``K²``). The swap leaves every ``π_β`` invariant, so the ``β = 1`` replica,
-which ``MCMC`` collects as ``z``, samples the model's posterior (with its own tempering, e.g. a
-cold likelihood, unchanged).
-
-The ladder ``betas`` starts geometric from 1 down to ``min_beta`` unless given, and (with
-``adapt_ladder``) is respaced every eighth of warmup's first half so that neighbours reject the
-same share of swaps (:func:`respaced_ladder`, after Syed et al.); each chain's ladder is
-``state.betas``. A pair whose swap rate (``state.swap_rate``, also an extra field) stays near 0
-after that cuts the ladder in two: the ladder needs more temperatures. The potential is our
-:class:`~bnn_ppl.inference.FullBatchPotential` (chunked and sharded as for HMC); the data
-pass as ``MCMC.run(key, *pot.args, ...)`` with ``jit_model_args=True``, and
-``chain_method="vectorized"`` runs several independent ladders.
-
-Example:
-    >>> import jax, numpy as np
-    >>> from numpyro.infer import MCMC
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.inference import full_batch_potential
-    >>> from bnn_ppl.inference.reference.tempering import ParallelTempering
-    >>> from bnn_ppl.models import MLP
-    >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
-    >>> model = bp.BNN(MLP(hidden=(), out=1), prior=bp.priors.Normal(1.0),
-    ...                likelihood=bp.likelihoods.Gaussian(scale=0.5))
-    >>> pot = full_batch_potential(model, x, 2 * x[:, 0])
-    >>> kernel = ParallelTempering(pot, num_temperatures=4, num_steps=5)
-    >>> mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False,
-    ...             jit_model_args=True)
-    >>> mcmc.run(jax.random.key(0), *pot.args)
-    >>> mcmc.get_samples()["Dense_0.kernel"].shape, kernel.betas.shape
-    ((50, 1, 1), (4,))
-"""
+# Notes:
+#
+# An HMC chain crosses a barrier of ``b`` nats with probability about ``e^-b``: on UCI yacht the
+# chains of ``reference_hmc`` sit in basins hundreds of nats apart and never meet (README,
+# "Reference posteriors"). :class:`ParallelTempering` runs ``K`` replicas of the parameters at
+# inverse temperatures ``1 = β_0 > β_1 > ... > β_{K-1} > 0`` of the *likelihood*,
+#
+#     π_β(θ) ∝ prior(θ) · likelihood(θ)^β      (β = 0: the prior, which every replica can cross),
+#
+# each moved by HMC (a fixed number of leapfrog steps, the step size jittered by ±20 %, adapted
+# per temperature by dual averaging to ``target_accept_prob`` during warmup, and a diagonal mass
+# matrix per temperature estimated from the middle half of warmup), and after each sweep proposes
+# to swap the states of neighbouring temperatures, accepted with probability
+# ``min(1, exp((β_k - β_{k+1}) (L_k - L_{k+1})))`` where ``L`` is the likelihood's part of the
+# potential (``-likelihood_scale · log-likelihood``). Swaps alternate between the even and the odd
+# pairs (Syed et al. 2019's non-reversible scheme, which moves a state along the ladder in ``K``
+# sweeps rather than ``K²``). The swap leaves every ``π_β`` invariant, so the ``β = 1`` replica,
+# which ``MCMC`` collects as ``z``, samples the model's posterior (with its own tempering, e.g. a
+# cold likelihood, unchanged).
+#
+# The ladder ``betas`` starts geometric from 1 down to ``min_beta`` unless given, and (with
+# ``adapt_ladder``) is respaced every eighth of warmup's first half so that neighbours reject the
+# same share of swaps (:func:`respaced_ladder`, after Syed et al.); each chain's ladder is
+# ``state.betas``. A pair whose swap rate (``state.swap_rate``, also an extra field) stays near 0
+# after that cuts the ladder in two: the ladder needs more temperatures. The potential is our
+# :class:`~bnn_ppl.inference.FullBatchPotential` (chunked and sharded as for HMC); the data
+# pass as ``MCMC.run(key, *pot.args, ...)`` with ``jit_model_args=True``, and
+# ``chain_method="vectorized"`` runs several independent ladders.
 
 from __future__ import annotations
 
@@ -188,6 +171,24 @@ class ParallelTempering(MCMCKernel):
         adapt_ladder: respace the ladder every eighth of warmup in its first half so that
             neighbouring temperatures reject the same share of swaps
             (:func:`respaced_ladder`); 1 and the lowest β stay.
+
+    Example:
+        >>> import jax, numpy as np
+        >>> from numpyro.infer import MCMC
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.inference import full_batch_potential
+        >>> from bnn_ppl.inference.reference.tempering import ParallelTempering
+        >>> from bnn_ppl.models import MLP
+        >>> x = np.linspace(-1, 1, 20, dtype=np.float32)[:, None]
+        >>> model = bp.BNN(MLP(hidden=(), out=1), prior=bp.priors.Normal(1.0),
+        ...                likelihood=bp.likelihoods.Gaussian(scale=0.5))
+        >>> pot = full_batch_potential(model, x, 2 * x[:, 0])
+        >>> kernel = ParallelTempering(pot, num_temperatures=4, num_steps=5)
+        >>> mcmc = MCMC(kernel, num_warmup=50, num_samples=50, progress_bar=False,
+        ...             jit_model_args=True)
+        >>> mcmc.run(jax.random.key(0), *pot.args)
+        >>> mcmc.get_samples()["Dense_0.kernel"].shape, kernel.betas.shape
+        ((50, 1, 1), (4,))
     """
 
     sample_field = "z"

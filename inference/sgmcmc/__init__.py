@@ -1,1 +1,2 @@
-"""Stochastic-gradient MCMC: SGLD, SGHMC, SGNHT and ATMC kernels, gradients, schedules, step sizes."""
+"""Stochastic-gradient MCMC: SGLD, SGHMC, SGNHT and ATMC kernels, gradients, schedules, step
+sizes."""

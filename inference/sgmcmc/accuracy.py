@@ -1,26 +1,19 @@
 """Accuracy of SG-MCMC runs: warnings for settings known to be inaccurate, and a check of
 finished runs.
-
-Settings known to be inaccurate warn at construction (:func:`warn_minibatch_settings`, called by
-each kernel's ``__init__``), and :func:`check_accuracy` reads the statistics of every sampling
-step of a finished run (:mod:`bnn_ppl.inference.sgmcmc.step_stats`: not only the kept draws, which a
-cyclical schedule takes where the step size is near zero) through the kernel's
-``accuracy_problems``: the gradient noise's share of the heat and how often the friction hit its
-cap, the mean kinetic temperature of SGHMC, SGNHT and ATMC, SGNHT's Euler bias ``hξ/2`` and
-ATMC's ``(βh)²/12``. Both warn with
-:class:`SGMCMCAccuracyWarning`. :func:`accuracy_summary` is the JSON-able record of the same
-check that :func:`~bnn_ppl.inference.fit` keeps in an SG-MCMC Posterior's
-``config["accuracy"]`` (and ``fit_run`` in ``metrics.json``'s ``summary``).
-
-Example:
-    >>> import warnings
-    >>> from bnn_ppl.inference import SGHMC
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     _ = SGHMC(potential_fn=lambda z: (z ** 2).sum(), step_size=0.1)
-    >>> caught  # full-batch gradients: nothing to warn about
-    []
 """
+
+# Notes:
+#
+# Settings known to be inaccurate warn at construction (:func:`warn_minibatch_settings`, called by
+# each kernel's ``__init__``), and :func:`check_accuracy` reads the statistics of every sampling
+# step of a finished run (:mod:`bnn_ppl.inference.sgmcmc.kernel`: not only the kept draws, which a
+# cyclical schedule takes where the step size is near zero) through the kernel's
+# ``accuracy_problems``: the gradient noise's share of the heat and how often the friction hit its
+# cap, the mean kinetic temperature of SGHMC, SGNHT and ATMC, SGNHT's Euler bias ``hξ/2`` and
+# ATMC's ``(βh)²/12``. Both warn with
+# :class:`SGMCMCAccuracyWarning`. :func:`accuracy_summary` is the JSON-able record of the same
+# check that :func:`~bnn_ppl.inference.fit` keeps in an SG-MCMC Posterior's
+# ``config["accuracy"]`` (and ``fit_run`` in ``metrics.json``'s ``summary``).
 
 from __future__ import annotations
 
@@ -28,8 +21,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from bnn_ppl.inference.sgmcmc.kernel import SGMCMCKernel
-from bnn_ppl.inference.sgmcmc.step_stats import RunStats, pool, pool_fields
+from bnn_ppl.inference.sgmcmc.kernel import RunStats, SGMCMCKernel, pool, pool_fields
 from bnn_ppl.validation import InputTypeError
 
 __all__ = [
@@ -42,7 +34,17 @@ __all__ = [
 
 
 class SGMCMCAccuracyWarning(UserWarning):
-    """An SG-MCMC run, or its settings, cannot sample the target accurately."""
+    """An SG-MCMC run, or its settings, cannot sample the target accurately.
+
+    Example:
+        >>> import warnings
+        >>> from bnn_ppl.inference import SGHMC
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     _ = SGHMC(potential_fn=lambda z: (z ** 2).sum(), step_size=0.1)
+        >>> caught  # full-batch gradients: nothing to warn about
+        []
+    """
 
 
 def warn_minibatch_settings(kernel: SGMCMCKernel, noise_estimate: bool, thermostat: bool) -> None:
@@ -86,7 +88,7 @@ def check_accuracy(mcmc: Any) -> list[str]:
     an SG-MCMC kernel shows went wrong, and return the messages.
 
     Reads the statistics of every sampling step that the last state carries
-    (:mod:`bnn_ppl.inference.sgmcmc.step_stats`; whatever was collected or thinned, every chain): the
+    (:mod:`bnn_ppl.inference.sgmcmc.kernel`; whatever was collected or thinned, every chain): the
     gradient noise's share of the heat (``info.noise_share``: above the kernel's
     ``noise_share`` the friction hit its limit; above 1 the noise is not compensated), the mean
     kinetic temperature (1 at equilibrium) and kernel-specific biases (SGNHT's ``hξ/2``,
@@ -120,7 +122,8 @@ def accuracy_summary(mcmc: Any) -> dict[str, Any]:
     Example:
         >>> import jax, jax.numpy as jnp, warnings
         >>> from numpyro.infer import MCMC
-        >>> from bnn_ppl.inference import SGNHT, accuracy_summary
+        >>> from bnn_ppl.inference import SGNHT
+        >>> from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
         >>> mcmc = MCMC(SGNHT(potential_fn=lambda z: 0.5 * jnp.sum(z ** 2), step_size=0.5),
         ...             num_warmup=10, num_samples=100, thinning=50, progress_bar=False)
         >>> mcmc.run(jax.random.key(0), init_params=jnp.zeros(2))

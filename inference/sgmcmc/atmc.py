@@ -1,96 +1,89 @@
-r"""Adaptive Thermostat Monte Carlo (ATMC; Heek & Kalchbrenner 2019): the kernel.
+r"""Adaptive Thermostat Monte Carlo (ATMC; Heek & Kalchbrenner 2019): the kernel."""
 
-Energy and dynamics (the paper's eqs. 2-4)
-------------------------------------------
-With potential ``U = L`` (here the tempered negative log joint, estimated on minibatches),
-momentum ``p`` and one thermostat ``ξ`` per parameter, the energy is
-
-    H(θ, p, ξ) = L(θ) + K(p) + ½ (ξ - diag(B)/(2m))²,
-
-where ``B`` is the (assumed diagonal, constant) covariance of the minibatch gradient noise per
-unit time (``B = h σ²`` for a gradient whose noise has variance ``σ²``, taken with step ``h``).
-The paper's choice of ``D(z)`` and ``Q(z)`` in Ma et al.'s recipe gives, for the Gaussian
-momentum ``K(p) = |p|²/(2m)`` (eq. 4),
-
-    dθ = p/m dt,   dp = (-∇L̃(θ) - β(ξ) p) dt + √(2 α(ξ) m) dW,   dξ = (p²/m - 1) dt,
-
-with the adaptive thermostat (Sec. 2.4) ``α(ξ) = max(D - ξ, 0)``, ``β(ξ) = α(ξ) + ξ =
-max(D, ξ) ≥ D``: the friction never drops below ``D`` and the injected noise shrinks as the
-thermostat detects gradient noise. The stationary law has ``θ ~ exp(-L)``, ``p ~ exp(-K)``
-and ``ξ ~ N(B/(2m), 1)`` per coordinate. The relativistic momentum (eqs. 5-6) and the split
-integrator with its exact Ornstein-Uhlenbeck step (eqs. 7-11, the paper's sign typos
-corrected) are :mod:`bnn_ppl.inference.sgmcmc.atmc_integrator`; one step here is Algorithm 1's fused
-``φ_A^h ∘ φ_B^h``, one gradient per step.
-
-Where the thermostat starts: the noise estimate (``noise_estimate=True``, the default)
---------------------------------------------------------------------------------------
-The thermostat must climb to ``B/(2m) = hσ²/(2m)``, and it is slow: near its target ``ξ``
-relaxes over about ``ξ`` time units, i.e. ``σ²/(2m)`` *steps whatever h* (on conjugate
-regression with ``N = 500``, batch 50: ``σ² ≈ 2·10⁴``, so ~10⁴ steps; variance +30 % after 2,000
-steps of burn-in, right after 80,000). Under a cyclical step size it cannot keep up at all: as
-``h`` falls, ``B`` falls with it, but ``ξ`` descends at most one unit per unit time and time
-nearly stops in a cycle's tail, so ``ξ`` stays high, injects no noise and the cycle ends come
-out cold (the paper's schedule on the example: ``ξ`` ratcheted from 16 to 34 across cycles and
-cycle-end samples held ~4 % of the posterior variance of a conjugate regression; 15-20 % too
-cold on the digits MLP). Both have one cause: the thermostat must *discover* a noise level that
-can be measured. Each batch is therefore evaluated as two halves
-(:mod:`bnn_ppl.inference.sgmcmc.gradients`, same rows and cost), whose difference gives an unbiased
-per-coordinate estimate ``σ̂²``; its running average (``noise_decay``) sets the thermostat's
-baseline, and the dynamic thermostat ``ζ`` (the state's ``xi``) integrates only the residual::
-
-    ξ = h σ̂² / (2m) + ζ,     dζ = (p²/m - 1) dt,     α, β from ξ.
-
-With constant ``B`` this is the paper's dynamics, started at ``ζ = ξ - B/(2m) ≈ 0`` instead of
-``ξ = 0``; ``ζ``'s own equation still forces ``⟨p²/m⟩ = 1`` in stationarity, correcting what the
-estimate misses (non-Gaussian or non-diagonal noise). The baseline follows the schedule's ``h``
-at every step, in both directions, so cycle ends are as warm as constant-step samples.
-``noise_estimate=False`` is the paper's thermostat alone (and the only choice for a batch of 1).
-
-Friction where the noise dominates (``noise_share``)
----------------------------------------------------
-Where the gradient noise supplies most of the heat, ``ξ > D`` and ATMC injects nothing: the
-samples' covariance is then shaped by the noise's covariance, which is not diagonal (the
-Fisher information's correlations), not by the posterior's (conjugate regression, batches of
-50 of 500 rows: posterior correlation 0.19 where the exact one is 0.03 and the noise's 0.16).
-With the estimate, each coordinate's least friction is raised to ``D_i = max(D, hσ̂²/(2mκ))``
-(``κ = noise_share``, default 0.1): the gradient noise then supplies at most a share ``κ`` of
-its heat and the rest is injected, isotropic. A friction that depends on the position needs no
-correction term in the momentum block. During warmup ``κ = 1`` (friction ``max(D, hσ̂²/(2m))``):
-far from the typical set the noise is large and ten times its friction would make the descent
-crawl. The friction is capped at ``βh = 1``: the split step below over-disperses by ``(βh)²/12``
-(8 % at the cap; a friction of ``10⁴/h`` had made ATMC's samples 10⁹ times too wide at the
-example's old ``h0 = 0.02``); noise beyond what the capped friction absorbs over-disperses its
-coordinate, and ``info.noise_share`` exceeds 1 (:func:`~bnn_ppl.inference.check_accuracy`).
-
-Defaults and bias
------------------
-``D = 1`` in the potential's natural time (the momentum loses its memory over one time unit,
-whatever ``h``) and Gaussian momentum with ``m = 1``. The split step's stationary bias on a
-Gaussian is ``(βh)²/12`` (from the friction ``β``: the OU step hands the position a momentum
-already relaxed over the whole step) plus ``O(h²λ)``: +0.08 % at ``h√λ = 0.1`` and ``βh =
-0.1``, +2 % at ``βh = 0.5``, +8 % at ``βh = 1`` (the discrete Lyapunov equation). The paper's
-``D = -log(0.9)/h0`` (:func:`default_momentum_noise`: 10 % damping per step) ties ``βh`` to
-0.105 whatever ``h`` (Gaussian: +0.09 %; relativistic momentum: +0.5-0.6 %); with ``D`` fixed
-and the noise's ``β ∝ h``, ``βh`` and the bias shrink with ``h``. Recommended step size
-(:func:`~bnn_ppl.inference.recommended_step_size`): ``h = min(0.1/√(λ_max/m),
-√(0.69κm/σ²_max))``, i.e. ``βh ≤ 0.35``. The paper's CIFAR-10 settings are
-``m = (v/h0)^{-2}`` and ``c = v_max/h0`` for an average speed ``v = 3·10⁻⁴`` and a top speed
-``v_max = 10⁻³`` per step. The state starts at ``p = 0``, ``ζ = 0``, and ``ζ`` stays 0 during
-warmup (the friction is the estimate's), so that the energy released by a start far from the
-typical set (a prior draw) is damped without driving the thermostat up, from where it could
-only descend one unit per unit time; without the estimate ``ζ`` runs from the start (budget
-the warmup for its overshoot; ``info.xi_mean`` shows it).
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.inference import full_batch_estimator
-    >>> from bnn_ppl.inference.sgmcmc import atmc
-    >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
-    >>> step = atmc.build_kernel(momentum_noise=1.0)
-    >>> state, info = step(jax.random.key(0), atmc.init(jnp.ones(3)), est.batch(None)[0], 0.1)
-    >>> float(info.beta_mean)  # ξ = 0: β = D
-    1.0
-"""
+# Notes:
+#
+# Energy and dynamics (the paper's eqs. 2-4)
+# ------------------------------------------
+# With potential ``U = L`` (here the tempered negative log joint, estimated on minibatches),
+# momentum ``p`` and one thermostat ``ξ`` per parameter, the energy is
+#
+#     H(θ, p, ξ) = L(θ) + K(p) + ½ (ξ - diag(B)/(2m))²,
+#
+# where ``B`` is the (assumed diagonal, constant) covariance of the minibatch gradient noise per
+# unit time (``B = h σ²`` for a gradient whose noise has variance ``σ²``, taken with step ``h``).
+# The paper's choice of ``D(z)`` and ``Q(z)`` in Ma et al.'s recipe gives, for the Gaussian
+# momentum ``K(p) = |p|²/(2m)`` (eq. 4),
+#
+#     dθ = p/m dt,   dp = (-∇L̃(θ) - β(ξ) p) dt + √(2 α(ξ) m) dW,   dξ = (p²/m - 1) dt,
+#
+# with the adaptive thermostat (Sec. 2.4) ``α(ξ) = max(D - ξ, 0)``, ``β(ξ) = α(ξ) + ξ =
+# max(D, ξ) ≥ D``: the friction never drops below ``D`` and the injected noise shrinks as the
+# thermostat detects gradient noise. The stationary law has ``θ ~ exp(-L)``, ``p ~ exp(-K)``
+# and ``ξ ~ N(B/(2m), 1)`` per coordinate. The relativistic momentum (eqs. 5-6) and the split
+# integrator with its exact Ornstein-Uhlenbeck step (eqs. 7-11, the paper's sign typos
+# corrected) are :mod:`bnn_ppl.inference.sgmcmc.atmc_integrator`; one step here is Algorithm 1's
+# fused
+# ``φ_A^h ∘ φ_B^h``, one gradient per step.
+#
+# Where the thermostat starts: the noise estimate (``noise_estimate=True``, the default)
+# --------------------------------------------------------------------------------------
+# The thermostat must climb to ``B/(2m) = hσ²/(2m)``, and it is slow: near its target ``ξ``
+# relaxes over about ``ξ`` time units, i.e. ``σ²/(2m)`` *steps whatever h* (on conjugate
+# regression with ``N = 500``, batch 50: ``σ² ≈ 2·10⁴``, so ~10⁴ steps; variance +30 % after 2,000
+# steps of burn-in, right after 80,000). Under a cyclical step size it cannot keep up at all: as
+# ``h`` falls, ``B`` falls with it, but ``ξ`` descends at most one unit per unit time and time
+# nearly stops in a cycle's tail, so ``ξ`` stays high, injects no noise and the cycle ends come
+# out cold (the paper's schedule on the example: ``ξ`` ratcheted from 16 to 34 across cycles and
+# cycle-end samples held ~4 % of the posterior variance of a conjugate regression; 15-20 % too
+# cold on the digits MLP). Both have one cause: the thermostat must *discover* a noise level that
+# can be measured. Each batch is therefore evaluated as two halves
+# (:mod:`bnn_ppl.inference.sgmcmc.gradients`, same rows and cost), whose difference gives an
+# unbiased
+# per-coordinate estimate ``σ̂²``; its running average (``noise_decay``) sets the thermostat's
+# baseline, and the dynamic thermostat ``ζ`` (the state's ``xi``) integrates only the residual::
+#
+#     ξ = h σ̂² / (2m) + ζ,     dζ = (p²/m - 1) dt,     α, β from ξ.
+#
+# With constant ``B`` this is the paper's dynamics, started at ``ζ = ξ - B/(2m) ≈ 0`` instead of
+# ``ξ = 0``; ``ζ``'s own equation still forces ``⟨p²/m⟩ = 1`` in stationarity, correcting what the
+# estimate misses (non-Gaussian or non-diagonal noise). The baseline follows the schedule's ``h``
+# at every step, in both directions, so cycle ends are as warm as constant-step samples.
+# ``noise_estimate=False`` is the paper's thermostat alone (and the only choice for a batch of 1).
+#
+# Friction where the noise dominates (``noise_share``)
+# ---------------------------------------------------
+# Where the gradient noise supplies most of the heat, ``ξ > D`` and ATMC injects nothing: the
+# samples' covariance is then shaped by the noise's covariance, which is not diagonal (the
+# Fisher information's correlations), not by the posterior's (conjugate regression, batches of
+# 50 of 500 rows: posterior correlation 0.19 where the exact one is 0.03 and the noise's 0.16).
+# With the estimate, each coordinate's least friction is raised to ``D_i = max(D, hσ̂²/(2mκ))``
+# (``κ = noise_share``, default 0.1): the gradient noise then supplies at most a share ``κ`` of
+# its heat and the rest is injected, isotropic. A friction that depends on the position needs no
+# correction term in the momentum block. During warmup ``κ = 1`` (friction ``max(D, hσ̂²/(2m))``):
+# far from the typical set the noise is large and ten times its friction would make the descent
+# crawl. The friction is capped at ``βh = 1``: the split step below over-disperses by ``(βh)²/12``
+# (8 % at the cap; a friction of ``10⁴/h`` had made ATMC's samples 10⁹ times too wide at the
+# example's old ``h0 = 0.02``); noise beyond what the capped friction absorbs over-disperses its
+# coordinate, and ``info.noise_share`` exceeds 1 (:func:`~bnn_ppl.inference.check_accuracy`).
+#
+# Defaults and bias
+# -----------------
+# ``D = 1`` in the potential's natural time (the momentum loses its memory over one time unit,
+# whatever ``h``) and Gaussian momentum with ``m = 1``. The split step's stationary bias on a
+# Gaussian is ``(βh)²/12`` (from the friction ``β``: the OU step hands the position a momentum
+# already relaxed over the whole step) plus ``O(h²λ)``: +0.08 % at ``h√λ = 0.1`` and ``βh =
+# 0.1``, +2 % at ``βh = 0.5``, +8 % at ``βh = 1`` (the discrete Lyapunov equation). The paper's
+# ``D = -log(0.9)/h0`` (:func:`default_momentum_noise`: 10 % damping per step) ties ``βh`` to
+# 0.105 whatever ``h`` (Gaussian: +0.09 %; relativistic momentum: +0.5-0.6 %); with ``D`` fixed
+# and the noise's ``β ∝ h``, ``βh`` and the bias shrink with ``h``. Recommended step size
+# (:func:`~bnn_ppl.inference.recommended_step_size`): ``h = min(0.1/√(λ_max/m),
+# √(0.69κm/σ²_max))``, i.e. ``βh ≤ 0.35``. The paper's CIFAR-10 settings are
+# ``m = (v/h0)^{-2}`` and ``c = v_max/h0`` for an average speed ``v = 3·10⁻⁴`` and a top speed
+# ``v_max = 10⁻³`` per step. The state starts at ``p = 0``, ``ζ = 0``, and ``ζ`` stays 0 during
+# warmup (the friction is the estimate's), so that the energy released by a start far from the
+# typical set (a prior draw) is damped without driving the thermostat up, from where it could
+# only descend one unit per unit time; without the estimate ``ζ`` runs from the start (budget
+# the warmup for its overshoot; ``info.xi_mean`` shows it).
 
 from __future__ import annotations
 
@@ -120,6 +113,7 @@ from bnn_ppl.inference.sgmcmc.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.sgmcmc.kernel import (
+    RunStats,
     SGMCMCKernel,
     SGMCMCOptions,
     SGMCMCState,
@@ -128,7 +122,6 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
-from bnn_ppl.inference.sgmcmc.step_stats import RunStats
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 
@@ -185,7 +178,18 @@ def default_momentum_noise(h0: float) -> float:
 
 
 def init(position: PyTree) -> ATMCState:
-    """Algorithm 1's start: ``p = 0``, ``ζ = 0`` at ``position``; no noise estimate yet."""
+    """Algorithm 1's start: ``p = 0``, ``ζ = 0`` at ``position``; no noise estimate yet.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.inference import full_batch_estimator
+        >>> from bnn_ppl.inference.sgmcmc import atmc
+        >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
+        >>> step = atmc.build_kernel(momentum_noise=1.0)
+        >>> state, info = step(jax.random.key(0), atmc.init(jnp.ones(3)), est.batch(None)[0], 0.1)
+        >>> float(info.beta_mean)  # ξ = 0: β = D
+        1.0
+    """
     zeros = jax.tree.map(jnp.zeros_like, position)
     return ATMCState(position, zeros, zeros, noise_average_init(position))
 
@@ -272,7 +276,7 @@ class ATMC(SGMCMCKernel):
         >>> from numpyro.infer import MCMC
         >>> from bnn_ppl.models import MLP
         >>> from bnn_ppl.inference import ATMC, full_batch_potential
-        >>> from bnn_ppl.inference.sgmcmc.cycles import cycle_end_samples
+        >>> from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples
         >>> from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
         >>> data = bp.data.load("digits")
         >>> model = bp.BNN(MLP(hidden=(16,), out=10), bp.priors.Normal(0.3),

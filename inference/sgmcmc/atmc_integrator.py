@@ -1,52 +1,5 @@
 r"""The exact flows of ATMC's split integrator (Heek & Kalchbrenner 2019, Sec. 3).
 
-The building blocks of :mod:`bnn_ppl.inference.sgmcmc.atmc` (re-exported there): the adaptive
-thermostat ``α(ξ), β(ξ)``, the Gaussian and relativistic kinetic energies, the exact
-Ornstein-Uhlenbeck momentum step and the two flows ``φ_A`` and ``φ_B``. Pure functions of
-arrays (``flow_a``/``flow_b`` of pytrees), tested one by one.
-
-Relativistic momentum (eqs. 5-6). For the symmetric hyperbolic kinetic energy
-``K(p) = Σ m c² [√(p²/(m²c²) + 1) - 1]`` we have ``∇K(p) = p / M(p)`` with
-``M(p) = m √(p²/(m²c²) + 1)`` (so ``|Δθ| ≤ h c`` per step), and substituting ``K`` into the
-recipe gives ``dθ = ∇K(p) dt``, friction ``β(ξ) m ∇K(p) = β(ξ) (m/M(p)) p`` and
-``dξ = (m ∇K(p)² - m ∇²K(p)) dt`` (``= p²/m - 1`` in the Gaussian limit ``c → ∞``; both terms
-balance in expectation under ``exp(-K)``). As the paper does, the friction coefficient
-``b = β(ξ) m / M(p)`` is held constant in ``p`` over a momentum sub-step (frozen at its start);
-this makes the relativistic scheme first order in ``βh`` (on a unit Gaussian with ``c = 3``
-and ``D = 1``: +0.6% variance at ``h = 0.1``, +0.2% at ``0.05``), while the Gaussian one is
-second order (+0.1% at ``h = 0.1``). The error is of order ``βh``, not ``h``: with a friction
-tied to ``1/h`` (the paper's ``D = -log(0.9)/h0``) it stays at +0.5-0.6% however small ``h``.
-
-Integrator (eqs. 7-11)
-----------------------
-Split the SDE into ``A`` (``dθ = ∇K(p) dt``, ``dξ = (m∇K² - m∇²K) dt``, ``p`` fixed: exact
-with ``p`` constant) and ``B`` (``θ, ξ`` fixed; the momentum follows an Ornstein-Uhlenbeck
-process with the gradient ``g`` held fixed). The Strang splitting
-``φ^h = φ_B^{h/2} ∘ φ_A^h ∘ φ_B^{h/2}`` is second order. Two consecutive half steps
-``φ_B^{h/2}`` at the same ``θ, ξ`` and gradient compose exactly into ``φ_B^h`` (for Gaussian
-momentum the OU transition is a semigroup: ``ou(ou(p, h/2), h/2) = ou(p, h)`` in law), so a
-chain of Strang steps is ``φ_B^{h/2} ∘ (φ_A^h ∘ φ_B^h)^{n-1} ∘ φ_A^h ∘ φ_B^{h/2}``:
-Algorithm 1 runs the fused step ``φ_A^h ∘ φ_B^h`` (one gradient per step; ``p`` in the state is
-the half-step momentum of the Strang picture). Under a step-size schedule the fused step uses
-``h_t`` for both parts.
-
-The exact OU step (the paper's eqs. 10-11 and Algorithm 1 as printed have sign typos)
--------------------------------------------------------------------------------------
-For ``dp = (-g - βp) dt + √(2αm) dW`` with ``g, α, β`` fixed over ``[0, h]``,
-``d(e^{βt} p) = e^{βt} (-g dt + √(2αm) dW)``, so
-
-    p_h = e^{-βh} p - g ∫₀ʰ e^{-β(h-s)} ds + √(2αm) ∫₀ʰ e^{-β(h-s)} dW_s
-        = e^{-βh} p - ((1 - e^{-βh}) / β) g + √(α m (1 - e^{-2βh}) / β) η,   η ~ N(0, 1),
-
-the variance by Itô's isometry, ``2αm ∫₀ʰ e^{-2β(h-s)} ds = αm (1 - e^{-2βh}) / β``. The
-paper prints ``e^{+βh}[p - γ₁ g + √(γ₂ α) η]`` with ``γ_a = (e^{aβh} - 1)/β``; the correct
-prefactor is ``e^{-βh}`` (and ``m`` belongs under the root), which expands to the line above.
-Algorithm 1 also reads ``θ ← h p/m`` and ``ξ ← h[p/m - 1]`` for ``θ ← θ + h p/m`` and
-``ξ ← ξ + h[p²/m - 1]``. We evaluate the coefficients as ``h · φ(βh)`` and
-``2αmh · φ(2βh)`` with ``φ(x) = (1 - e^{-x})/x = -expm1(-x)/x`` (``φ(0) = 1``), which is
-accurate for ``βh → 0`` (the limits ``p - h g + √(2αmh) η``), for large ``βh`` and for
-negative ``β``.
-
 Example:
     >>> import jax.numpy as jnp
     >>> from bnn_ppl.inference.sgmcmc.atmc_integrator import ou_step, thermostat
@@ -56,6 +9,55 @@ Example:
     >>> round(float(ou_step(1.0, 0.0, 0.0, 0.0, 0.1, 1.0, 0.0)), 6)  # no force, no friction
     1.0
 """
+
+# Notes:
+#
+# The building blocks of :mod:`bnn_ppl.inference.sgmcmc.atmc` (re-exported there): the adaptive
+# thermostat ``α(ξ), β(ξ)``, the Gaussian and relativistic kinetic energies, the exact
+# Ornstein-Uhlenbeck momentum step and the two flows ``φ_A`` and ``φ_B``. Pure functions of
+# arrays (``flow_a``/``flow_b`` of pytrees), tested one by one.
+#
+# Relativistic momentum (eqs. 5-6). For the symmetric hyperbolic kinetic energy
+# ``K(p) = Σ m c² [√(p²/(m²c²) + 1) - 1]`` we have ``∇K(p) = p / M(p)`` with
+# ``M(p) = m √(p²/(m²c²) + 1)`` (so ``|Δθ| ≤ h c`` per step), and substituting ``K`` into the
+# recipe gives ``dθ = ∇K(p) dt``, friction ``β(ξ) m ∇K(p) = β(ξ) (m/M(p)) p`` and
+# ``dξ = (m ∇K(p)² - m ∇²K(p)) dt`` (``= p²/m - 1`` in the Gaussian limit ``c → ∞``; both terms
+# balance in expectation under ``exp(-K)``). As the paper does, the friction coefficient
+# ``b = β(ξ) m / M(p)`` is held constant in ``p`` over a momentum sub-step (frozen at its start);
+# this makes the relativistic scheme first order in ``βh`` (on a unit Gaussian with ``c = 3``
+# and ``D = 1``: +0.6% variance at ``h = 0.1``, +0.2% at ``0.05``), while the Gaussian one is
+# second order (+0.1% at ``h = 0.1``). The error is of order ``βh``, not ``h``: with a friction
+# tied to ``1/h`` (the paper's ``D = -log(0.9)/h0``) it stays at +0.5-0.6% however small ``h``.
+#
+# Integrator (eqs. 7-11)
+# ----------------------
+# Split the SDE into ``A`` (``dθ = ∇K(p) dt``, ``dξ = (m∇K² - m∇²K) dt``, ``p`` fixed: exact
+# with ``p`` constant) and ``B`` (``θ, ξ`` fixed; the momentum follows an Ornstein-Uhlenbeck
+# process with the gradient ``g`` held fixed). The Strang splitting
+# ``φ^h = φ_B^{h/2} ∘ φ_A^h ∘ φ_B^{h/2}`` is second order. Two consecutive half steps
+# ``φ_B^{h/2}`` at the same ``θ, ξ`` and gradient compose exactly into ``φ_B^h`` (for Gaussian
+# momentum the OU transition is a semigroup: ``ou(ou(p, h/2), h/2) = ou(p, h)`` in law), so a
+# chain of Strang steps is ``φ_B^{h/2} ∘ (φ_A^h ∘ φ_B^h)^{n-1} ∘ φ_A^h ∘ φ_B^{h/2}``:
+# Algorithm 1 runs the fused step ``φ_A^h ∘ φ_B^h`` (one gradient per step; ``p`` in the state is
+# the half-step momentum of the Strang picture). Under a step-size schedule the fused step uses
+# ``h_t`` for both parts.
+#
+# The exact OU step (the paper's eqs. 10-11 and Algorithm 1 as printed have sign typos)
+# -------------------------------------------------------------------------------------
+# For ``dp = (-g - βp) dt + √(2αm) dW`` with ``g, α, β`` fixed over ``[0, h]``,
+# ``d(e^{βt} p) = e^{βt} (-g dt + √(2αm) dW)``, so
+#
+#     p_h = e^{-βh} p - g ∫₀ʰ e^{-β(h-s)} ds + √(2αm) ∫₀ʰ e^{-β(h-s)} dW_s
+#         = e^{-βh} p - ((1 - e^{-βh}) / β) g + √(α m (1 - e^{-2βh}) / β) η,   η ~ N(0, 1),
+#
+# the variance by Itô's isometry, ``2αm ∫₀ʰ e^{-2β(h-s)} ds = αm (1 - e^{-2βh}) / β``. The
+# paper prints ``e^{+βh}[p - γ₁ g + √(γ₂ α) η]`` with ``γ_a = (e^{aβh} - 1)/β``; the correct
+# prefactor is ``e^{-βh}`` (and ``m`` belongs under the root), which expands to the line above.
+# Algorithm 1 also reads ``θ ← h p/m`` and ``ξ ← h[p/m - 1]`` for ``θ ← θ + h p/m`` and
+# ``ξ ← ξ + h[p²/m - 1]``. We evaluate the coefficients as ``h · φ(βh)`` and
+# ``2αmh · φ(2βh)`` with ``φ(x) = (1 - e^{-x})/x = -expm1(-x)/x`` (``φ(0) = 1``), which is
+# accurate for ``βh → 0`` (the limits ``p - h g + √(2αmh) η``), for large ``βh`` and for
+# negative ``β``.
 
 from __future__ import annotations
 

@@ -1,46 +1,32 @@
-"""Minibatch gradients of the potential, and an estimate of their noise, for SG-MCMC.
+"""Minibatch gradients of the potential, and an estimate of their noise, for SG-MCMC."""
 
-:func:`gradient_estimator` turns a :class:`~bnn_ppl.inference.FullBatchPotential` into a
-:class:`GradientEstimator`: ``init(key)`` starts an index stream, and ``batch(stream)`` returns
-``grad_fn`` for the next minibatch plus the advanced stream, where ``grad_fn(position)`` is a
-:class:`GradientEstimate`. The estimate is unbiased for the tempered potential
-``U(θ) = -[s_p log p(θ) + s_l log p(D | θ) + log|J|]`` (the one HMC samples, with the
-temperature of the :class:`~bnn_ppl.BNN`): the batch log-likelihood is scaled by ``N / b``,
-the prior counted once (:meth:`FullBatchPotential.minibatch_potential_fn_gen`). Batches are
-drawn inside the compiled loop (:mod:`bnn_ppl.inference.sgmcmc.minibatch`: independent batches with
-replacement by default, or epochs); the data stay on device, sharded as in the full-batch
-potential. With ``batch_size=None`` ``grad_fn`` is the exact full-batch gradient.
-
-Gradient-noise estimate (``noise=True``). The batch is evaluated as two halves ``a`` and ``b``
-(sizes ``⌊b/2⌋`` and ``⌈b/2⌉``, the same rows and cost as one batch) whose gradients ``g_a``,
-``g_b`` are independent unbiased estimates (rows drawn with replacement). The batch gradient is
-their size-weighted mean, and per coordinate
-
-    σ̂² = (g_a - g_b)² · |a|·|b| / b²
-
-is an unbiased estimate of the variance of the batch gradient's noise (the prior cancels in
-the difference). For Gaussian noise it is independent of the batch gradient itself. Full batch:
-``σ̂² = 0``. SGHMC uses it to cancel the noise (``noise_estimate="auto"``).
-
-``grad_fn`` is built per step from the batch indices; a kernel's pure ``step(rng_key, state,
-grad_fn, step_size)`` calls it where its integrator needs a gradient and never sees the data.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> import bnn_ppl as bp
-    >>> from bnn_ppl.models import MLP
-    >>> from bnn_ppl.inference import full_batch_potential, gradient_estimator
-    >>> data = bp.data.load("digits")
-    >>> model = bp.BNN(MLP(hidden=(8,), out=10), bp.priors.Normal(0.3),
-    ...                bp.likelihoods.Categorical())
-    >>> pot = full_batch_potential(model, data.x_train, data.y_train)
-    >>> est = gradient_estimator(pot, batch_size=100, noise=True)
-    >>> stream = est.init(jax.random.key(0))
-    >>> grad_fn, stream = est.batch(stream)
-    >>> estimate = grad_fn(pot.init_params(jax.random.key(1)))
-    >>> estimate.grad["Dense_0.kernel"].shape, estimate.noise_variance["Dense_0.kernel"].shape
-    ((64, 8), (64, 8))
-"""
+# Notes:
+#
+# :func:`gradient_estimator` turns a :class:`~bnn_ppl.inference.FullBatchPotential` into a
+# :class:`GradientEstimator`: ``init(key)`` starts an index stream, and ``batch(stream)`` returns
+# ``grad_fn`` for the next minibatch plus the advanced stream, where ``grad_fn(position)`` is a
+# :class:`GradientEstimate`. The estimate is unbiased for the tempered potential
+# ``U(θ) = -[s_p log p(θ) + s_l log p(D | θ) + log|J|]`` (the one HMC samples, with the
+# temperature of the :class:`~bnn_ppl.BNN`): the batch log-likelihood is scaled by ``N / b``,
+# the prior counted once (:meth:`FullBatchPotential.minibatch_potential_fn_gen`). Batches are
+# drawn inside the compiled loop (:mod:`bnn_ppl.inference.sgmcmc.gradients`: independent batches
+# with
+# replacement by default, or epochs); the data stay on device, sharded as in the full-batch
+# potential. With ``batch_size=None`` ``grad_fn`` is the exact full-batch gradient.
+#
+# Gradient-noise estimate (``noise=True``). The batch is evaluated as two halves ``a`` and ``b``
+# (sizes ``⌊b/2⌋`` and ``⌈b/2⌉``, the same rows and cost as one batch) whose gradients ``g_a``,
+# ``g_b`` are independent unbiased estimates (rows drawn with replacement). The batch gradient is
+# their size-weighted mean, and per coordinate
+#
+#     σ̂² = (g_a - g_b)² · |a|·|b| / b²
+#
+# is an unbiased estimate of the variance of the batch gradient's noise (the prior cancels in
+# the difference). For Gaussian noise it is independent of the batch gradient itself. Full batch:
+# ``σ̂² = 0``. SGHMC uses it to cancel the noise (``noise_estimate="auto"``).
+#
+# ``grad_fn`` is built per step from the batch indices; a kernel's pure ``step(rng_key, state,
+# grad_fn, step_size)`` calls it where its integrator needs a gradient and never sees the data.
 
 from __future__ import annotations
 
@@ -52,7 +38,7 @@ import jax.numpy as jnp
 
 from bnn_ppl import validation
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, ShardedData
-from bnn_ppl.inference.sgmcmc.minibatch import (
+from bnn_ppl.inference.potential.minibatch import (
     SCHEMES,
     epoch_init,
     independent_batch,
@@ -117,8 +103,24 @@ def gradient_estimator(
         batch_size: rows per batch, ``1 <= batch_size <= num_data`` (``>= 2`` with
             ``noise``); ``None``: full batch.
         sampling: ``"independent"`` (rows with replacement, fresh each step) or ``"epoch"``
-            (see :mod:`bnn_ppl.inference.sgmcmc.minibatch`).
+            (see :mod:`bnn_ppl.inference.sgmcmc.gradients`).
         noise: also estimate the gradient-noise variance (two half batches, see the module doc).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> import bnn_ppl as bp
+        >>> from bnn_ppl.models import MLP
+        >>> from bnn_ppl.inference import full_batch_potential, gradient_estimator
+        >>> data = bp.data.load("digits")
+        >>> model = bp.BNN(MLP(hidden=(8,), out=10), bp.priors.Normal(0.3),
+        ...                bp.likelihoods.Categorical())
+        >>> pot = full_batch_potential(model, data.x_train, data.y_train)
+        >>> est = gradient_estimator(pot, batch_size=100, noise=True)
+        >>> stream = est.init(jax.random.key(0))
+        >>> grad_fn, stream = est.batch(stream)
+        >>> estimate = grad_fn(pot.init_params(jax.random.key(1)))
+        >>> estimate.grad["Dense_0.kernel"].shape, estimate.noise_variance["Dense_0.kernel"].shape
+        ((64, 8), (64, 8))
     """
     if not isinstance(potential, FullBatchPotential):
         raise InputTypeError(

@@ -1,58 +1,49 @@
-"""Stochastic gradient Hamiltonian Monte Carlo with friction (Chen, Fox & Guestrin 2014).
+"""Stochastic gradient Hamiltonian Monte Carlo with friction (Chen, Fox & Guestrin 2014)."""
 
-Second-order Langevin dynamics with mass ``m`` and friction ``C`` (Chen et al.'s eq. 9)::
-
-    dθ = p/m dt,    dp = -∇U(θ) dt - C p/m dt + √(2(C - B̂)) dW,
-
-whose stationary law is ``exp(-U(θ) - |p|²/(2m))`` when ``B̂`` is the minibatch gradient
-noise: a gradient whose noise has variance ``σ²`` per step, taken with step ``h``, injects
-``h·σ²`` per unit time into ``p``, i.e. ``B̂ = h·σ²/2``. The update is Chen et al.'s
-Algorithm 2, one gradient per step (at the new position)::
-
-    θ ← θ + h p/m
-    p ← p - h ∇Ũ(θ) - h C p/m + √(2(C - B̂) h) η,     η ~ N(0, I).
-
-Noise estimate (``noise_estimate="auto"``, the default). Each batch is evaluated as two halves
-(:mod:`bnn_ppl.inference.sgmcmc.gradients`), which gives an unbiased per-coordinate estimate of
-``σ²``; its running average (``noise_decay``, debiased like Adam's) gives ``B̂_i = h σ̂²_i / 2``
-per coordinate, recomputed every step with that step's ``h`` (so it follows a schedule). The
-estimate is diagonal; the gradient noise is not (its correlations follow the Fisher
-information). Where the gradient noise supplies most of the momentum's heat, its correlations
-become the samples' correlations: on conjugate regression with batches of 50 of 500 rows, a
-friction raised only to ``B̂`` turned a noise correlation of 0.16 into a posterior correlation
-of 0.19 (exact: 0.03). So the friction of each coordinate is raised until the gradient noise
-supplies at most ``noise_share`` (``κ``, default 0.1) of the heat, and the rest is injected::
-
-    C_i = max(C, B̂_i / κ),     injected noise 2(C_i - B̂_i).
-
-(Chen et al. need ``C ≥ B̂``; a friction that depends on the position needs no correction term
-in the momentum block.) During warmup the friction is raised only to ``B̂`` (``κ = 1``): far
-from the typical set the noise is large, and ten times its friction would make the descent
-crawl. The Euler friction step needs ``h C_i / m ≤ 1``; past that the
-friction is capped and the coordinate's noise share exceeds ``κ`` (``info.noise_share``, the
-largest share over coordinates; above 1 the noise is not even compensated on the diagonal and
-the coordinate is over-dispersed). A number ``noise_estimate=B̂`` in ``[0, C]`` is Chen et
-al.'s constant estimate instead (0 ignores the noise: over-dispersed by about ``h σ² / (2C)``
-with minibatches, which warns).
-
-Stationary bias. The friction and noise only change the momentum's law (``⟨p²/m⟩ =
-1/(1 - hC/(2m))``); the position's is exact up to ``O(h² λ)`` on a Gaussian of precision ``λ``
-(+0.26 % at ``h√λ = 0.1``, +1.0 % at 0.2, for any ``C`` with ``hC/m < 1``; the discrete
-Lyapunov equation, checked by the tests). Default friction ``C = 1`` in the potential's natural
-time (the momentum forgets itself over one time unit, whatever the step size); recommended
-step size (:func:`~bnn_ppl.inference.recommended_step_size`): ``h = min(0.1/√(λ_max/m),
-√(κ m/σ²_max))`` (so that ``h C_i/m ≤ 1/2``). Momentum starts at zero and is never resampled.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.inference import full_batch_estimator
-    >>> from bnn_ppl.inference.sgmcmc import sghmc
-    >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
-    >>> step = sghmc.build_kernel(friction=1.0)
-    >>> state, info = step(jax.random.key(0), sghmc.init(jnp.ones(3)), est.batch(None)[0], 0.1)
-    >>> state.momentum.shape, float(info.step_size), float(info.friction_mean)
-    ((3,), 0.1, 1.0)
-"""
+# Notes:
+#
+# Second-order Langevin dynamics with mass ``m`` and friction ``C`` (Chen et al.'s eq. 9)::
+#
+#     dθ = p/m dt,    dp = -∇U(θ) dt - C p/m dt + √(2(C - B̂)) dW,
+#
+# whose stationary law is ``exp(-U(θ) - |p|²/(2m))`` when ``B̂`` is the minibatch gradient
+# noise: a gradient whose noise has variance ``σ²`` per step, taken with step ``h``, injects
+# ``h·σ²`` per unit time into ``p``, i.e. ``B̂ = h·σ²/2``. The update is Chen et al.'s
+# Algorithm 2, one gradient per step (at the new position)::
+#
+#     θ ← θ + h p/m
+#     p ← p - h ∇Ũ(θ) - h C p/m + √(2(C - B̂) h) η,     η ~ N(0, I).
+#
+# Noise estimate (``noise_estimate="auto"``, the default). Each batch is evaluated as two halves
+# (:mod:`bnn_ppl.inference.sgmcmc.gradients`), which gives an unbiased per-coordinate estimate of
+# ``σ²``; its running average (``noise_decay``, debiased like Adam's) gives ``B̂_i = h σ̂²_i / 2``
+# per coordinate, recomputed every step with that step's ``h`` (so it follows a schedule). The
+# estimate is diagonal; the gradient noise is not (its correlations follow the Fisher
+# information). Where the gradient noise supplies most of the momentum's heat, its correlations
+# become the samples' correlations: on conjugate regression with batches of 50 of 500 rows, a
+# friction raised only to ``B̂`` turned a noise correlation of 0.16 into a posterior correlation
+# of 0.19 (exact: 0.03). So the friction of each coordinate is raised until the gradient noise
+# supplies at most ``noise_share`` (``κ``, default 0.1) of the heat, and the rest is injected::
+#
+#     C_i = max(C, B̂_i / κ),     injected noise 2(C_i - B̂_i).
+#
+# (Chen et al. need ``C ≥ B̂``; a friction that depends on the position needs no correction term
+# in the momentum block.) During warmup the friction is raised only to ``B̂`` (``κ = 1``): far
+# from the typical set the noise is large, and ten times its friction would make the descent
+# crawl. The Euler friction step needs ``h C_i / m ≤ 1``; past that the
+# friction is capped and the coordinate's noise share exceeds ``κ`` (``info.noise_share``, the
+# largest share over coordinates; above 1 the noise is not even compensated on the diagonal and
+# the coordinate is over-dispersed). A number ``noise_estimate=B̂`` in ``[0, C]`` is Chen et
+# al.'s constant estimate instead (0 ignores the noise: over-dispersed by about ``h σ² / (2C)``
+# with minibatches, which warns).
+#
+# Stationary bias. The friction and noise only change the momentum's law (``⟨p²/m⟩ =
+# 1/(1 - hC/(2m))``); the position's is exact up to ``O(h² λ)`` on a Gaussian of precision ``λ``
+# (+0.26 % at ``h√λ = 0.1``, +1.0 % at 0.2, for any ``C`` with ``hC/m < 1``; the discrete
+# Lyapunov equation, checked by the tests). Default friction ``C = 1`` in the potential's natural
+# time (the momentum forgets itself over one time unit, whatever the step size); recommended
+# step size (:func:`~bnn_ppl.inference.recommended_step_size`): ``h = min(0.1/√(λ_max/m),
+# √(κ m/σ²_max))`` (so that ``h C_i/m ≤ 1/2``). Momentum starts at zero and is never resampled.
 
 from __future__ import annotations
 
@@ -91,7 +82,8 @@ __all__ = ["SGHMCState", "SGHMCInfo", "init", "build_kernel", "SGHMC"]
 
 class SGHMCState(NamedTuple):
     """``position`` θ and ``momentum`` p; ``noise``: the running average of the per-coordinate
-    gradient-noise variance estimates (:class:`~bnn_ppl.inference.sgmcmc.gradients.NoiseAverage`)."""
+    gradient-noise variance estimates
+    (:class:`~bnn_ppl.inference.sgmcmc.gradients.NoiseAverage`)."""
 
     position: PyTree
     momentum: PyTree
@@ -112,7 +104,18 @@ class SGHMCInfo(NamedTuple):
 
 
 def init(position: PyTree) -> SGHMCState:
-    """The state at ``position`` with zero momentum and no noise estimate yet."""
+    """The state at ``position`` with zero momentum and no noise estimate yet.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.inference import full_batch_estimator
+        >>> from bnn_ppl.inference.sgmcmc import sghmc
+        >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
+        >>> step = sghmc.build_kernel(friction=1.0)
+        >>> state, info = step(jax.random.key(0), sghmc.init(jnp.ones(3)), est.batch(None)[0], 0.1)
+        >>> state.momentum.shape, float(info.step_size), float(info.friction_mean)
+        ((3,), 0.1, 1.0)
+    """
     zeros = jax.tree.map(jnp.zeros_like, position)
     return SGHMCState(position, zeros, noise_average_init(position))
 

@@ -1,46 +1,35 @@
-"""Stochastic gradient Langevin dynamics (Welling & Teh 2011), optionally RMSprop-preconditioned.
+"""Stochastic gradient Langevin dynamics (Welling & Teh 2011), optionally RMSprop-preconditioned."""
 
-The Euler-Maruyama discretisation of the overdamped Langevin diffusion
-``dθ = -∇U(θ) dt + √2 dW`` with a (minibatch) gradient estimate::
-
-    θ ← θ - h ∇Ũ(θ) + √(2h) η,        η ~ N(0, I).
-
-(Welling & Teh write ``Δθ = (ε/2) ∇log p + N(0, ε)``: their ``ε`` is ``2h``.)
-
-Stationary bias. On a Gaussian with precision ``λ`` and a gradient whose noise has variance
-``σ²`` the stationary variance is ``(1 + hσ²/2) / (λ (1 - hλ/2))``: over-dispersed by about
-``h (λ + σ²) / 2``, first order in ``h``. The gradient noise is usually the larger term (with
-batches of ``b`` of ``N`` rows ``σ² ≈ (N/b) λ`` in the stiffest directions), so SGLD needs
-``h ≪ 1/σ²``: see :func:`bnn_ppl.inference.recommended_step_size`, which asks for ``h (λ_max +
-σ²_max) / 2 = 0.01``. A decaying step (``polynomial_decay``) removes the bias in the limit.
-
-``preconditioning=True`` gives pSGLD (Li et al. 2016): an RMSprop estimate ``V`` of the squared
-gradient (exponential average with ``decay``, debiased like Adam's) sets a diagonal
-preconditioner ``G = 1 / (ε + √V)`` and::
-
-    θ ← θ - h G ∇Ũ(θ) + √(2h G) η.
-
-Li et al. keep adapting ``V`` while sampling and drop the correction term ``h Γ(θ)`` (the
-divergence of ``G``). But ``V`` follows the recent gradients, so ``G`` is smaller exactly when
-the chain is far out: that makes the restoring drift weaker there and the stationary law
-over-dispersed, with a bias that does *not* shrink with ``h`` (measured on a 2-D Gaussian at
-``h = 0.01``: +29-34 % variance at ``decay = 0.99``, +0.8 % at ``0.9999``). Here ``V`` is
-adapted during warmup only and frozen for sampling (as NUTS adapts its mass matrix): sampling is
-then SGLD with a constant diagonal preconditioner, exact up to the ``O(h)`` bias above (with
-``λ`` and ``σ²`` scaled by ``G``). pSGLD therefore needs ``num_warmup > 0``.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.inference import full_batch_estimator
-    >>> from bnn_ppl.inference.sgmcmc import sgld
-    >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
-    >>> step = sgld.build_kernel()
-    >>> state = sgld.init(jnp.zeros(3))
-    >>> grad_fn, _ = est.batch(None)
-    >>> state, info = step(jax.random.key(0), state, grad_fn, 0.01)
-    >>> state.position.shape, float(info.step_size)
-    ((3,), 0.01)
-"""
+# Notes:
+#
+# The Euler-Maruyama discretisation of the overdamped Langevin diffusion
+# ``dθ = -∇U(θ) dt + √2 dW`` with a (minibatch) gradient estimate::
+#
+#     θ ← θ - h ∇Ũ(θ) + √(2h) η,        η ~ N(0, I).
+#
+# (Welling & Teh write ``Δθ = (ε/2) ∇log p + N(0, ε)``: their ``ε`` is ``2h``.)
+#
+# Stationary bias. On a Gaussian with precision ``λ`` and a gradient whose noise has variance
+# ``σ²`` the stationary variance is ``(1 + hσ²/2) / (λ (1 - hλ/2))``: over-dispersed by about
+# ``h (λ + σ²) / 2``, first order in ``h``. The gradient noise is usually the larger term (with
+# batches of ``b`` of ``N`` rows ``σ² ≈ (N/b) λ`` in the stiffest directions), so SGLD needs
+# ``h ≪ 1/σ²``: see :func:`bnn_ppl.inference.recommended_step_size`, which asks for ``h (λ_max +
+# σ²_max) / 2 = 0.01``. A decaying step (``polynomial_decay``) removes the bias in the limit.
+#
+# ``preconditioning=True`` gives pSGLD (Li et al. 2016): an RMSprop estimate ``V`` of the squared
+# gradient (exponential average with ``decay``, debiased like Adam's) sets a diagonal
+# preconditioner ``G = 1 / (ε + √V)`` and::
+#
+#     θ ← θ - h G ∇Ũ(θ) + √(2h G) η.
+#
+# Li et al. keep adapting ``V`` while sampling and drop the correction term ``h Γ(θ)`` (the
+# divergence of ``G``). But ``V`` follows the recent gradients, so ``G`` is smaller exactly when
+# the chain is far out: that makes the restoring drift weaker there and the stationary law
+# over-dispersed, with a bias that does *not* shrink with ``h`` (measured on a 2-D Gaussian at
+# ``h = 0.01``: +29-34 % variance at ``decay = 0.99``, +0.8 % at ``0.9999``). Here ``V`` is
+# adapted during warmup only and frozen for sampling (as NUTS adapts its mass matrix): sampling is
+# then SGLD with a constant diagonal preconditioner, exact up to the ``O(h)`` bias above (with
+# ``λ`` and ``σ²`` scaled by ``G``). pSGLD therefore needs ``num_warmup > 0``.
 
 from __future__ import annotations
 
@@ -100,7 +89,20 @@ class SGLDInfo(NamedTuple):
 
 
 def init(position: PyTree) -> SGLDState:
-    """The state at ``position``."""
+    """The state at ``position``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.inference import full_batch_estimator
+        >>> from bnn_ppl.inference.sgmcmc import sgld
+        >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
+        >>> step = sgld.build_kernel()
+        >>> state = sgld.init(jnp.zeros(3))
+        >>> grad_fn, _ = est.batch(None)
+        >>> state, info = step(jax.random.key(0), state, grad_fn, 0.01)
+        >>> state.position.shape, float(info.step_size)
+        ((3,), 0.01)
+    """
     zeros = jax.tree.map(jnp.zeros_like, position)
     return SGLDState(position, zeros, jnp.zeros((), jnp.int32), noise_average_init(position))
 

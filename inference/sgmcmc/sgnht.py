@@ -1,58 +1,29 @@
-"""Stochastic gradient Nosé-Hoover thermostat (Ding et al. 2014).
+"""Stochastic gradient Nosé-Hoover thermostat (Ding et al. 2014)."""
 
-Momentum dynamics with a thermostat ``ξ`` that adapts the friction until the kinetic
-temperature is right, absorbing unknown gradient noise (Ding et al.'s eq. 5, with mass ``m``)::
-
-    dθ = p/m dt,    dp = -∇Ũ(θ) dt - ξ p dt + √(2 A m) dW,    dξ = (p²/m - 1) dt,
-
-with one thermostat per coordinate (``diagonal=True``, the default: ``dξ_i = (p_i²/m - 1)
-dt``, the Nosé-Hoover special case ``α(ξ) = A`` of the ATMC paper's eq. 4, the SGNHT that paper
-compares with) or one scalar thermostat driven by the mean ``⟨p²⟩`` over all coordinates
-(``diagonal=False``, Ding et al.'s original). ``A`` is the injected diffusion; the thermostat
-settles at ``ξ ≈ A + B/(2m)`` for gradient noise of covariance ``B = h σ²`` per unit time. A
-scalar thermostat can only absorb the *mean* noise: coordinates noisier than average run hot,
-quieter ones cold, which matters for a BNN (its gradient noise varies over orders of magnitude
-between weights). Ding et al.'s Algorithm 1 (Euler; one gradient per step, at the old
-position)::
-
-    p ← p - h ξ p - h ∇Ũ(θ) + √(2 A m h) η
-    θ ← θ + h p/m
-    ξ ← ξ + h (p²/m - 1)
-
-Noise estimate (``noise_estimate=True``, the default). The thermostat alone needs about
-``σ²/(2m)`` steps to climb to ``A + hσ²/(2m)`` and lags a falling step size (see
-:mod:`bnn_ppl.inference.sgmcmc.atmc`, which explains both). Each batch's two halves estimate ``σ²``
-per coordinate (:mod:`bnn_ppl.inference.sgmcmc.gradients`), and the friction is the thermostat plus
-that baseline, ``ξ_i = ζ_i + b̂_i``, ``b̂ = hσ̂²/(2m)``, with ``ζ`` (the state's ``xi``)
-integrating only the residual; during warmup ``ζ`` waits at ``A``. Where the noise would
-supply more than ``noise_share`` (``κ``, default 0.1) of a coordinate's heat, its diffusion is
-raised to ``A_i = max(A, b̂_i (1/κ - 1))`` (its friction with it), so that the noise's
-correlations do not shape the samples (after warmup; during warmup ``A_i = A``, which burns in
-faster). The Euler friction is unstable beyond ``hξ = 2``: it is
-capped at ``hξ = 1``, where the momentum is renewed every step.
-
-Stationary bias. The thermostat makes ``⟨p²/m⟩ = 1`` exact for the Euler momentum, and that
-makes the position too cold by about ``h ξ / 2`` (the discrete Lyapunov equation on a
-Gaussian: ``-5.3 %`` at ``h = 0.1``, ``-0.5 %`` at ``h = 0.01`` with ``ξ ≈ A = 1``), first order
-in ``h`` as long as ``ξ`` does not grow like ``1/h``. Hence the default ``A = 1`` in the
-potential's natural time; the old default ``A = -log(0.9)/h0`` (10 % damping per step) fixed
-``hξ`` at 0.105 and left every step size 5.6 % too cold. Gradient noise raises ``ξ`` to about
-``max(A + b̂, b̂/κ)``: the recommended step size
-(:func:`~bnn_ppl.inference.recommended_step_size`) keeps ``h ξ / 2 ≤ 1 %`` and
-``h√λ_max ≤ 0.1``. The state starts with ``p = 0`` and ``ζ = A``. With ``ξ < 0`` the friction
-is negative; that is the behaviour ATMC removes.
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.inference import full_batch_estimator
-    >>> from bnn_ppl.inference.sgmcmc import sgnht
-    >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
-    >>> step = sgnht.build_kernel(diffusion=1.0)
-    >>> state = sgnht.init(jnp.ones(3), diffusion=1.0)
-    >>> state, info = step(jax.random.key(0), state, est.batch(None)[0], 0.1)
-    >>> state.xi.shape, float(info.step_size)
-    ((3,), 0.1)
-"""
+# Notes:
+#
+# Momentum dynamics with a thermostat ``ξ`` that adapts the friction until the kinetic
+# temperature is right, absorbing unknown gradient noise (Ding et al.'s eq. 5, with mass ``m``)::
+#
+#     dθ = p/m dt,    dp = -∇Ũ(θ) dt - ξ p dt + √(2 A m) dW,    dξ = (p²/m - 1) dt,
+#
+#     p ← p - h ξ p - h ∇Ũ(θ) + √(2 A m h) η
+#     θ ← θ + h p/m
+#     ξ ← ξ + h (p²/m - 1)
+#
+# Noise estimate (``noise_estimate=True``, the default). The thermostat alone needs about
+# ``σ²/(2m)`` steps to climb to ``A + hσ²/(2m)`` and lags a falling step size (see
+# :mod:`bnn_ppl.inference.sgmcmc.atmc`, which explains both). Each batch's two halves estimate
+# ``σ²``
+# per coordinate (:mod:`bnn_ppl.inference.sgmcmc.gradients`), and the friction is the thermostat
+# plus
+# that baseline, ``ξ_i = ζ_i + b̂_i``, ``b̂ = hσ̂²/(2m)``, with ``ζ`` (the state's ``xi``)
+# integrating only the residual; during warmup ``ζ`` waits at ``A``. Where the noise would
+# supply more than ``noise_share`` (``κ``, default 0.1) of a coordinate's heat, its diffusion is
+# raised to ``A_i = max(A, b̂_i (1/κ - 1))`` (its friction with it), so that the noise's
+# correlations do not shape the samples (after warmup; during warmup ``A_i = A``, which burns in
+# faster). The Euler friction is unstable beyond ``hξ = 2``: it is
+# capped at ``hξ = 1``, where the momentum is renewed every step.
 
 from __future__ import annotations
 
@@ -73,6 +44,7 @@ from bnn_ppl.inference.sgmcmc.gradients import (
     noise_average_update,
 )
 from bnn_ppl.inference.sgmcmc.kernel import (
+    RunStats,
     SGMCMCKernel,
     SGMCMCOptions,
     SGMCMCState,
@@ -82,7 +54,6 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
-from bnn_ppl.inference.sgmcmc.step_stats import RunStats
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 
@@ -118,7 +89,19 @@ class SGNHTInfo(NamedTuple):
 
 
 def init(position: PyTree, diffusion: float = 1.0, diagonal: bool = True) -> SGNHTState:
-    """Zero momentum and ``ξ = A`` (per coordinate, or a scalar with ``diagonal=False``)."""
+    """Zero momentum and ``ξ = A`` (per coordinate, or a scalar with ``diagonal=False``).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.inference import full_batch_estimator
+        >>> from bnn_ppl.inference.sgmcmc import sgnht
+        >>> est = full_batch_estimator(lambda z: 0.5 * jnp.sum(z ** 2), noise=True)
+        >>> step = sgnht.build_kernel(diffusion=1.0)
+        >>> state = sgnht.init(jnp.ones(3), diffusion=1.0)
+        >>> state, info = step(jax.random.key(0), state, est.batch(None)[0], 0.1)
+        >>> state.xi.shape, float(info.step_size)
+        ((3,), 0.1)
+    """
     momentum = jax.tree.map(jnp.zeros_like, position)
     dtype = jnp.result_type(jax.tree.leaves(position)[0])
     xi = (

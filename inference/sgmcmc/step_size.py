@@ -1,50 +1,41 @@
-"""The recommended step size of each SG-MCMC sampler, from two measured scales of the problem.
+"""The recommended step size of each SG-MCMC sampler, from two measured scales of the problem."""
 
-An SG-MCMC step size is only small or large relative to the target: its stiffest curvature
-``λ_max`` (the largest Hessian eigenvalue of the potential ``U``; ``ω_max = √(λ_max/m)`` is the
-fastest frequency of the dynamics) and the minibatch gradient noise ``σ²_max`` (the largest
-per-coordinate variance of the batch gradient; ``σ² ≈ (N/b)·λ`` in the stiffest directions of
-a well-specified model). :func:`gradient_scales` measures both at a position, and
-:func:`recommended_step_size` turns them into each sampler's step, chosen so that its
-stationary bias on a Gaussian stays at about 1 % of a variance (the formulas are the discrete
-Lyapunov equations in the kernels' docstrings):
-
-=========  ============================================  =====================================
-sampler    recommended ``h``                             why
-=========  ============================================  =====================================
-``SGLD``   ``0.02 / (λ_max + σ²_max)``                   bias ``h(λ + σ²)/2`` = 1 %
-``SGHMC``  ``min(0.1/ω_max, √(κ m/σ²_max))``             position ``O(h²λ)``: +0.3 %; friction
-                                                         ``hC_i/m = h²σ²/(2κm) ≤ ½``
-``SGNHT``  ``0.1/ω_max``, or less so that ``hξ/2 ≤``     cold by ``hξ/2``, with the friction
-           ``0.01``                                      ``ξ = max(A + b̂, b̂/κ)``,
-                                                         ``b̂ = hσ²_max/(2m)``
-``ATMC``   ``min(0.1/ω_max, √(0.69 κ m/σ²_max))``        bias ``(βh)²/12 + O(h²λ)``: ≤ 1 %,
-                                                         ``βh = h²σ²/(2κm) ≤ 0.35``
-=========  ============================================  =====================================
-
-``κ`` is the kernels' ``noise_share`` (default 0.1): the friction of a coordinate is raised
-until its gradient noise supplies at most that share of its heat (see :mod:`bnn_ppl.inference.
-sghmc`); SGLD has no friction to raise, hence its step shrinks with ``σ²`` directly.
-
-With a cyclical schedule, use the recommended ``h`` as ``h0``: every step is then at most as
-large. :func:`recommended_friction` ties the momentum kernels' least friction to that ``h0``
-(``0.1/h0``; SGNHT ``0.01/h0``): a friction of 1 per unit time lets the momentum forget its start
-only over ``1/h`` steps, more than a run spans where the curvature is large (``h ∝ 1/√λ_max``),
-and the energy released as the chain settles then stays in the momentum (hot draws).
-Measure the scales where the chain will be, not at a prior draw (whose curvature and
-noise can be orders of magnitude off): at the end of a short run, or at a MAP estimate
-(:func:`~bnn_ppl.inference.map_estimate`).
-
-Example:
-    >>> import jax, jax.numpy as jnp
-    >>> from bnn_ppl.inference import gradient_scales, recommended_step_size
-    >>> u = lambda z: 0.5 * (100.0 * z["x"][0] ** 2 + z["x"][1] ** 2)
-    >>> scales = gradient_scales(u, {"x": jnp.zeros(2)}, rng_key=jax.random.key(0))
-    >>> round(scales.curvature, 3), scales.noise
-    (100.0, 0.0)
-    >>> round(recommended_step_size("ATMC", scales), 4)  # 0.1 / √100 (no noise)
-    0.01
-"""
+# Notes:
+#
+# An SG-MCMC step size is only small or large relative to the target: its stiffest curvature
+# ``λ_max`` (the largest Hessian eigenvalue of the potential ``U``; ``ω_max = √(λ_max/m)`` is the
+# fastest frequency of the dynamics) and the minibatch gradient noise ``σ²_max`` (the largest
+# per-coordinate variance of the batch gradient; ``σ² ≈ (N/b)·λ`` in the stiffest directions of
+# a well-specified model). :func:`gradient_scales` measures both at a position, and
+# :func:`recommended_step_size` turns them into each sampler's step, chosen so that its
+# stationary bias on a Gaussian stays at about 1 % of a variance (the formulas are the discrete
+# Lyapunov equations in the kernels' docstrings):
+#
+# =========  ============================================  =====================================
+# sampler    recommended ``h``                             why
+# =========  ============================================  =====================================
+# ``SGLD``   ``0.02 / (λ_max + σ²_max)``                   bias ``h(λ + σ²)/2`` = 1 %
+# ``SGHMC``  ``min(0.1/ω_max, √(κ m/σ²_max))``             position ``O(h²λ)``: +0.3 %; friction
+#                                                          ``hC_i/m = h²σ²/(2κm) ≤ ½``
+# ``SGNHT``  ``0.1/ω_max``, or less so that ``hξ/2 ≤``     cold by ``hξ/2``, with the friction
+#            ``0.01``                                      ``ξ = max(A + b̂, b̂/κ)``,
+#                                                          ``b̂ = hσ²_max/(2m)``
+# ``ATMC``   ``min(0.1/ω_max, √(0.69 κ m/σ²_max))``        bias ``(βh)²/12 + O(h²λ)``: ≤ 1 %,
+#                                                          ``βh = h²σ²/(2κm) ≤ 0.35``
+# =========  ============================================  =====================================
+#
+# ``κ`` is the kernels' ``noise_share`` (default 0.1): the friction of a coordinate is raised
+# until its gradient noise supplies at most that share of its heat (see :mod:`bnn_ppl.inference.
+# sghmc`); SGLD has no friction to raise, hence its step shrinks with ``σ²`` directly.
+#
+# With a cyclical schedule, use the recommended ``h`` as ``h0``: every step is then at most as
+# large. :func:`recommended_friction` ties the momentum kernels' least friction to that ``h0``
+# (``0.1/h0``; SGNHT ``0.01/h0``): a friction of 1 per unit time lets the momentum forget its
+# start only over ``1/h`` steps, more than a run spans where the curvature is large
+# (``h ∝ 1/√λ_max``), and the energy released as the chain settles then stays in the momentum
+# (hot draws). Measure the scales where the chain will be, not at a prior draw (whose curvature
+# and noise can be orders of magnitude off): at the end of a short run, or at a MAP estimate
+# (:func:`~bnn_ppl.inference.map_estimate`).
 
 from __future__ import annotations
 
@@ -104,6 +95,16 @@ def gradient_scales(
         rng_key: for the power iteration's start and the batches.
         num_batches: batch gradients for the variance, ``>= 2``.
         num_iterations: power-iteration steps, ``>= 1``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from bnn_ppl.inference import gradient_scales, recommended_step_size
+        >>> u = lambda z: 0.5 * (100.0 * z["x"][0] ** 2 + z["x"][1] ** 2)
+        >>> scales = gradient_scales(u, {"x": jnp.zeros(2)}, rng_key=jax.random.key(0))
+        >>> round(scales.curvature, 3), scales.noise
+        (100.0, 0.0)
+        >>> round(recommended_step_size("ATMC", scales), 4)  # 0.1 / √100 (no noise)
+        0.01
     """
     num_batches = validation.check_int("num_batches", num_batches, minimum=2)
     num_iterations = validation.check_int("num_iterations", num_iterations, minimum=1)

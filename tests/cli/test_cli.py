@@ -221,7 +221,7 @@ def test_the_cli_runs_what_fit_runs(svi_run: Path) -> None:
 
     s = cli.RunSettings.from_arguments(read_json(svi_run / runs.CONFIG)["arguments"])
     o = s.options
-    data = cli._inputs_for(o.model, cli.load_data(o.dataset, max_train=o.max_train))
+    data = cli.inputs_for(o.model, cli.load_data(o.dataset, max_train=o.max_train))
     post = fit(cli.build_model(o, data), data, s.config, jax.random.key(o.seed))
     stored = load_npz(svi_run / runs.SAMPLES)
     for site, a in post.flat_samples().items():

@@ -1,4 +1,5 @@
-"""bnn_ppl.diagnostics.chain_levels: chains at different log-posterior levels, or still drifting, are
+"""bnn_ppl.diagnostics.chain_levels: chains at different log-posterior levels, or still drifting,
+are
 named with their gap in nats and in within-chain standard deviations; chains of one
 distribution are not."""
 

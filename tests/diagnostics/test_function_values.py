@@ -1,4 +1,5 @@
-"""The function-space quantities of bnn_ppl.diagnostics.function_values, checked against hand computations.
+"""The function-space quantities of bnn_ppl.diagnostics.function_values, checked against hand
+computations.
 
 A network with no hidden layer has logits ``x @ W + b``, computed here in float64 by NumPy; the
 library's float32 values must match within the float32 rounding of those few-term sums

@@ -61,7 +61,8 @@ def test_too_few_draws_fail_on_ess_and_the_factor_is_the_projection_s():
     f = _iid((4, 50, 2))  # 200 independent draws: bulk ESS ~200 < 400 on both
     lags = laggards(f)
     assert {g.index for g in lags} == {(0,), (1,)}
-    for g in lags:  # the larger of what R-hat and ESS each need (bnn_ppl.inference.reference.projection)
+    # the larger of what R-hat and ESS each need (bnn_ppl.inference.reference.stopping)
+    for g in lags:
         assert g.ess_bulk < 400
         want = max((g.rhat**2 - 1) / (1.01**2 - 1), 400 / g.ess_bulk)
         assert g.factor == pytest.approx(want) and g.factor >= 400 / g.ess_bulk

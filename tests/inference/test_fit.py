@@ -14,8 +14,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import count_compiles
-from conjugate import closed_form, data, linear_model, theta
-from test_hmc import _assert_matches_gaussian
+from conjugate import assert_matches_gaussian, closed_form, data, linear_model, theta
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
@@ -40,7 +39,7 @@ def test_fit_nuts_recovers_the_conjugate_posterior_and_fills_every_group():
         jax.random.key(2),
     )
     mean, cov = closed_form(x, y)
-    _assert_matches_gaussian(theta(post.samples), mean, cov)
+    assert_matches_gaussian(theta(post.samples), mean, cov)
     assert post.method == "nuts" and (post.num_chains, post.num_draws) == (4, 1000)
     assert {"energy", "acceptance_rate", "diverging", "tree_depth", "lp"} <= set(post.sample_stats)
     assert post.log_likelihood["y"].shape == (4, 1000, 30)
@@ -63,6 +62,16 @@ def test_fit_hmc_is_the_chain_hmc_draws():
     for name, value in mcmc.get_samples(group_by_chain=True).items():
         np.testing.assert_array_equal(post.samples[name], np.asarray(value))
     assert post.predictions == {}  # no test inputs, no predictions
+    # fit's devices= places the potential as hmc()'s did (one device here: the same draws), and
+    # mass_matrix="identity" is hmc()'s adapt_mass_matrix=False
+    placed = fit(linear_model(), (x, y), c, KEY, devices=jax.devices()[:1])
+    assert placed == post
+    c = cfg.HMCConfig(num_warmup=20, num_samples=30, mass_matrix="identity")
+    fixed = fit(linear_model(), (x, y), c, KEY)
+    mcmc = hmc(linear_model(), x, y, rng_key=KEY, num_warmup=20, num_samples=30,
+               adapt_mass_matrix=False)  # fmt: skip
+    for name, value in mcmc.get_samples(group_by_chain=True).items():
+        np.testing.assert_array_equal(fixed.samples[name], np.asarray(value))
 
 
 def test_fit_with_chunk_size_auto_takes_the_memory_rule_through_every_step():
@@ -248,4 +257,12 @@ def test_fit_refuses_what_is_not_a_config_or_a_bnn():
     with count_compiles() as compiles, pytest.raises(ValueError, match="on_check applies to "
                                                      "ReferenceHMCConfig runs .* HMCConfig"):
         fit(linear_model(), (x, y), cfg.HMCConfig(), KEY, on_check=print)
+    # devices and dtype place a sampler's potential: refused for the optimisers, naming them
+    with count_compiles() as compiles, pytest.raises(ValueError, match="devices applies to HMC"):
+        fit(linear_model(), (x, y), cfg.MAPConfig(), KEY, devices=jax.devices())
+    with pytest.raises(ValueError, match="mass_matrix must be one of"):
+        cfg.NUTSConfig(mass_matrix="full")
     assert compiles == []
+    # a record written before mass_matrix existed still loads
+    old = cfg.from_dict({"method": "hmc", "adapt_mass_matrix": False})
+    assert old == cfg.HMCConfig(mass_matrix="identity")

@@ -13,7 +13,7 @@ import pytest
 from conftest import count_compiles
 from numpyro.infer import HMC, MCMC
 
-from bnn_ppl.inference.loop_reuse import ReusingMCMC, reused_jit
+from bnn_ppl._compat import ReusingMCMC, reused_jit
 
 STOCK = numpyro.util.maybe_jit
 

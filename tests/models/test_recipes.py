@@ -163,13 +163,8 @@ def test_posterior_sampler_table_is_sampler_table_of_the_posteriors():
 def test_recommended_step_sizes_are_each_samplers_at_the_measured_scales():
     import jax
 
-    from bnn_ppl.inference import (
-        full_batch_potential,
-        gradient_scales,
-        recommended_step_size,
-        recommended_step_sizes,
-    )
-    from bnn_ppl.inference.sgmcmc.step_size import SAMPLERS
+    from bnn_ppl.inference import full_batch_potential, gradient_scales, recommended_step_size
+    from bnn_ppl.inference.sgmcmc.step_size import SAMPLERS, recommended_step_sizes
 
     x = np.linspace(-1, 1, 40, dtype=np.float32)[:, None]
     model = bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.1))

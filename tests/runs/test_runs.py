@@ -145,7 +145,7 @@ def test_a_diverged_fit_run_leaves_a_record_saying_so_that_evaluate_reports(tmp_
 
 
 def test_chain_summary_reads_the_sample_statistics_per_chain():
-    from bnn_ppl.inference import chain_summary
+    from bnn_ppl.inference.run_folder import chain_summary
     from bnn_ppl.posterior import Posterior
 
     accept = np.array([[0.5, 1.0, 0.9], [0.2, 0.4, 0.6]])

@@ -15,9 +15,9 @@ from numpyro.infer import HMC, MCMC
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
-from bnn_ppl import pointwise
+from bnn_ppl import predictive as pointwise
 from bnn_ppl.inference import fit
-from bnn_ppl.inference.checkpoint.progress_log import ProgressLog
+from bnn_ppl.inference.checkpoint.fit import ProgressLog
 from bnn_ppl.inference.checkpoint.segments import MCMCPlan, run_segments
 from bnn_ppl.inference.checkpoint.store import CheckpointStore
 from bnn_ppl.models import MLP

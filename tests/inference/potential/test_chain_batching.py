@@ -40,7 +40,7 @@ from bnn_ppl.inference import (
     model_potential,
     nuts,
 )
-from bnn_ppl.inference.potential import chunking
+from bnn_ppl.inference.potential import bnn as chunking
 from bnn_ppl.inference.sgmcmc.step_size import gradient_scales
 from bnn_ppl.models import MLP
 from bnn_ppl.models.conv import conv_general_dilated
@@ -367,7 +367,7 @@ SHARDED_SCRIPT = textwrap.dedent(
     """
     import json, sys
     import jax, numpy as np
-    sys.path.insert(0, sys.argv[2])
+    sys.path[:0] = sys.argv[2:4]  # this test's folder, then tests/ (conftest, tolerances)
     from test_chain_batching import CHAINS, _chain, _conv_problem, _vmapped
     from tolerances import potential_magnitudes
     from bnn_ppl.inference import full_batch_potential
@@ -402,7 +402,8 @@ def test_sequential_chains_on_two_simulated_devices_equal_one_device(tmp_path):
     one-chain ones to the float32 rounding of the sums."""
     env = subprocess_env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
     proc = subprocess.run(
-        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(ROOT / "tests")],
+        [sys.executable, "-c", SHARDED_SCRIPT, str(tmp_path / "a.npz"), str(Path(__file__).parent),
+         str(ROOT / "tests")],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -446,7 +447,7 @@ def test_fit_builds_its_potential_with_the_configs_chain_batching(
     compiles."""
     import dataclasses
 
-    from bnn_ppl.inference.potential.bnn import bnn as potential
+    from bnn_ppl.inference.potential import bnn as potential
 
     seen = []
 
@@ -476,8 +477,7 @@ def test_the_fingerprint_records_chain_batching_only_when_forced():
     """At ``"auto"`` a run's fingerprint is the one written before ``chain_batching`` existed
     (the same fields and digest: old checkpoint folders resume); forced either way it is a
     field, so a resume with the other value is refused, naming it."""
-    from bnn_ppl.inference.checkpoint.fingerprint import check_same, run_fingerprint
-    from bnn_ppl.inference.checkpoint.store import CheckpointError
+    from bnn_ppl.inference.checkpoint.store import CheckpointError, check_same, run_fingerprint
 
     model, x, y = _mlp_problem()
     pot = full_batch_potential(model, x, y)

@@ -11,7 +11,7 @@ from tolerances import assert_sums_close, potential_magnitudes
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential
-from bnn_ppl.inference.potential import chunking
+from bnn_ppl.inference.potential import bnn as chunking
 from bnn_ppl.inference.potential.sharded_sum import device_rows
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError

@@ -214,7 +214,7 @@ def deterministic_model(x, y=None):
 
 def test_global_deterministic_sites_are_in_get_samples_and_the_others_named_once():
     from bnn_ppl.inference import NUTS as PotentialNUTS
-    from bnn_ppl.inference import DeterministicSiteWarning
+    from bnn_ppl.inference.potential.model_structure import DeterministicSiteWarning
 
     data = {k: v.astype(np.float32) for k, v in _data(n=20).items() if k in ("x", "y")}
     with pytest.warns(DeterministicSiteWarning) as caught:
@@ -466,8 +466,7 @@ def test_a_model_potential_run_checkpoints_and_resumes_bit_for_bit(tmp_path):
     segments, stopped after the first and resumed, equals one MCMC.run draw for draw."""
     from bnn_ppl.inference import NUTS as PotentialNUTS
     from bnn_ppl.inference import MCMCPlan, run_segments
-    from bnn_ppl.inference.checkpoint.fingerprint import run_fingerprint
-    from bnn_ppl.inference.checkpoint.store import CheckpointStore
+    from bnn_ppl.inference.checkpoint.store import CheckpointStore, run_fingerprint
 
     data = {k: v for k, v in _data(n=20).items() if k in ("x", "y")}
     pot = model_potential(linreg_model, data=data, chunk_size=8)

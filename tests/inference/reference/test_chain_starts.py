@@ -8,8 +8,8 @@ import pytest
 from conjugate import closed_form, data, linear_model, theta
 
 from bnn_ppl.inference import full_batch_potential
-from bnn_ppl.inference.reference import starts as chain_starts
-from bnn_ppl.inference.reference.starts import Starts, optimised_starts, starts_from_arrays
+from bnn_ppl.inference.reference import chains as chain_starts
+from bnn_ppl.inference.reference.chains import Starts, optimised_starts, starts_from_arrays
 
 
 def test_starts_far_out_in_the_prior_are_brought_to_the_posterior_mode():

@@ -1,4 +1,5 @@
-"""``checks.json`` of a checkpointed reference run (:mod:`bnn_ppl.inference.reference.check_cache`): a check
+"""``checks.json`` of a checkpointed reference run (:mod:`bnn_ppl.inference.reference.checkpoint`):
+a check
 made before on the same values under the same rule is read back; a change anywhere in the
 checked values, the rule or the burn-in is a new check; a damaged or tampered file is not
 trusted."""
@@ -11,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bnn_ppl.inference.reference.check_cache import FILE, CheckCache, CheckCacheWarning
+from bnn_ppl.inference.reference.checkpoint import FILE, CheckCache, CheckCacheWarning
 from bnn_ppl.inference.reference.stopping import check_convergence
 
 RULE = {"max_rhat": 1.01, "min_share": 0.99, "min_ess": 400.0}

@@ -1,4 +1,4 @@
-"""The draws a reference run would need (inference/reference/projection.py), against chains whose
+"""The draws a reference run would need (inference/reference/stopping.py), against chains whose
 autocorrelation is known: AR(1) chains with coefficient rho have integrated autocorrelation
 time tau = (1 + rho) / (1 - rho), so m chains reach a bulk ESS of E after E * tau / m draws
 each, and split R-hat squared minus one is (tau - 1) / n' for halves of n' draws."""
@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from scipy import signal, stats
 
-from bnn_ppl.inference.reference.projection import project_convergence
-from bnn_ppl.inference.reference.stopping import check_convergence
+from bnn_ppl.inference.reference.stopping import check_convergence, project_convergence
 
 RHO = 0.9
 TAU = (1 + RHO) / (1 - RHO)  # 19

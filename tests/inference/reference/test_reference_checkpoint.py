@@ -183,7 +183,7 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose(tmp_path, uninterrupted,
     folder = tmp_path / "ckpt"
     first = _run(folder, chunk_size="auto", max_draws=10)
     assert first.draws == 10
-    monkeypatch.setattr("bnn_ppl.inference.potential.chunking.free_device_bytes", lambda devices: 1)
+    monkeypatch.setattr("bnn_ppl.inference.potential.bnn.free_device_bytes", lambda devices: 1)
     resumed = _run(folder, chunk_size="auto")
     assert resumed.resumed_after == 1
     _assert_same_draws(resumed, uninterrupted)

@@ -13,11 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conjugate import closed_form, data, linear_model
+from conjugate import assert_matches_gaussian, closed_form, data, linear_model
 from flax import linen as nn
 from numpyro.diagnostics import effective_sample_size
 from numpyro.infer import MCMC
-from test_hmc import _assert_matches_gaussian
 
 import bnn_ppl as bp
 from bnn_ppl.inference import full_batch_potential, hmc
@@ -52,7 +51,7 @@ def test_every_rung_samples_its_tempered_conjugate_posterior():
     for chain in range(2):
         for k, beta in enumerate(betas[chain, -1]):
             mean, cov = closed_form(x, y, temperature=1.0 / float(beta))
-            _assert_matches_gaussian(flat[chain : chain + 1, :, k][..., [1, 2, 0]], mean, cov)
+            assert_matches_gaussian(flat[chain : chain + 1, :, k][..., [1, 2, 0]], mean, cov)
     # z is the β = 1 rung, constrained by MCMC's postprocess_fn into the sites
     samples = mcmc.get_samples(group_by_chain=True)
     np.testing.assert_array_equal(samples["Dense_0.bias"][..., 0], flat[:, :, 0, 0])

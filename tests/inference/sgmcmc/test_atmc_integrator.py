@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conjugate import assert_matches_gaussian
 from numpyro.diagnostics import effective_sample_size
-from test_hmc import _assert_matches_gaussian
 
 from bnn_ppl.inference.sgmcmc import atmc as atmc_mod
 from bnn_ppl.inference.sgmcmc.gradients import GradientEstimate, full_batch_estimator
@@ -309,4 +309,4 @@ def test_thermostat_settles_under_gradient_noise(noise_estimate):
         assert xi_i.std() == pytest.approx(1.0, rel=0.05)
         if noise_estimate:  # the dynamic part only corrects the baseline: ≈ 0
             assert abs(zeta[..., i].mean()) < 0.05 * b_over_2m
-    _assert_matches_gaussian(x, MEAN, COV)
+    assert_matches_gaussian(x, MEAN, COV)

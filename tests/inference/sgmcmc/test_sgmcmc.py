@@ -38,16 +38,16 @@ from bnn_ppl.inference import (
     SGHMC,
     SGLD,
     SGNHT,
-    GradientScales,
     SGMCMCAccuracyWarning,
-    accuracy_summary,
     check_accuracy,
     full_batch_potential,
     gradient_estimator,
     gradient_scales,
     recommended_step_size,
 )
+from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
 from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
+from bnn_ppl.inference.sgmcmc.step_size import GradientScales
 from bnn_ppl.models import MLP
 from bnn_ppl.validation import InputTypeError, InputValueError
 
@@ -127,7 +127,7 @@ def test_independent_batches_and_their_noise_estimate_are_unbiased(batch_size):
 
 
 def test_rows_are_drawn_uniformly_with_replacement():
-    from bnn_ppl.inference.sgmcmc.minibatch import independent_batch, independent_init
+    from bnn_ppl.inference.potential.minibatch import independent_batch, independent_init
 
     state, counts = independent_init(jax.random.key(0)), np.zeros(7)
     for _ in range(2000):

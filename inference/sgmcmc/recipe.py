@@ -1,0 +1,214 @@
+"""The SG-MCMC recipe :func:`~bnn_ppl.inference.fit` runs for an SG-MCMC config.
+
+Chains start at their own MAP estimate; a cyclical cosine step size of ``cycle_length`` steps
+and one draw per cycle end; when the config gives no ``step_size``, the recommended one for the
+curvature and minibatch noise measured at the MAP and after one pilot cycle. Checkpointed fits
+build the same kernel, keys and initial parameters through :func:`sgmcmc_setup`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from numpyro.infer import MCMC
+
+from bnn_ppl import validation
+from bnn_ppl.config import SGMCMCConfig
+from bnn_ppl.divergence import DivergedError
+from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
+from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
+from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, accuracy_summary
+from bnn_ppl.inference.sgmcmc.atmc import ATMC
+from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples, cyclical_cosine
+from bnn_ppl.inference.sgmcmc.sghmc import SGHMC
+from bnn_ppl.inference.sgmcmc.sgld import SGLD
+from bnn_ppl.inference.sgmcmc.sgnht import SGNHT
+from bnn_ppl.inference.sgmcmc.step_size import (
+    GradientScales,
+    gradient_scales,
+    recommended_friction,
+    recommended_step_size,
+)
+from bnn_ppl.model import BNN
+from bnn_ppl.posterior import Posterior
+from bnn_ppl.types import Params, PRNGKey
+
+__all__ = ["KERNELS", "check_noise_feasible", "run_sgmcmc", "sgmcmc_posterior", "sgmcmc_setup"]
+
+KERNELS = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC}
+"""The kernel class of each SG-MCMC method name."""
+
+
+def sgmcmc_setup(
+    model: BNN, x: Any, y: Any, c: SGMCMCConfig, key: PRNGKey, *,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None, progress_bar: bool = False,
+) -> tuple[Callable[[], Any], FullBatchPotential, Params, PRNGKey, dict[str, Any]]:  # fmt: skip
+    """``(kernel factory, potential, init params, run key, extra config)`` of an SG-MCMC fit
+    (``progress_bar`` shows the MAP's progress).
+
+    Every chain starts at its own MAP estimate (``map_steps`` Adam steps from its own prior
+    draw: a prior draw is orders of magnitude above the typical set's potential, and the energy
+    it releases would outlast the burn-in); the step size is the given one or
+    :func:`recommended_step_size` at the larger of the scales measured at the first chain's MAP
+    and after one pilot cycle from there; the momentum kernels' least friction is
+    :func:`recommended_friction` at that step; the schedule is the cyclical cosine from it."""
+    kernel_cls = KERNELS[c.method]
+    pot = full_batch_potential(  # chains are vectorized
+        model, x, y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
+        chain_batching=c.chain_batching, devices=devices, dtype=dtype,
+    )  # fmt: skip
+    batch = validation.check_batch_size("batch_size", c.batch_size, pot.num_data)
+    map_key, scale_key, pilot_key, run_key = jax.random.split(key, 4)
+    n, chains = c.cycle_length, c.num_chains
+    map_kwargs = {"num_steps": c.map_steps, "batch_size": batch, "init_method": c.init_method,
+                  "rng_key": map_key, "chunk_size": c.chunk_size,
+                  "progress_bar": progress_bar}  # fmt: skip
+    if chains > 1:
+        found = deep_ensemble(model, x, y, chains, chain_batching=c.chain_batching,
+                              **map_kwargs)  # fmt: skip
+    else:
+        found = map_estimate(model, x, y, **map_kwargs)
+    init = pot.unconstrain(found.params)
+    name = c.method.upper()
+    step, extra = c.step_size, {}
+
+    def first(tree: Any) -> Any:
+        return jax.tree.map(lambda a: a[0], tree) if chains > 1 else tree
+
+    def rule(scales: Any) -> float:
+        h = recommended_step_size(name, scales)
+        if name == "SGNHT":  # its diffusion is tied to the step: its Euler bias with it
+            a = recommended_friction(name, h)["diffusion"]
+            h = recommended_step_size(name, scales, diffusion=a)
+        return h
+
+    if step is None:
+        k1, k2 = jax.random.split(scale_key)
+        at_map = gradient_scales(pot, first(init), batch, rng_key=k1)
+        # the gradient noise at a mode can be far below the chain's (a classifier's MAP
+        # fits its batches almost exactly): one pilot cycle from the MAP at the MAP's step,
+        # then the scales where it ends; the smaller step of the two, and the chains go on
+        # from where the pilot ended
+        init = _pilot_cycle(kernel_cls, pot, batch, rule(at_map), n, chains, init, pilot_key)
+        along = gradient_scales(pot, first(init), batch, rng_key=k2)
+        scales = GradientScales(max(at_map.curvature, along.curvature),
+                                max(at_map.noise, along.noise), batch)  # fmt: skip
+        step = rule(scales)
+        check_noise_feasible(name, scales, step, c)
+        extra = {"step_size_used": step, "scales": scales._asdict(),
+                 "scales_at_map": at_map._asdict()}  # fmt: skip
+    friction = recommended_friction(name, step)
+    extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
+    for field in ("scales", "scales_at_map"):
+        extra[field] = {k: (None if v is None else float(v))
+                        for k, v in extra.get(field, {}).items()} or None  # fmt: skip
+    extra["friction_used"] = friction or None
+
+    def kernel() -> Any:
+        return kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n), **friction)
+
+    return kernel, pot, init, run_key, extra
+
+
+NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
+"""How many times below what the curvature allows the gradient noise may force the step."""
+
+
+def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig) -> None:
+    """Warn (:class:`SGMCMCAccuracyWarning`), before sampling, when the minibatch noise forces
+    the step more than :data:`NOISE_STEP_LIMIT` times below what the curvature allows: to keep
+    the noise's share of the heat in bounds the run then spans that many times less time and
+    cannot reach its stationary law in the configured cycles. Names the batch size at which the
+    noise no longer binds (the noise variance falls as ``1/b``); for SGLD also when the burn-in
+    spans fewer than 2 relaxation times of the stiffest direction, naming a ``num_warmup``."""
+    if sampler == "SGLD":  # no momentum: the variance builds as 1 - exp(-2λt) from the MAP
+        spans = 2 * scales.curvature * c.num_warmup * c.cycle_length * step / 2
+        if spans < 4:
+            cycles = int(math.ceil(c.num_warmup * 4 / max(spans, 1e-12)))
+            warnings.warn(
+                f"SGLD at step size {step:.3g}: {c.num_warmup} burn-in cycles of "
+                f"{c.cycle_length} steps span {spans / 2:.2g} relaxation times of the stiffest "
+                "direction (at least 2 are needed for its variance to build up from the MAP), "
+                f"so the draws are not yet stationary. Use num_warmup={cycles} or more, or a "
+                "larger batch_size (SGLD's step shrinks with the gradient noise).",
+                SGMCMCAccuracyWarning,
+                stacklevel=4,
+            )
+    if not scales.noise or scales.batch_size is None:
+        return
+    free = recommended_step_size(sampler, GradientScales(scales.curvature, 0.0, None))
+    limit = NOISE_STEP_LIMIT[sampler]
+    if free <= limit * step:
+        return
+    # SGLD: h ∝ 1/(λ + σ²); the momentum kernels: h ∝ 1/σ (σ² ∝ 1/b)
+    power = 1.0 if sampler == "SGLD" else 2.0
+    need = int(math.ceil(scales.batch_size * (free / (limit * step)) ** power))
+    warnings.warn(
+        f"{sampler} at batch_size={scales.batch_size}: the minibatch gradient noise "
+        f"(σ²_max = {scales.noise:.3g}, curvature λ_max = {scales.curvature:.3g}) forces the "
+        f"step size to {step:.3g}, {free / step:.0f} times below the {free:.3g} the curvature "
+        f"allows, so {c.num_warmup} burn-in cycles of {c.cycle_length} steps span too little "
+        f"time to reach the posterior. Use batch_size={need} or more (or None: the full "
+        "batch), or many more cycles.",
+        SGMCMCAccuracyWarning,
+        stacklevel=4,
+    )
+
+
+def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: int,
+                 chains: int, init: Any, key: PRNGKey) -> Any:
+    """Every chain's position after one cycle of ``n`` burn-in steps from ``init`` at the
+    cycle-start step ``step`` (its accuracy is not judged: the scales are measured where it
+    ends, and the run's own step follows from them)."""
+    friction = recommended_friction(kernel_cls.__name__.upper(), step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SGMCMCAccuracyWarning)  # (construction warnings)
+        kernel = kernel_cls(pot, batch_size=batch, step_size=cyclical_cosine(step, n),
+                            **friction)  # fmt: skip
+    mcmc = MCMC(kernel, num_warmup=n, num_samples=1, num_chains=chains,
+                chain_method="vectorized", progress_bar=False, jit_model_args=True)  # fmt: skip
+    mcmc.run(key, *pot.args, init_params=init)
+    return mcmc.last_state.z
+
+
+def sgmcmc_posterior(c: SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
+    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
+    for name, value in samples.items():
+        if not np.all(np.isfinite(value)):
+            raise DivergedError(
+                c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
+            )
+    return Posterior(c.method, samples, config=c.to_dict() | extra)
+
+
+def run_sgmcmc(
+    model: BNN, x: Any, y: Any, c: SGMCMCConfig, key: PRNGKey, *,
+    devices: Sequence[jax.Device] | None = None, dtype: Any = None, progress_bar: bool = False,
+) -> Posterior:  # fmt: skip
+    """Run the recipe: vectorized chains, the last step of every cycle kept; what the
+    statistics of every sampling step show went wrong is warned about and kept in
+    ``config["accuracy"]``."""
+    kernel, pot, init, run_key, extra = sgmcmc_setup(
+        model, x, y, c, key, devices=devices, dtype=dtype, progress_bar=progress_bar
+    )
+    n = c.cycle_length
+    mcmc = MCMC(
+        kernel(),
+        num_warmup=c.num_warmup * n,
+        num_samples=c.num_samples * n,
+        thinning=n,  # the last step of every cycle, and only it
+        num_chains=c.num_chains,
+        chain_method="vectorized",
+        progress_bar=False,
+        jit_model_args=True,
+        progress_rate=n,  # (with the bar: one update per cycle)
+    )
+    mcmc.progress_bar = progress_bar  # (NumPyro turns it off whenever CI is set)
+    mcmc.run(run_key, *pot.args, init_params=init)
+    samples = {k: np.asarray(v) for k, v in cycle_end_samples(mcmc, n, group_by_chain=True).items()}
+    return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})
