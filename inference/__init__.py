@@ -34,7 +34,11 @@ from bnn_ppl.inference.sgmcmc.kernel import SGMCMCKernel
 from bnn_ppl.inference.sgmcmc.sghmc import SGHMC
 from bnn_ppl.inference.sgmcmc.sgld import SGLD
 from bnn_ppl.inference.sgmcmc.sgnht import SGNHT
-from bnn_ppl.inference.sgmcmc.step_size import gradient_scales, recommended_step_size
+from bnn_ppl.inference.sgmcmc.step_size import (
+    gradient_scales,
+    recommended_friction,
+    recommended_step_size,
+)
 from bnn_ppl.inference.svi import svi_mean_field
 
 # hmc() and nuts() are deprecated (DeprecationWarning): importable, not listed
@@ -61,6 +65,7 @@ __all__ = [
     "gradient_estimator",
     "full_batch_estimator",
     "gradient_scales",
+    "recommended_friction",
     "recommended_step_size",
     "schedules",
     "check_accuracy",
