@@ -40,7 +40,7 @@ API_PAGES: list[tuple[str, str, str, list[tuple[str, list[str]]] | None]] = [
             ),
             (
                 "HMC and NUTS",
-                ["hmc", "nuts", "HMC", "NUTS", "default_trajectory_length"],
+                ["HMC", "NUTS", "default_trajectory_length"],
             ),
             ("Checkpoints and resuming", ["run_segments", "MCMCPlan"]),
             (
@@ -61,6 +61,7 @@ API_PAGES: list[tuple[str, str, str, list[tuple[str, list[str]]] | None]] = [
                     "full_batch_estimator",
                     "gradient_scales",
                     "recommended_step_size",
+                    "recommended_friction",
                     "check_accuracy",
                     "SGMCMCAccuracyWarning",
                 ],

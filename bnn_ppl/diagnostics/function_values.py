@@ -220,7 +220,7 @@ def function_values(
 def _mean_log_density(model: BNN, samples: Params, x: Any, y: Any,
                       chunk_size: int | None) -> np.ndarray:  # fmt: skip
     """``"mean_log_density"``: the means, the rows' log densities and the latent scalars."""
-    from bnn_ppl.pointwise import log_likelihood
+    from bnn_ppl.predictive import log_likelihood
 
     mean = function_values(model, samples, x, "mean", chunk_size=chunk_size)
     density = log_likelihood(model, samples, x, y, chunk_size=chunk_size)

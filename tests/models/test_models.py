@@ -182,11 +182,12 @@ def test_only_params_collection(name):
     assert set(variables) == {"params"}
 
 
-def _documented_tree(module: types.ModuleType) -> dict[str, tuple[int, ...]]:
-    """The ``path  (shape)`` lines of a module docstring's parameter-tree doctest."""
-    pattern = re.compile(r"^ {4}([A-Za-z_][\w.]*)\s+(\([\d, ]*\))\s*$")
+def _documented_tree(module: types.ModuleType, cls: type) -> dict[str, tuple[int, ...]]:
+    """The ``path  (shape)`` lines of the parameter-tree doctest in a network's docstring (or
+    its module's)."""
+    pattern = re.compile(r"^ {4,}([A-Za-z_][\w.]*)\s+(\([\d, ]*\))\s*$")
     out = {}
-    for line in module.__doc__.splitlines():
+    for line in f"{module.__doc__}\n{cls.__doc__}".splitlines():
         m = pattern.match(line)
         if m:
             out[m.group(1)] = ast.literal_eval(m.group(2))
@@ -215,7 +216,7 @@ def _documented_tree(module: types.ModuleType) -> dict[str, tuple[int, ...]]:
     ],
 )
 def test_documented_parameter_tree_is_the_real_one(module, net, x):
-    documented = _documented_tree(module)
+    documented = _documented_tree(module, type(net))
     assert documented, f"no parameter tree found in {module.__name__}'s docstring"
     assert documented == _shapes(net, x)
 

@@ -351,7 +351,7 @@ def test_a_learned_noise_reference_checks_means_log_densities_and_the_noise():
     """With the test targets, a regression reference checks each row's predictive mean, each
     row's log density and the learned noise sd, each part held to the rule; the record gives
     each part's figures."""
-    from bnn_ppl.pointwise import log_likelihood
+    from bnn_ppl.predictive import log_likelihood
 
     x, y = data()
     xt, yt = x[:6], y[:6]

@@ -70,14 +70,11 @@ def test_as_schedule_checks_numbers_and_callables_without_compiling():
     assert as_schedule(lambda t: 0.01)(3) == 0.01
 
 
-def test_schedules_and_cycle_end_selection_are_separate_modules():
+def test_cycle_end_selection_checks_its_arguments():
     from bnn_ppl.inference.sgmcmc import schedules
-    from bnn_ppl.inference.sgmcmc import schedules as cycles
 
-    for name in ("cycle_end_indices", "keep_cycle_ends", "cycle_end_samples"):
-        assert not hasattr(schedules, name)  # one job per module: selection lives in cycles
     with pytest.raises(TypeError, match="cycle_length"):
-        cycles.keep_cycle_ends({"w": np.zeros(4)}, np.arange(1, 5), 2.0)
+        schedules.keep_cycle_ends({"w": np.zeros(4)}, np.arange(1, 5), 2.0)
     with pytest.raises(TypeError, match="num_samples"):
         cycle_end_indices(10.0, 5)
 
