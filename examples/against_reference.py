@@ -249,49 +249,39 @@ def seed_cell(rows: list[dict], name: str, metric: str) -> str:
     return f"{v.mean():.3f}" + (f" ± {v.std(ddof=1) / np.sqrt(v.size):.3f}" if v.size > 1 else "")
 
 
+# The claims judged on paired per-row scores: name, method a, method b, the per-row score
+# (``ll``: higher is better; ``dist``: lower is better) and the text; a claim holds when a's
+# score minus b's is positive ({metric}: the task's log density).
+CLAIMS = (
+    ("hmc_beats_ensemble", REF, "ensemble", "ll",
+     "HMC BNNs outperform deep ensembles ({metric} higher)"),
+    ("hmc_beats_het_ensemble", REF, HET, "ll",
+     "HMC BNNs outperform heteroscedastic deep ensembles ({metric} higher)"),
+    ("ensemble_closer_than_svi", "SVI", "ensemble", "dist",
+     "deep ensembles are closer to HMC than mean-field VI (distance lower)"),
+)  # fmt: skip
+METRIC = {"regression": "test log density", "classification": "log p(true class)"}
+
+
+def verdict(difference: float, se: float) -> str:
+    """``supported`` beyond 2 SE, ``contradicted`` below -2 SE, else ``undecided``."""
+    if difference > 2 * se:
+        return "supported"
+    return "contradicted" if difference < -2 * se else "undecided"
+
+
 def claim_lines(rows: list[dict], scores: list[dict], task: str, regime: str) -> tuple[list, dict]:
-    """The claims, each judged on paired per-row differences (averaged over the seeds):
-    supported only beyond 2 paired SE."""
-    metric = "test log density" if task == "regression" else "log p(true class)"
-    pairs = [
-        (
-            "hmc_beats_ensemble",
-            REF,
-            "ensemble",
-            "ll",
-            f"HMC BNNs outperform deep ensembles ({metric} higher)",
-        )
-    ]
-    if HET in scores[0]:
-        pairs.append(
-            (
-                "hmc_beats_het_ensemble",
-                REF,
-                HET,
-                "ll",
-                f"HMC BNNs outperform heteroscedastic deep ensembles ({metric} higher)",
-            )
-        )
-    if "SVI" in scores[0]:
-        pairs.append(
-            (
-                "ensemble_closer_than_svi",
-                "SVI",
-                "ensemble",
-                "dist",
-                "deep ensembles are closer to HMC than mean-field VI (distance lower)",
-            )
-        )
+    """The claims (:data:`CLAIMS` whose two methods ran), each judged on paired per-row
+    differences (averaged over the seeds): supported only beyond 2 paired SE."""
     lines, out = [], {}
-    for claim, a, b, key, text in pairs:
+    for claim, a, b, key, text in CLAIMS:
         if a not in scores[0] or b not in scores[0]:
             continue
         d, se = paired(scores, a, b, key)
-        verdict = "supported" if d > 2 * se else ("contradicted" if d < -2 * se else "undecided")
-        out[claim] = {"difference": d, "paired_se": se, "verdict": verdict}
-        lines.append(f"claim ({regime}; Izmailov et al.): {text}: {a} - {b} = {d:+.4f} ± "
-                     f"{se:.4f} paired SE over {scores[0][a][key].size} rows and {len(scores)} "
-                     f"seed(s) ({abs(d) / se:.1f} SE): {verdict}")  # fmt: skip
+        out[claim] = {"difference": d, "paired_se": se, "verdict": (v := verdict(d, se))}
+        lines.append(f"claim ({regime}; Izmailov et al.): {text.format(metric=METRIC[task])}: "
+                     f"{a} - {b} = {d:+.4f} ± {se:.4f} paired SE over {scores[0][a][key].size} "
+                     f"rows and {len(scores)} seed(s) ({abs(d) / se:.1f} SE): {v}")  # fmt: skip
     return lines, out
 
 

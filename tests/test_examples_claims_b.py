@@ -48,6 +48,10 @@ TINY_FLAGS: dict[str, list[str]] = {
         "--svi-steps", "20", "--svi-samples", "4", "--sg-map-steps", "5", "--cycle-length", "10",
         "--burnin-cycles", "1", "--seeds", "2", "--out", "{out}",
     ],
+    # two synthetic splits' summaries (PREPARE writes them), one as a folder, one as a file
+    "against_reference_splits.py": [
+        "{out}/split0", "{out}/split1/summary.json", "--json", "{out}/pooled.json",
+    ],
 }  # fmt: skip
 
 # script name -> strings its stdout must contain
@@ -59,6 +63,8 @@ EXPECTED_ROWS: dict[str, list[str]] = {
                            "accuracy drop", "claim", "CIFAR-10-C part"],
     "against_reference.py": ["equal samples:", "equal gradients:", "agree w/ ref", "TV w/ ref",
                              "ECE", "gradients", "reference", "HMC chains", "noise floor"],
+    "against_reference_splits.py": ["equal samples: 2 split(s) (0, 1), 2 seed(s) each",
+                                    "test LL", "W2 w/ ref", "reference chains", "split 1"],
 }  # fmt: skip
 
 
@@ -202,17 +208,112 @@ def _check_against_reference(stdout: str, out_dir: Path, variant: str) -> None:
             assert ens["gradients"] == svi["gradients"] == 60
 
 
+# Two synthetic splits of against_reference.py's summary.json, 2 seeds, 3 test rows each, the
+# per-row log densities and distances chosen for a hand computation (_check_against_splits).
+# Per row, averaged over the seeds: reference - ensemble (ll) split 0 [.1 .2 .3], split 1
+# [.4 .5 .6]; reference - het. ensemble -[.5 .6 .7], -[.6 .7 .8]; SVI - ensemble (dist)
+# [.1 0 -.1], [.3 .2 .1].
+_LL_GAP = {"0": ([0.0, 0.2, 0.4], [0.2, 0.2, 0.2]), "1": ([0.4, 0.6, 0.8], [0.4, 0.4, 0.4])}
+_HET_GAP = {"0": [-0.5, -0.6, -0.7], "1": [-0.6, -0.7, -0.8]}
+_SVI_DIST = {"0": [1.1, 1.0, 0.9], "1": [1.3, 1.2, 1.1]}
+_RMSE = {"0": (2.0, 2.2), "1": (2.4, 2.6)}  # the ensemble's, per seed
+_SECONDS = {"0": (10.0, 20.0), "1": (30.0, 40.0)}  # every method's, per seed
+_REF_COST = {"0": (1000.0, 50.0), "1": (3000.0, 150.0)}  # the reference's gradients, seconds
+
+
+def _synthetic_summary(split: str) -> dict:
+    ref_ll = np.full(3, -2.0)
+    seeds, scores = [], []
+    for seed in range(2):
+        ll = {
+            "reference": ref_ll,
+            "ensemble": ref_ll - np.array(_LL_GAP[split][seed]),
+            "het. ensemble": ref_ll - np.array(_HET_GAP[split]),
+            "SVI": ref_ll - 0.5,
+        }
+        dist = {"reference": np.zeros(3), "ensemble": np.ones(3),
+                "het. ensemble": np.ones(3), "SVI": np.array(_SVI_DIST[split])}  # fmt: skip
+        rows = {}
+        for name in ll:
+            rows[name] = {"nll": float(-ll[name].mean()), "test_ll": float(ll[name].mean()),
+                          "rmse": _RMSE[split][seed] if name == "ensemble" else 2.0,
+                          "rmse_vs_reference": 0.5, "w2": float(dist[name].mean()),
+                          "gradients": 100.0, "samples": 4.0,
+                          "seconds": _SECONDS[split][seed]}  # fmt: skip
+        rows["reference"] |= {"gradients": _REF_COST[split][0], "seconds": _REF_COST[split][1]}
+        rows["reference chains"] = {"nll": 2.0, "test_ll": -2.0, "rmse": 2.0,
+                                    "rmse_vs_reference": 0.1, "w2": 0.05}  # fmt: skip
+        seeds.append(rows)
+        scores.append({n: {"ll": ll[n].tolist(), "dist": dist[n].tolist()} for n in ll})
+    return {
+        "args": {"samples": "4", "reference": f"refs/uci_toy_split{split}_learned.json",
+                 "out": f"runs/split{split}", "seed": "0", "seeds": "2"},
+        "task": "regression",
+        "reference_cost": {"sampling_gradients": _REF_COST[split][0],
+                           "wall_seconds": _REF_COST[split][1]},
+        "regimes": {"equal samples": {"results_per_seed": seeds, "row_scores": scores}},
+    }  # fmt: skip
+
+
+def _write_against_splits(out_dir: Path) -> None:
+    for split in ("0", "1"):
+        (out_dir / f"split{split}").mkdir(parents=True)
+        write_json(out_dir / f"split{split}" / "summary.json", _synthetic_summary(split))
+
+
+def _check_against_splits(stdout: str, out_dir: Path, variant: str) -> None:
+    """The pooled figures against a hand computation from the synthetic splits."""
+    pooled = read_json(out_dir / "pooled.json")["regimes"]["equal samples"]
+    assert pooled["splits"] == ["0", "1"] and pooled["seeds"] == [2]
+    m = pooled["methods"]
+    # test LL: each split's mean over seeds (-2.2, -2.5), then mean and SE over the splits
+    assert m["ensemble"]["test_ll"] == pytest.approx([-2.35, 0.15, 2])
+    assert m["ensemble"]["rmse"] == pytest.approx([2.3, 0.2, 2])  # splits 2.1 and 2.5
+    assert m["SVI"]["w2"] == pytest.approx([1.1, 0.1, 2])  # splits 1.0 and 1.2
+    assert m["reference"]["test_ll"] == pytest.approx([-2.0, 0.0, 2])
+    # compute: mean over splits and seeds; the reference's from its runs' reference_cost
+    assert m["ensemble"]["gradients"] == 100.0 and m["ensemble"]["seconds"] == 25.0
+    assert m["reference"]["gradients"] == 2000.0 and m["reference"]["seconds"] == 100.0
+    assert "gradients" not in m["reference chains"]
+    c = pooled["claims"]
+    ens, het, svi = (
+        c["hmc_beats_ensemble"],
+        c["hmc_beats_het_ensemble"],
+        c["ensemble_closer_than_svi"],
+    )
+    # split means .2 and .5: SE |.5 - .2| / 2; rows .1 ... .6: SE sqrt(.035) / sqrt(6)
+    assert ens["difference"] == pytest.approx(0.35) and ens["split_se"] == pytest.approx(0.15)
+    assert ens["row_se"] == pytest.approx(np.sqrt(0.035 / 6)) and ens["rows"] == 6
+    assert ens["per_split"] == pytest.approx({"0": 0.2, "1": 0.5})
+    assert ens["decided_by"] == "splits" and ens["verdict"] == "supported"  # 2.3 SE
+    assert het["difference"] == pytest.approx(-0.65) and het["split_se"] == pytest.approx(0.05)
+    assert het["row_se"] == pytest.approx(np.sqrt(0.011 / 6)) and het["verdict"] == "contradicted"
+    assert svi["difference"] == pytest.approx(0.1) and svi["split_se"] == pytest.approx(0.1)
+    assert svi["row_se"] == pytest.approx(np.sqrt(0.02 / 6)) and svi["verdict"] == "undecided"
+    assert svi["positive_splits"] == 1 and ens["positive_splits"] == 2
+    lines = [line for line in stdout.splitlines() if line.startswith("claim")]
+    assert [line.rsplit(": ", 1)[1].split()[0] for line in lines] == [
+        "supported", "contradicted", "undecided"]  # fmt: skip
+    assert "+0.3500 ± 0.1500 SE over 2 split(s)" in lines[0]
+
+
+# script name -> writes the inputs of a script that reads files (before its run)
+PREPARE: dict[str, Callable[[Path], None]] = {
+    "against_reference_splits.py": _write_against_splits,
+}
+
 # script name -> check(stdout, out_dir, variant) after a successful run
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "priors.py": _check_priors,
     "agreement.py": _check_agreement,
     "covariate_shift.py": _check_covariate_shift,
     "against_reference.py": _check_against_reference,
+    "against_reference_splits.py": _check_against_splits,
 }
 
 
 def test_registered_scripts_exist() -> None:
-    for registry in (TINY_FLAGS, EXPECTED_ROWS, CHECKS):
+    for registry in (TINY_FLAGS, EXPECTED_ROWS, CHECKS, PREPARE):
         missing = sorted(s for s in registry if not (EXAMPLES / s).is_file())
         assert not missing, f"registered but not in {EXAMPLES}: {missing}"
 
@@ -231,6 +332,8 @@ SLOW = {"agreement.py", "covariate_shift.py", "priors.py", "against_reference.py
 def test_example_runs(script: str, tmp_path: Path) -> None:
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS[script]]
+    if script in PREPARE:
+        PREPARE[script](out_dir)
     proc = _run(script, flags, cwd=tmp_path)
     _check_ok(proc)
     for row in EXPECTED_ROWS[script]:
@@ -320,3 +423,25 @@ def test_against_reference_spends_about_equal_gradients() -> None:
     same = regimes["equal samples"]
     assert same["ensemble"].num_members == same["SVI"].num_samples == 4
     assert same["SGHMC"].num_samples * 2 == same["HMC"].num_samples * 2 == 4
+
+
+def test_against_reference_splits_refuses_what_does_not_pool(tmp_path: Path) -> None:
+    """A missing file, one split's regime twice and runs of other settings are refused naming
+    the file; one split alone is judged on its per-row paired SE."""
+    script = _load_example("against_reference_splits.py")
+    _write_against_splits(tmp_path)
+    one, two = str(tmp_path / "split0"), str(tmp_path / "split1")
+    with pytest.raises(ValueError, match="no such summary.json"):
+        script.load_summaries([one, str(tmp_path / "split2")])
+    with pytest.raises(ValueError, match="split 0, 'equal samples' is also in"):
+        script.load_summaries([one, two, one])
+    other = _synthetic_summary("1")
+    other["args"]["samples"] = "10"
+    write_json(tmp_path / "split1" / "summary.json", other)
+    with pytest.raises(ValueError, match=r"settings that differ: \['samples'\]"):
+        script.load_summaries([one, two])
+    task, regimes = script.load_summaries([one])
+    claim = script.pool_regime(regimes["equal samples"], task)["claims"]["hmc_beats_ensemble"]
+    assert np.isnan(claim["split_se"]) and claim["decided_by"] == "rows"
+    assert claim["difference"] == pytest.approx(0.2)  # rows .1 .2 .3: SE .1 / sqrt(3)
+    assert claim["row_se"] == pytest.approx(0.1 / np.sqrt(3)) and claim["verdict"] == "supported"
