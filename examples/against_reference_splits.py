@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import against_reference as ar  # noqa: E402  (the claims and columns of the runs pooled here)
 
 from bnn_ppl.io import read_json, write_json  # noqa: E402
+from bnn_ppl.metrics.splits import mean_se  # noqa: E402
 from bnn_ppl.validation import InputValueError  # noqa: E402
 
 # the settings that may differ between the pooled runs (all others must agree)
@@ -83,11 +84,6 @@ def _key(split: str) -> tuple[int, str]:
     return (int(split), split) if split.isdigit() else (1 << 30, split)
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
-    v = np.asarray(values, dtype=float)
-    return float(v.mean()), float(v.std(ddof=1) / np.sqrt(v.size)) if v.size > 1 else np.nan
-
-
 def _score(row: dict, key: str, task: str) -> float:
     """The per-row score ``key`` of a claim, averaged over rows: a run's table row gives it."""
     return -row["nll"] if key == "ll" else row[ar.DISTANCE[task]]
@@ -107,7 +103,7 @@ def pool_regime(splits: dict[str, dict], task: str) -> dict[str, Any]:
         rows = {s: [r[name] for r in splits[s]["results_per_seed"]] for s in have}
         cell: dict[str, Any] = {"splits": len(have)}
         for metric in ar.COLUMNS[task]:
-            m, se = _mean_se([np.mean([r[metric] for r in rows[s]]) for s in have])
+            m, se = mean_se([np.mean([r[metric] for r in rows[s]]) for s in have])
             cell[metric] = [m, se, len(have)]
         if name == ar.REF:  # the reference's own cost: its record's sampling gradients, seconds
             costs = [splits[s]["reference_cost"] for s in have]
@@ -125,7 +121,7 @@ def pool_regime(splits: dict[str, dict], task: str) -> dict[str, Any]:
         per_split = {s: float(np.mean([_score(r[a], key, task) - _score(r[b], key, task)
                                        for r in splits[s]["results_per_seed"]]))
                      for s in have}  # fmt: skip
-        d, se = _mean_se(list(per_split.values()))
+        d, se = mean_se(list(per_split.values()))
         rows = [np.mean([np.asarray(sc[a][key]) - np.asarray(sc[b][key]) for sc in
                          splits[s]["row_scores"]], axis=0)
                 for s in have if "row_scores" in splits[s]]  # fmt: skip
