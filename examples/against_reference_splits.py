@@ -4,7 +4,7 @@ and compute, and every claim's paired difference with its standard error and ver
 Each argument is one split's ``summary.json`` (or its folder): all its regimes and seeds. Per
 regime and method: each metric's mean ± SE over the splits of each split's mean over seeds;
 gradients and wall seconds, mean over splits and seeds (the reference's: its record's). Per
-claim: the mean over splits of each split's seed-mean difference with its SE over splits, and the
+claim (and the short HMC run against the ensemble): the mean over splits of each split's seed-mean difference with its SE over splits, and the
 per-row paired SE (rows of all splits, each row's difference averaged over seeds); the larger of
 the two decides: supported beyond 2 SE, contradicted below -2 SE, else undecided.
 
@@ -28,6 +28,12 @@ from bnn_ppl.io import read_json, write_json  # noqa: E402
 from bnn_ppl.metrics.splits import mean_se  # noqa: E402
 from bnn_ppl.validation import InputValueError  # noqa: E402
 
+# beside the claims (:data:`against_reference.CLAIMS`): the short HMC run against the ensemble,
+# at about equal gradients in the equal-samples regime of a regression reference
+COMPARISONS = (
+    ("short_hmc_beats_ensemble", "HMC", "ensemble", "ll",
+     "a short HMC run outperforms deep ensembles ({metric} higher)"),
+)  # fmt: skip
 # the settings that may differ between the pooled runs (all others must agree)
 PER_RUN = ("reference", "out", "seed", "seeds", "regimes", "methods", "ref_samples")
 
@@ -114,7 +120,7 @@ def pool_regime(splits: dict[str, dict], task: str) -> dict[str, Any]:
                 cell[k] = float(np.mean([r[k] for s in have for r in rows[s]]))
         methods[name] = cell
     claims: dict[str, dict] = {}
-    for claim, a, b, key, text in ar.CLAIMS:
+    for claim, a, b, key, text in (*ar.CLAIMS, *COMPARISONS):
         have = [s for s in order if {a, b} <= set(splits[s]["results_per_seed"][0])]
         if not have:
             continue
@@ -136,7 +142,9 @@ def pool_regime(splits: dict[str, dict], task: str) -> dict[str, Any]:
             )
         decided = "splits" if np.isnan(row_se) or se >= row_se else "rows"
         v = ar.verdict(d, se if decided == "splits" else row_se)
-        claims[claim] = {"a": a, "b": b, "score": key, "text": text.format(metric=ar.METRIC[task]),
+        label = "comparison" if claim in {c[0] for c in COMPARISONS} else "claim (Izmailov et al.)"
+        claims[claim] = {"label": label, "a": a, "b": b, "score": key,
+                         "text": text.format(metric=ar.METRIC[task]),
                          "difference": d, "split_se": se, "splits": len(have),
                          "row_mean": float(flat.mean()) if flat.size else np.nan,
                          "row_se": row_se, "rows": int(flat.size), "row_splits": len(rows),
@@ -180,7 +188,7 @@ def report(pooled: dict[str, dict], task: str) -> str:
         for c in claims.values():
             se = c["split_se"] if c["decided_by"] == "splits" else c["row_se"]
             out.append(
-                f"claim ({regime}; Izmailov et al.): {c['text']}: {c['a']} - {c['b']} = "
+                f"{c['label']} ({regime}): {c['text']}: {c['a']} - {c['b']} = "
                 f"{c['difference']:+.4f} ± {c['split_se']:.4f} SE over {c['splits']} split(s) "
                 f"(SE of the per-split means over seeds); per-row paired SE {c['row_se']:.4f} "
                 f"over {c['rows']} rows of {c['row_splits']} split(s) (mean {c['row_mean']:+.4f});"

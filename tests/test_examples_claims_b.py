@@ -230,9 +230,10 @@ def _synthetic_summary(split: str) -> dict:
             "ensemble": ref_ll - np.array(_LL_GAP[split][seed]),
             "het. ensemble": ref_ll - np.array(_HET_GAP[split]),
             "SVI": ref_ll - 0.5,
+            "HMC": ref_ll - 0.1,  # the short run: HMC - ensemble = the reference's gap - 0.1
         }
-        dist = {"reference": np.zeros(3), "ensemble": np.ones(3),
-                "het. ensemble": np.ones(3), "SVI": np.array(_SVI_DIST[split])}  # fmt: skip
+        dist = {"reference": np.zeros(3), "ensemble": np.ones(3), "het. ensemble": np.ones(3),
+                "SVI": np.array(_SVI_DIST[split]), "HMC": np.ones(3)}  # fmt: skip
         rows = {}
         for name in ll:
             rows[name] = {"nll": float(-ll[name].mean()), "test_ll": float(ll[name].mean()),
@@ -291,10 +292,14 @@ def _check_against_splits(stdout: str, out_dir: Path, variant: str) -> None:
     assert svi["difference"] == pytest.approx(0.1) and svi["split_se"] == pytest.approx(0.1)
     assert svi["row_se"] == pytest.approx(np.sqrt(0.02 / 6)) and svi["verdict"] == "undecided"
     assert svi["positive_splits"] == 1 and ens["positive_splits"] == 2
-    lines = [line for line in stdout.splitlines() if line.startswith("claim")]
+    hmc = c["short_hmc_beats_ensemble"]  # split means .1 and .4, rows 0 ... .5
+    assert hmc["difference"] == pytest.approx(0.25) and hmc["split_se"] == pytest.approx(0.15)
+    assert hmc["row_se"] == pytest.approx(ens["row_se"]) and hmc["verdict"] == "undecided"
+    lines = [line for line in stdout.splitlines() if line.startswith(("claim", "comparison"))]
     assert [line.rsplit(": ", 1)[1].split()[0] for line in lines] == [
-        "supported", "contradicted", "undecided"]  # fmt: skip
+        "supported", "contradicted", "undecided", "undecided"]  # fmt: skip
     assert "+0.3500 ± 0.1500 SE over 2 split(s)" in lines[0]
+    assert lines[3].startswith("comparison (equal samples): a short HMC run")
 
 
 # script name -> writes the inputs of a script that reads files (before its run)
