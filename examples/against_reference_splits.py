@@ -1,15 +1,13 @@
-"""Pool ``examples/against_reference.py`` runs over reference splits: every method's metrics
-and compute, and every claim's paired difference with its standard error and verdict.
+"""Pool ``examples/against_reference.py`` runs over reference splits: each method's metrics
+and compute, each claim's paired difference with its SE and verdict.
 
-Each argument is one split's ``summary.json`` (or its folder): all its regimes and seeds. Per
-regime and method: each metric's mean ± SE over the splits of each split's mean over seeds;
-gradients and wall seconds, mean over splits and seeds (the reference's: its record's). Per
-claim (and the short HMC run against the ensemble): the mean over splits of each split's
-seed-mean difference with its SE over splits, and the per-row paired SE (rows of all splits,
-each row's difference averaged over seeds); the larger SE decides: supported beyond 2 SE,
-contradicted below -2 SE, else undecided.
+Each argument is one split's ``summary.json`` (or its folder). Metrics: mean ± SE over splits
+of each split's mean over seeds; gradients, wall seconds: mean over splits and seeds (the
+reference's from its record). Claims (and the short HMC run against the ensemble): the mean over
+splits of each split's seed-mean difference; its SE over splits and the per-row paired SE (each
+row's difference averaged over seeds): the larger decides at 2 SE.
 
-    python examples/against_reference_splits.py runs/against_boston*/summary.json --json pooled.json
+    python examples/against_reference_splits.py runs/against_boston*/summary.json
 """
 
 from __future__ import annotations
