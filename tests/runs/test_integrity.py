@@ -269,6 +269,40 @@ def test_evaluate_takes_the_run_folders_lock(finished: Path, tmp_path: Path,
         pass
 
 
+@pytest.mark.parametrize("lock_file", [True, False])
+def test_evaluate_reads_a_read_only_run_folder(finished: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               lock_file: bool) -> None:
+    """A run folder this process may not write (read-only storage) is still evaluated into
+    another --out: its lock file, if any, is locked read-only (a holder still refuses it)."""
+    import errno as errnos
+
+    copy, out = tmp_path / "ro", tmp_path / "out"
+    shutil.copytree(finished, copy)
+    (copy / runs.LOCK).unlink(missing_ok=True)
+    if lock_file:
+        (copy / runs.LOCK).write_text("")
+    real_open = os.open
+
+    def read_only_open(path, flags, *args):
+        if str(path).startswith(str(copy)) and flags & (os.O_RDWR | os.O_WRONLY | os.O_CREAT):
+            raise OSError(errnos.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args)
+
+    before = files_of(copy)
+    monkeypatch.setattr(os, "open", read_only_open)
+    if lock_file:
+        with runs.FolderLock(copy, existing=True) as held:  # (read-only too)
+            assert held.held
+            rc, _, err = bnn_ppl("evaluate", str(copy), "--out", str(out), "--quiet")
+            assert rc == 2 and "in use by another" in err, err
+    out.mkdir()
+    rc, _, err = bnn_ppl("evaluate", str(copy), "--out", str(out), "--quiet")
+    monkeypatch.undo()
+    assert rc == 0, err
+    assert (out / runs.EVALUATION).exists() and files_of(copy) == before
+
+
 def test_evaluate_of_a_folder_without_a_run_creates_nothing(tmp_path: Path) -> None:
     rc, _, err = bnn_ppl("evaluate", str(tmp_path / "none"))
     assert rc == 2 and "does not exist" in err, err
