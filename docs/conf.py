@@ -123,5 +123,11 @@ def _optional_pages(app, docname, source):
         source[0] = source[0].replace("architecture*\n", "")
 
 
+def _public_bases(app, name, obj, options, bases):
+    """A class page lists its public bases only (a private mixin is an implementation detail)."""
+    bases[:] = [b for b in bases if not getattr(b, "__name__", "").startswith("_")]
+
+
 def setup(app):
     app.connect("source-read", _optional_pages)
+    app.connect("autodoc-process-bases", _public_bases)
