@@ -133,4 +133,5 @@ def _public_bases(app, name, obj, options, bases):
 
 def setup(app):
     app.connect("source-read", _optional_pages)
-    app.connect("autodoc-process-bases", _public_bases)
+    # before sphinx_autodoc_typehints renders the bases as text (priority 500)
+    app.connect("autodoc-process-bases", _public_bases, priority=400)
