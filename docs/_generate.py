@@ -4,7 +4,7 @@
   for ``bnn_ppl.inference``); a name missing from the groups lands under "Other".
 * ``references/catalogue.md`` and ``examples/references/README.md`` - the stored reference runs,
   from their JSON records (``python docs/_generate.py`` rewrites both).
-* ``benchmarks/results.md`` - the benchmark tables, from ``benchmarks/records/*.jsonl``.
+* ``benchmarks/gpu_records.md`` - the GPU benchmark tables, from ``benchmarks/gpu_runs/*.jsonl``.
 """
 
 from __future__ import annotations
