@@ -114,6 +114,7 @@ class Recorder:
             out.mkdir(parents=True, exist_ok=True)
         self.t0 = time.perf_counter()
         self.deadline_s = deadline_s
+        self.entries: list[dict[str, Any]] = []
 
     def time_left(self) -> float:
         return self.deadline_s - (time.perf_counter() - self.t0)
@@ -121,6 +122,7 @@ class Recorder:
     def record(self, rec: dict[str, Any]) -> None:
         rec = {"t_s": round(time.perf_counter() - self.t0, 1), **rec}
         print(json.dumps(rec), flush=True)
+        self.entries.append(rec)
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
@@ -446,6 +448,86 @@ def chunk_arg(text: str) -> int | str:
     return int(text)
 
 
+_MODELS = {
+    "resnet": "ResNet20FRN",
+    "resnet_width": "ResNet20FRN",
+    "precision": "ResNet20FRN",
+    "resnet_one_chunk": "ResNet20FRN",
+    "cnn_lstm": "CNN-LSTM",
+    "mlp": "MLP 784-256-256-10",
+}
+
+
+def record_tables(entries: list[dict[str, Any]], width: int = 16) -> tuple[str, list[dict]]:
+    """The machine and the tables of one run's records (``gpu.jsonl`` lines) for ``_record``.
+
+    Returns ``(machine, tables)``; each table is a dict of ``table``, ``columns``, ``rows`` and
+    ``key`` (a row measured again in a later run replaces this one on the page). Failed and
+    skipped sections are left out.
+    """
+    device = next((e for e in entries if e.get("section") == "device"), {})
+    machine = (
+        f"{device.get('kind', '?')}, jax {device.get('jax', '?')} {device.get('backend', '?')}"
+    )
+    ok = [e for e in entries if "error" not in e and "skipped" not in e]
+
+    def num(value: Any) -> Any:
+        return None if isinstance(value, float) and value != value else value
+
+    grad_cols = [
+        "model", "width", "rows", "chunk", "precision", "parameters", "gradient (ms)",
+        "compile (s)", "TFLOP/s", "TF32 peak share", "device peak (GiB)",
+    ]  # fmt: skip
+    grads = [
+        [
+            _MODELS[e["section"]],
+            e.get("width", width) if _MODELS[e["section"]] == "ResNet20FRN" else None,
+            e["rows"],
+            e["chunk"],
+            e["precision"],
+            e["params"],
+            e["grad_ms"],
+            e["compile_s"],
+            num(e.get("tflops_model")),
+            num(e.get("tf32_peak_share")),
+            e.get("device_peak_gib"),
+        ]
+        for e in ok
+        if e["section"] in _MODELS
+    ]
+    hmc_cols = [
+        "chunk", "chains", "steps K", "samples S", "ms per gradient step", "raw gradient (ms)",
+        "step / gradient", "set-up (s)",
+    ]  # fmt: skip
+    hmc = [
+        [e["chunk"], e["chains"], e["K"], e["S"], e.get("ms_per_gradient_step"),
+         num(e.get("raw_grad_ms")), e.get("ratio"), e.get("setup_s")]
+        for e in ok
+        if e["section"] == "hmc"
+    ]  # fmt: skip
+    vmap_cols = ["chunk", "chains", "gradient (ms)", "÷ chains × one-chain gradient", "compile (s)"]
+    vmap = [
+        [e["chunk"], e["chains"], e["grad_ms"], e.get("vs_chains_x_raw"), e.get("compile_s")]
+        for e in ok
+        if e["section"] == "vmap"
+    ]
+    prof_cols = ["chunk", "wall (ms per call)", "kernels (ms per call)", "launches per call",
+                 "by kind (ms per call)"]  # fmt: skip
+    prof = [
+        [e["chunk"], e["wall_ms_per_call"], e["kernel_ms_per_call"], e["kernel_launches_per_call"],
+         ", ".join(f"{k} {v:g}" for k, v in e["by_kind_ms_per_call"].items())]
+        for e in ok
+        if e["section"] == "profile"
+    ]  # fmt: skip
+    tables = [
+        ("gradient", grad_cols, grads, ["model", "width", "rows", "chunk", "precision"]),
+        ("hmc", hmc_cols, hmc, ["chunk", "chains", "steps K", "samples S"]),
+        ("vmap", vmap_cols, vmap, ["chunk", "chains"]),
+        ("profile", prof_cols, prof, ["chunk"]),
+    ]
+    return machine, [{"table": t, "columns": c, "rows": r, "key": k} for t, c, r, k in tables if r]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="folder for gpu.jsonl")
@@ -491,6 +573,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip", nargs="*", default=[], help="sections to skip")
     p.add_argument("--peak-tflops", type=float, default=None, help="TF32 peak, TFLOP/s")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="append the tables to benchmarks/records/gpu.jsonl (what the docs page shows)",
+    )
     p.add_argument(
         "--flops-per-row",
         action="store_true",
@@ -654,6 +741,12 @@ def main(argv: list[str] | None = None) -> int:
             "resnet_one_chunk", lambda: gradient(resnet, x, y, args.n, "default", **common)[0]
         )
     rec.record({"section": "done", "total_s": round(time.perf_counter() - rec.t0, 1)})
+    if args.record:
+        import _record
+
+        machine, tables = record_tables(rec.entries, width=args.width)
+        for table in tables:
+            _record.record(**table, script="gpu.py", machine=machine)
     return 0
 
 
