@@ -458,56 +458,66 @@ _MODELS = {
 }
 
 
-def record_tables(entries: list[dict[str, Any]], width: int = 16) -> tuple[str, list[dict]]:
+def record_tables(
+    entries: list[dict[str, Any]],
+    width: int = 16,
+    mflop_per_row: dict[tuple[str, int | None], float] | None = None,
+) -> tuple[str, list[dict]]:
     """The machine and the tables of one run's records (``gpu.jsonl`` lines) for ``_record``.
 
     Returns ``(machine, tables)``; each table is a dict of ``table``, ``columns``, ``rows`` and
     ``key`` (a row measured again in a later run replaces this one on the page). Failed and
-    skipped sections are left out.
+    skipped sections are left out. ``mflop_per_row``: ``(model, width) ->`` MFLOP per row
+    (``--flops-per-row`` on a CPU) gives TFLOP/s where the run could not count them.
     """
+    mflop_per_row = mflop_per_row or {}
     device = next((e for e in entries if e.get("section") == "device"), {})
     machine = (
         f"{device.get('kind', '?')}, jax {device.get('jax', '?')} {device.get('backend', '?')}"
     )
     ok = [e for e in entries if "error" not in e and "skipped" not in e]
 
-    def num(value: Any) -> Any:
-        return None if isinstance(value, float) and value != value else value
+    def num(value: Any, digits: int = 3) -> Any:
+        if value is None or (isinstance(value, float) and value != value):
+            return None
+        return round(value, digits)
+
+    def flops(e: dict[str, Any], model: str, w: int | None) -> tuple[Any, Any]:
+        """TFLOP/s and the share of the TF32 peak (%), from the run or from ``mflop_per_row``."""
+        tflops = num(e.get("tflops_model"), 2)
+        if tflops is None and (model, w) in mflop_per_row:
+            tflops = round(mflop_per_row[model, w] * e["rows"] / e["grad_ms"] / 1e3, 1)
+        peak = device.get("tf32_peak_tflops")
+        return tflops, None if tflops is None or not peak else round(100 * tflops / peak, 2)
 
     grad_cols = [
         "model", "width", "rows", "chunk", "precision", "parameters", "gradient (ms)",
-        "compile (s)", "TFLOP/s", "TF32 peak share", "device peak (GiB)",
+        "compile (s)", "TFLOP/s", "TF32 peak (%)", "device peak (GiB)",
     ]  # fmt: skip
-    grads = [
-        [
-            _MODELS[e["section"]],
-            e.get("width", width) if _MODELS[e["section"]] == "ResNet20FRN" else None,
-            e["rows"],
-            e["chunk"],
-            e["precision"],
-            e["params"],
-            e["grad_ms"],
-            e["compile_s"],
-            num(e.get("tflops_model")),
-            num(e.get("tf32_peak_share")),
-            e.get("device_peak_gib"),
-        ]
-        for e in ok
-        if e["section"] in _MODELS
-    ]
+    grads = []
+    for e in ok:
+        if e["section"] not in _MODELS:
+            continue
+        model = _MODELS[e["section"]]
+        w = e.get("width", width) if model == "ResNet20FRN" else None
+        grads.append(
+            [model, w, e["rows"], e["chunk"], e["precision"], e["params"], num(e["grad_ms"], 2),
+             e["compile_s"], *flops(e, model, w), num(e.get("device_peak_gib"), 1)]
+        )  # fmt: skip
     hmc_cols = [
         "chunk", "chains", "steps K", "samples S", "ms per gradient step", "raw gradient (ms)",
         "step / gradient", "set-up (s)",
     ]  # fmt: skip
     hmc = [
-        [e["chunk"], e["chains"], e["K"], e["S"], e.get("ms_per_gradient_step"),
-         num(e.get("raw_grad_ms")), e.get("ratio"), e.get("setup_s")]
+        [e["chunk"], e["chains"], e["K"], e["S"], num(e.get("ms_per_gradient_step"), 1),
+         num(e.get("raw_grad_ms"), 1), e.get("ratio"), e.get("setup_s")]
         for e in ok
         if e["section"] == "hmc"
     ]  # fmt: skip
     vmap_cols = ["chunk", "chains", "gradient (ms)", "÷ chains × one-chain gradient", "compile (s)"]
     vmap = [
-        [e["chunk"], e["chains"], e["grad_ms"], e.get("vs_chains_x_raw"), e.get("compile_s")]
+        [e["chunk"], e["chains"], num(e["grad_ms"], 1), num(e.get("vs_chains_x_raw"), 2)]
+        + [e.get("compile_s")]
         for e in ok
         if e["section"] == "vmap"
     ]

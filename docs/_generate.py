@@ -354,25 +354,18 @@ def _record_module():
 
 
 def _cell(value) -> str:
-    """A table cell: integers with thousands separators, floats to 4 significant digits."""
-    import math
-
+    """A table cell: numbers as recorded (the scripts round them), with thousands separators."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, int):
+    if isinstance(value, int | float):
         return f"{value:,}"
-    if isinstance(value, float):
-        if value == 0 or not math.isfinite(value):
-            return f"{value:g}"
-        decimals = max(0, 3 - math.floor(math.log10(abs(value))))
-        return f"{value:,.{decimals}f}"
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _provenance(entry: dict) -> str:
-    where = "transcribed from the page of that date" if entry["source"] == "transcribed" else ""
+    where = "transcribed from an earlier report" if entry["source"] == "transcribed" else ""
     parts = [entry["date"][:10], f"commit `{entry['commit']}`", entry["machine"]]
     return ", ".join(parts) + (f"; {where}" if where else "")
 
