@@ -75,7 +75,8 @@ def machine() -> str:
     jax = sys.modules.get("jax")
     if jax is not None:
         device = jax.devices()[0]
-        parts.append(f"jax {jax.__version__} {jax.default_backend()} ({device.device_kind})")
+        kind = "" if device.device_kind == jax.default_backend() else f" ({device.device_kind})"
+        parts.append(f"jax {jax.__version__} {jax.default_backend()}{kind}")
     return ", ".join(parts)
 
 

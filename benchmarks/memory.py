@@ -234,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             title=f"ResNet20FRN width {args.width} ({rows[0]['params']:,} parameters), "
             f"chunks of {args.chunk_size} rows",
             notes="MiB; peak measured by "
-            + str(rows[0].get("peak_method", "compile-time analysis only")),
+            + str(rows[0].get("peak_method", "compile-time analysis only"))
+            + ".",
             to=args.record,
         )
     return 0

@@ -27,6 +27,12 @@ from bnn_ppl.inference import fit
 from bnn_ppl.models import MLP
 
 
+def _label(run: str) -> str:
+    """``"bf16 s0"`` -> ``"bfloat16 seed 0"`` (the tables' labels)."""
+    dtype, seed = run.split()
+    return f"{ {'f32': 'float32', 'bf16': 'bfloat16'}[dtype] } seed {seed[1:]}"
+
+
 def _runs(make, data, config) -> dict:
     out = {}
     for name, dtype, seed in (("f32 s0", None, 0), ("f32 s1", None, 1), ("bf16 s0", "bfloat16", 0)):
@@ -56,7 +62,8 @@ def _digits(config: NUTSConfig, width: int) -> list[list]:
         agree = float(np.mean(probs[a].argmax(1) == probs[b].argmax(1)))
         tv = float(np.mean(0.5 * np.abs(probs[a] - probs[b]).sum(1)))
         print(f"  {a} vs {b}: agreement {agree:.4f}, total variation {tv:.4f}")
-        rows.append([f"digits, MLP({width})", f"{a} vs {b}", round(agree, 4), round(tv, 4)])
+        rows.append([f"digits, MLP({width})", f"{_label(a)} vs {_label(b)}", round(agree, 4)])
+        rows[-1].append(round(tv, 4))
     return rows
 
 
@@ -79,7 +86,7 @@ def _uci(config: NUTSConfig, width: int, name: str) -> list[list]:
         rmse = float(np.sqrt(np.mean((m - y) ** 2)))
         ll = float(np.mean(-0.5 * ((y - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi)))
         print(f"  {k:8} test RMSE {rmse:.4f}  test LL {ll:.4f} (standardised)   {t:6.1f} s")
-        rows.append([f"uci/{name} split 0, MLP({width})", k, round(rmse, 4), round(ll, 4)])
+        rows.append([f"uci/{name} split 0, MLP({width})", _label(k), round(rmse, 4), round(ll, 4)])
     for a, b in (("f32 s0", "f32 s1"), ("bf16 s0", "f32 s1"), ("bf16 s0", "f32 s0")):
         ma, sa = np.asarray(pred[a].mean).reshape(-1), np.asarray(pred[a].scale).reshape(-1)
         mb = np.asarray(pred[b].mean).reshape(-1)

@@ -397,12 +397,14 @@ def render_table(shown: dict) -> str:
         *("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows),
         "",
     ]
+    notes = ""
     for n, s in enumerate(used, 1):
         entry = sources[s]
         label = f"Run {n}: " if len(used) > 1 else ""
         out += [f"{label}{_provenance(entry)}.", "", "```bash", entry["command"], "```", ""]
-        if entry["notes"]:
+        if entry["notes"] and entry["notes"] != notes:  # the same notes once
             out += [entry["notes"], ""]
+        notes = entry["notes"]
     return "\n".join(out)
 
 
