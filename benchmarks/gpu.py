@@ -448,6 +448,13 @@ def chunk_arg(text: str) -> int | str:
     return int(text)
 
 
+# MFLOP per row of the ResNet20FRN gradient on 32x32x3 images, 3 blocks per stage, 10 classes
+# (``gpu.py --flops-per-row --width W`` on a CPU: XLA's count on a GPU misses cuDNN's calls)
+RESNET20_MFLOP_PER_ROW = {
+    ("ResNet20FRN", 16): 230.44,
+    ("ResNet20FRN", 32): 902.57,
+    ("ResNet20FRN", 64): 3571.91,
+}
 _MODELS = {
     "resnet": "ResNet20FRN",
     "resnet_width": "ResNet20FRN",
@@ -754,7 +761,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.record:
         import _record
 
-        machine, tables = record_tables(rec.entries, width=args.width)
+        standard = (args.image_size, args.blocks) == (32, 3)
+        flops = RESNET20_MFLOP_PER_ROW if standard else None
+        machine, tables = record_tables(rec.entries, width=args.width, mflop_per_row=flops)
         for table in tables:
             _record.record(**table, script="gpu.py", machine=machine)
     return 0
