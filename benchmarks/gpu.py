@@ -66,6 +66,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _record
 import _timing
 import jax
 import jax.numpy as jnp
@@ -590,11 +591,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip", nargs="*", default=[], help="sections to skip")
     p.add_argument("--peak-tflops", type=float, default=None, help="TF32 peak, TFLOP/s")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
-    p.add_argument(
-        "--record",
-        action="store_true",
-        help="append the tables to benchmarks/records/gpu.jsonl (what the docs page shows)",
-    )
+    _record.add_flag(p)
     p.add_argument(
         "--flops-per-row",
         action="store_true",
@@ -759,13 +756,11 @@ def main(argv: list[str] | None = None) -> int:
         )
     rec.record({"section": "done", "total_s": round(time.perf_counter() - rec.t0, 1)})
     if args.record:
-        import _record
-
         standard = (args.image_size, args.blocks) == (32, 3)
         flops = RESNET20_MFLOP_PER_ROW if standard else None
         machine, tables = record_tables(rec.entries, width=args.width, mflop_per_row=flops)
         for table in tables:
-            _record.record(**table, script="gpu.py", machine=machine)
+            _record.record(**table, script="gpu.py", machine=machine, to=args.record)
     return 0
 
 
