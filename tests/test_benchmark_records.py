@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -201,3 +204,23 @@ def test_gpu_records_are_the_raw_runs_tables(monkeypatch):
         assert table["columns"] == entry["columns"] and table["key"] == entry["key"]
         checked += 1
     assert checked >= 7
+
+
+@pytest.mark.slow  # ~30 s on 2 busy cores: the scaling script's --quick sizes
+def test_a_script_records_its_tables(tmp_path):
+    out = tmp_path / "scaling.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/scaling.py", "--quick", "--record", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    entries = records.read_records(out)
+    assert [e["table"] for e in entries] == ["rows", "devices"]
+    assert entries[0]["command"].startswith("python benchmarks/scaling.py --quick --record")
+    assert [r[0] for r in entries[0]["rows"]] == [100, 200, 400]  # N of --quick
+    text = generate.render_table(records.latest(entries)["rows"])
+    assert "| N | chunks | median (ms) |" in text
