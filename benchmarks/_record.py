@@ -62,7 +62,7 @@ def commit() -> str:
 
 
 def machine() -> str:
-    """CPU count, and the JAX backend and device kind when JAX is imported."""
+    """CPU count and model, JAX's version, backend and device kind."""
     cpu = platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -72,7 +72,10 @@ def machine() -> str:
     except OSError:
         pass
     parts = [f"{os.cpu_count()} CPU cores ({cpu})"]
-    jax = sys.modules.get("jax")
+    try:  # a script whose timing ran in subprocesses has not imported JAX itself
+        import jax
+    except ImportError:
+        jax = None
     if jax is not None:
         device = jax.devices()[0]
         kind = "" if device.device_kind == jax.default_backend() else f" ({device.device_kind})"
