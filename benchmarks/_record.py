@@ -256,6 +256,8 @@ def latest(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         idx = [shown["columns"].index(k) for k in entry["key"]]
         source = len(shown["sources"])
         shown["sources"].append(entry)
+        if entry.get("title"):  # the newest record names the table
+            shown["title"] = entry["title"]
         rows, origin = list(shown["rows"]), list(shown["row_source"])
         for row in entry["rows"]:
             k = [row[i] for i in idx]
