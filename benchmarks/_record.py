@@ -244,22 +244,25 @@ def latest(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """
     tables: dict[str, dict[str, Any]] = {}
     for entry in entries:
-        name = entry["table"]
-        if not entry.get("key") or name not in tables:
-            tables[name] = {**entry, "sources": [entry]}
-            tables[name]["row_source"] = [0] * len(entry["rows"])
-            continue
-        shown = tables[name]
-        if shown["columns"] != entry["columns"] or shown.get("key") != entry["key"]:
-            tables[name] = {**entry, "sources": [entry], "row_source": [0] * len(entry["rows"])}
-            continue
-        idx = [shown["columns"].index(k) for k in entry["key"]]
+        name, key = entry["table"], entry.get("key")
+        shown = tables.get(name)
+        fresh = (
+            not key
+            or shown is None
+            or (shown["columns"], shown.get("key")) != (entry["columns"], key)
+        )
+        if fresh:  # this record replaces what was shown
+            shown = tables[name] = {**entry, "rows": [], "sources": [], "row_source": []}
+        elif entry.get("title"):  # the newest record names the table
+            shown["title"] = entry["title"]
         source = len(shown["sources"])
         shown["sources"].append(entry)
-        if entry.get("title"):  # the newest record names the table
-            shown["title"] = entry["title"]
-        rows, origin = list(shown["rows"]), list(shown["row_source"])
-        for row in entry["rows"]:
+        if not key:
+            shown["rows"], shown["row_source"] = list(entry["rows"]), [0] * len(entry["rows"])
+            continue
+        idx = [entry["columns"].index(k) for k in key]
+        rows, origin = shown["rows"], shown["row_source"]
+        for row in entry["rows"]:  # a row replaces the row with the same key cells
             k = [row[i] for i in idx]
             for j, old in enumerate(rows):
                 if [old[i] for i in idx] == k:
@@ -268,5 +271,4 @@ def latest(entries: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             else:
                 rows.append(row)
                 origin.append(source)
-        shown["rows"], shown["row_source"] = rows, origin
     return tables

@@ -224,3 +224,11 @@ def test_a_script_records_its_tables(tmp_path):
     assert [r[0] for r in entries[0]["rows"]] == [100, 200, 400]  # N of --quick
     text = generate.render_table(records.latest(entries)["rows"])
     assert "| N | chunks | median (ms) |" in text
+
+
+def test_keyed_rows_of_one_record_keep_the_last_of_each_key(tmp_path):
+    path = tmp_path / "demo.jsonl"
+    records.record("t", ["n", "ms"], [[1, 1.0], [1, 2.0], [2, 3.0]], script="demo.py", to=path,
+                   key=["n"], **FIXED)  # fmt: skip
+    shown = records.latest(records.read_records(path))["t"]
+    assert shown["rows"] == [[1, 2.0], [2, 3.0]] and shown["row_source"] == [0, 0]
