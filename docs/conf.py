@@ -36,7 +36,14 @@ extensions = [
     "_xref",  # docs/_xref.py: references to private module paths resolve to the public names
 ]
 
-exclude_patterns = ["_build", "jupyter_execute", ".jupyter_cache", "**.ipynb_checkpoints"]
+# benchmarks/_generated: tables the benchmark pages include, not pages of their own
+exclude_patterns = [
+    "_build",
+    "jupyter_execute",
+    ".jupyter_cache",
+    "**.ipynb_checkpoints",
+    "benchmarks/_generated",
+]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
 
