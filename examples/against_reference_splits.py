@@ -188,8 +188,14 @@ def report(pooled: dict[str, dict], task: str) -> str:
             se = c["split_se"] if c["decided_by"] == "splits" else c["row_se"]
             out.append(
                 f"{c['label']} ({regime}): {c['text']}: {c['a']} - {c['b']} = "
-                f"{c['difference']:+.4f} ± {c['split_se']:.4f} SE over {c['splits']} split(s) "
-                f"(SE of the per-split means over seeds); per-row paired SE {c['row_se']:.4f} "
+                f"{c['difference']:+.4f}"
+                + (
+                    f" ± {c['split_se']:.4f} SE over {c['splits']} splits (SE of the per-split "
+                    "means over seeds)"
+                    if c["splits"] > 1
+                    else " on 1 split (no SE over splits)"
+                )
+                + f"; per-row paired SE {c['row_se']:.4f} "
                 f"over {c['rows']} rows of {c['row_splits']} split(s) (mean {c['row_mean']:+.4f});"
                 f" {c['positive_splits']} of {c['splits']} split(s) positive: {c['verdict']} "
                 f"({abs(c['difference']) / se:.1f} {c['decided_by'][:-1]} SE)"

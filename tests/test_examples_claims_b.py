@@ -298,7 +298,7 @@ def _check_against_splits(stdout: str, out_dir: Path, variant: str) -> None:
     lines = [line for line in stdout.splitlines() if line.startswith(("claim", "comparison"))]
     assert [line.rsplit(": ", 1)[1].split()[0] for line in lines] == [
         "supported", "contradicted", "undecided", "undecided"]  # fmt: skip
-    assert "+0.3500 ± 0.1500 SE over 2 split(s)" in lines[0]
+    assert "+0.3500 ± 0.1500 SE over 2 splits" in lines[0]
     assert lines[3].startswith("comparison (equal samples): a short HMC run")
 
 
