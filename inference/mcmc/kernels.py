@@ -331,16 +331,17 @@ class _OnPotential:
         model_kwargs = {} if model_kwargs is None else model_kwargs
         # numpyro.infer.HMC.init runs init_kernel eagerly, vmapped: op by op, hundreds of small
         # compilations for every new network (measured: 5-8 s of CPU for a one-hidden-layer
-        # MLP, 2 s compiled). Here it is one compiled program, giving NumPyro's draws bit for
-        # bit (tests/test_hmc.py::test_kernels_are_numpyros_on_its_public_api). MCMC.run calls
-        # init on every run, also when it continues from a post_warmup_state and discards the
-        # result: the program is compiled once per kernel and input shapes. NumPyro's sampler
-        # is set up for num_warmup by the program's own trace (see _compiled_states), or, when
-        # the program was compiled before and another num_warmup came in between, by tracing
-        # only (no computation). What init_kernel sets up (its warmup adapter, the number of
-        # warmup steps) depends on num_warmup and the kernel's settings alone, so the trace - a
-        # trace of the whole gradient, 0.3 s for a tiny MLP on a CPU - is skipped when it is
-        # already set up for it.
+        # MLP, 2 s compiled). Here it is one compiled program, giving NumPyro's draws to float32
+        # rounding (tests/inference/mcmc/test_hmc.py::test_kernels_are_numpyros_on_its_public_api).
+        # MCMC.run calls init on every run, also when it continues from a post_warmup_state and
+        # discards the result: the program is compiled once per kernel and input shapes.
+        # NumPyro's sampler is set up for num_warmup by the program's own trace (see
+        # _compiled_states), or, when the program was compiled before and another num_warmup
+        # came in between, by tracing only (no computation). What init_kernel sets up (its
+        # warmup adapter, the number of warmup steps) depends on num_warmup and the kernel's
+        # settings alone, so the trace is skipped when it is already set up for it. The initial
+        # potential energy and gradient come from a program of their own (_energy, NumPyro's
+        # ParamInfo), so the init program and that trace hold no gradient.
         # init_params=None: drawn by a program of their own, so that the gradient's program is
         # the one compiled for given values. MCMC.run after MCMC.warmup calls init with None
         # and discards the state; a None of its own made init compile the gradient a second
