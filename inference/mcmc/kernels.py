@@ -29,8 +29,8 @@
 # compilation 20 % shorter: docs/benchmarks/compilation.md). The momentum is one normal draw
 # of the flat size either way (NumPyro ravels the tree), so the draws are NumPyro's on the
 # tree up to floating-point rounding. The initial state's potential energy and gradient come
-# from a program of their own (NumPyro's ``ParamInfo``), so
-# the program that sets the state up holds no gradient.
+# from a program of their own (NumPyro's ``ParamInfo``), so the program that sets the state
+# up holds no gradient.
 
 from __future__ import annotations
 
