@@ -457,8 +457,9 @@ def default_devices(num_rows: int, chunk_size: int | str | None) -> list[jax.Dev
     or the CPU backend's default of :data:`DEFAULT_MAX_CHUNK` rows. A device with less than a
     chunk adds a collective to every gradient and saves no work (2,000 rows on 4 simulated CPU
     devices: 1.14x the CPU time per gradient of one device, ``benchmarks/numpyro_end_to_end.py``).
-    With the memory rule (``chunk_size="auto"``, or ``None`` on an accelerator) and with
-    devices of several processes: every device.
+    On an accelerator (where a device with a partial chunk still shortens every device's
+    chunk), with the memory rule (``chunk_size="auto"``) and with devices of several
+    processes: every device.
 
     Example:
         >>> from bnn_ppl.inference.potential.bnn import default_devices
@@ -468,7 +469,7 @@ def default_devices(num_rows: int, chunk_size: int | str | None) -> list[jax.Dev
     devices = jax.devices()
     if len({d.process_index for d in devices}) > 1 or chunk_size == "auto":
         return devices
-    if chunk_size is None and devices[0].platform != "cpu":
+    if devices[0].platform != "cpu":
         return devices
     chunk = DEFAULT_MAX_CHUNK if chunk_size is None else int(chunk_size)
     return devices[: min(len(devices), max(1, num_rows // chunk))]
