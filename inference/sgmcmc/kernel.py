@@ -69,6 +69,7 @@ __all__ = [
     "Trend",
     "RunStats",
     "stats_init",
+    "stats_reset",
     "stats_update",
     "pool",
     "pool_fields",
@@ -536,6 +537,15 @@ def stats_init(info: Any, size: int) -> StepStats:
     z = jnp.zeros((), jnp.float32)
     trend = Trend(z, z, z, z, z, z, z)
     return StepStats(size, count, count, zeros, zeros, low, Sums(zeros, zeros), trend)
+
+
+def stats_reset(stats: StepStats) -> StepStats:
+    """``stats`` with no steps counted (any leading axes: chains, ...); the position's ``size``
+    is kept. A run continued from a state with its statistics reset is judged on its own
+    steps only (e.g. after a burn-in extended in sampling mode)."""
+    zeros = jax.tree.map(jnp.zeros_like, stats)
+    low = jax.tree.map(lambda a: jnp.full_like(a, -jnp.inf), stats.peak)
+    return zeros._replace(size=stats.size, peak=low)
 
 
 def _kahan(total: Any, error: Any, x: Any, active: Array) -> tuple[Any, Any]:
