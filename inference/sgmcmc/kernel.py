@@ -235,6 +235,11 @@ class SGMCMCKernel(MCMCKernel):
         self._initial: SGMCMCState | None = None  # the state init returned last
 
     # ---------------------------------------------------------------------- plumbing
+    def _h0(self) -> float:
+        """The schedule's first step size (its ``h0``, or its value at ``t = 0``)."""
+        h0 = getattr(self.schedule, "h0", None)
+        return float(self.schedule(0) if h0 is None else h0)
+
     def _estimator(self, model_args: tuple) -> GradientEstimator:
         if self.potential is None:
             return full_batch_estimator(self.potential_fn, noise=self._noise)
@@ -462,8 +467,10 @@ def tree_max(tree: PyTree) -> Array:
 # (``timed``, e.g. ``Σ h·ξ``) and the largest value (``peak``), and the number of coordinates
 # (``size``: a kinetic temperature, a mean over them, fluctuates by ``√(2/size)``), and the
 # potential energy's least-squares ``trend`` over the steps (how far ``U`` drifted: draws still
-# descending from their start are not yet stationary). The sums are Kahan-compensated float32 (``errors``), so that a run of 10⁷ steps loses no step's
-# contribution. Nothing is reset: the statistics of the last state (or of the last collected
+# descending from their start are not yet stationary). The sums are Kahan-compensated float32
+# (``errors``), so that a run of 10⁷ steps loses no step's contribution. The kernel resets
+# nothing (:func:`stats_reset` starts the count afresh, for a run continued in sampling mode
+# that is to be judged on its own steps): the statistics of the last state (or of the last collected
 # draw, which NumPyro takes at the run's last step) cover every sampling step since ``init``, in
 # every segment of a checkpointed run and whatever the thinning. Collect them with
 # ``extra_fields=("stats",)``; :func:`pool` combines chains into a :class:`RunStats`, which

@@ -210,8 +210,9 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig
                     more = f", or batch_size={b} or more (SGLD's step shrinks with the noise)"
             warnings.warn(
                 f"{sampler} at step size {step:.3g}: a burn-in of {cycles} cycles of "
-                f"{c.cycle_length} steps ({what}) spans {spans:.2g} relaxation times of the stiffest direction (its variance builds "
-                "up from the MAP over a few of them), so the draws are not yet stationary. "
+                f"{c.cycle_length} steps ({what}) spans {spans:.2g} relaxation times of the "
+                "stiffest direction (its variance builds up from the MAP over a few of them), "
+                "so the draws are not yet stationary. "
                 f"Use num_warmup={need} or more{more}.",
                 SGMCMCAccuracyWarning,
                 stacklevel=4,

@@ -12,10 +12,20 @@ import jax
 import numpy as np
 import pytest
 from conjugate import closed_form, data, linear_model, theta
+from numpyro.diagnostics import effective_sample_size
+from numpyro.infer import MCMC
 
 import bnn_ppl as bp
 from bnn_ppl import config as cfg
-from bnn_ppl.inference import SGMCMCAccuracyWarning, fit, recommended_friction
+from bnn_ppl.inference import (
+    ATMC,
+    SGHMC,
+    SGNHT,
+    SGMCMCAccuracyWarning,
+    fit,
+    recommended_friction,
+)
+from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 from bnn_ppl.models import MLP
 
 UCI = "/work/shared/data/uci"
@@ -168,3 +178,29 @@ def test_recommended_friction_ties_the_momentum_time_to_the_step():
     assert recommended_friction("SGNHT", 1e-3) == {"diffusion": pytest.approx(10.0)}
     assert recommended_friction("ATMC", 1.0) == {"momentum_noise": 1.0}  # never below 1
     assert recommended_friction("SGLD", 1e-3) == {}
+
+
+@pytest.mark.parametrize("cls,field,per_step", [
+    (SGHMC, "friction", 0.1), (SGNHT, "diffusion", 0.01), (ATMC, "momentum_noise", 0.1),
+])  # fmt: skip
+def test_kernel_classes_default_to_the_recommended_friction_at_their_first_step(
+    cls, field, per_step
+):
+    """Used directly with NumPyro's MCMC, a momentum kernel's least friction is the one fit
+    uses: recommended_friction at the schedule's h0 (a number or a cyclical schedule), never
+    below 1; a given one is kept."""
+    u = lambda z: 0.5 * (z**2).sum()  # noqa: E731
+    h0 = 1e-3
+    for step in (h0, cyclical_cosine(h0, 50)):
+        kernel = cls(potential_fn=u, step_size=step)
+        assert getattr(kernel, field) == pytest.approx(per_step / h0)
+        assert {field: getattr(kernel, field)} == recommended_friction(cls.__name__, h0)
+    assert getattr(cls(potential_fn=u, step_size=1.0), field) == 1.0
+    assert getattr(cls(potential_fn=u, step_size=h0, **{field: 3.0}), field) == 3.0
+    # and the sampler runs at it: a standard normal's variance within MCSE at the default
+    mcmc = MCMC(cls(potential_fn=u, step_size=0.05), num_warmup=500, num_samples=20_000,
+                progress_bar=False)  # fmt: skip
+    mcmc.run(jax.random.key(1), init_params=np.zeros(4, np.float32))
+    z = np.asarray(mcmc.get_samples())
+    ess = float(np.min(effective_sample_size(z[None])))
+    assert abs(z.var() - 1) < Z * math.sqrt(2 / ess), (z.var(), ess)
