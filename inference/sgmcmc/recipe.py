@@ -185,8 +185,8 @@ NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
 def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig,
                          per_cycle: float | None = None) -> None:  # fmt: skip
     """Warn (:class:`SGMCMCAccuracyWarning`), before sampling, when the burn-in cannot reach
-    the stationary law: a given ``num_warmup`` that spans fewer than 2 relaxation times of the
-    stiffest direction (``per_cycle``: :func:`relaxations_per_cycle`), or an automatic one that
+    the stationary law: SGLD's given ``num_warmup`` that spans fewer than 2 relaxation times of
+    the stiffest direction (``per_cycle``: :func:`relaxations_per_cycle`), or an automatic one that
     needs more than :data:`BURN_IN_CAP` cycles, naming the ``num_warmup`` that spans
     :data:`BURN_IN_RELAXATIONS` (and for SGLD the batch size at which the cap is enough); and
     when the minibatch noise forces the step more than :data:`NOISE_STEP_LIMIT` times below
@@ -197,7 +197,11 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig
         given = c.num_warmup
         cycles = BURN_IN_CAP if given is None else given
         spans = cycles * per_cycle
-        if (given is None and need > BURN_IN_CAP) or (given is not None and spans < 2):
+        # a given burn-in is judged for SGLD only: the momentum kernels' bound takes their
+        # least friction (SGNHT's thermostat runs above it), and their drift is checked after
+        # sampling
+        short = given is not None and spans < 2 and sampler == "SGLD"
+        if (given is None and need > BURN_IN_CAP) or short:
             what = "the automatic burn-in's cap" if given is None else f"num_warmup={given}"
             more = ""
             if sampler == "SGLD" and scales.noise and scales.batch_size is not None:
@@ -293,8 +297,7 @@ def run_sgmcmc(
         progress_rate=n,  # (with the bar: one update per cycle)
     )
     mcmc.progress_bar = progress_bar  # (NumPyro turns it off whenever CI is set)
-    run_key, more_key = jax.random.split(run_key)
-    mcmc.run(run_key, *pot.args, init_params=init)
+    mcmc.run(run_key, *pot.args, init_params=init)  # (as a checkpointed fit's first segment)
     sampler = mcmc.sampler
     while c.num_warmup is None and burn + c.num_samples <= BURN_IN_CAP:
         if not sampler._stationarity_problems(pool(mcmc.last_state.stats)):
@@ -304,8 +307,7 @@ def run_sgmcmc(
         burn += c.num_samples
         state = mcmc.last_state
         mcmc.post_warmup_state = state._replace(stats=stats_reset(state.stats))
-        more_key, k = jax.random.split(more_key)
-        mcmc.run(k, *pot.args, init_params=state.z)
+        mcmc.run(jax.random.fold_in(run_key, burn), *pot.args, init_params=state.z)
     sampler._num_warmup = burn * n  # (the burn-in the accuracy advice names)
     extra["num_warmup_used"] = burn
     samples = {k: np.asarray(v) for k, v in cycle_end_samples(mcmc, n, group_by_chain=True).items()}
