@@ -164,7 +164,7 @@ def sgmcmc_setup(
         if c.num_warmup is None:
             burn = min(burn_in_cycles(per_cycle), BURN_IN_CAP)
         extra["relaxations_per_cycle"] = per_cycle
-        check_noise_feasible(name, scales, step, c, per_cycle)
+        check_noise_feasible(name, scales, step, c, per_cycle, pot.num_data)
     extra["num_warmup_used"] = burn
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
     for field in ("scales", "scales_at_map"):
@@ -183,7 +183,8 @@ NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
 
 
 def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig,
-                         per_cycle: float | None = None) -> None:  # fmt: skip
+                         per_cycle: float | None = None,
+                         num_data: int | None = None) -> None:  # fmt: skip
     """Warn (:class:`SGMCMCAccuracyWarning`), before sampling, when the burn-in cannot reach
     the stationary law: SGLD's given ``num_warmup`` that spans fewer than 2 relaxation times of
     the stiffest direction (``per_cycle``: :func:`relaxations_per_cycle`), or an automatic one that
@@ -211,7 +212,9 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig
                 if room > 0:
                     b = int(math.ceil(scales.batch_size * scales.noise
                                       / (scales.curvature * room)))  # fmt: skip
-                    more = f", or batch_size={b} or more (SGLD's step shrinks with the noise)"
+                    more = (f", or batch_size={b} or more" if num_data is None or b < num_data
+                            else ", or batch_size=None (the full batch)")  # fmt: skip
+                    more += " (SGLD's step shrinks with the noise)"
             warnings.warn(
                 f"{sampler} at step size {step:.3g}: a burn-in of {cycles} cycles of "
                 f"{c.cycle_length} steps ({what}) spans {spans:.2g} relaxation times of the "
