@@ -330,6 +330,21 @@ class SGMCMCKernel(MCMCKernel):
                     f"injected variance (above 10 % {where}), which SGLD cannot remove "
                     f"(over-dispersed by about as much). Use {self._advice(run, 0.09 / share)}."
                 )
+        problems += self._temperature_problems(run)
+        problems += self._stationarity_problems(run)
+        return problems
+
+    def settling_problems(self, run: RunStats) -> list[str]:
+        """The problems of :meth:`accuracy_problems` that a longer burn-in can cure: the mean
+        kinetic temperature off 1 and the potential energy's drift (no warning)."""
+        if not run.steps:
+            return []
+        return self._temperature_problems(run) + self._stationarity_problems(run)
+
+    def _temperature_problems(self, run: RunStats) -> list[str]:
+        """The mean kinetic temperature more than 10 % and four standard errors off 1."""
+        problems: list[str] = []
+        name = type(self).__name__
         temperature = run.mean.get("kinetic_temperature")
         if temperature is not None:
             # the mean's standard error at equilibrium: a step's 2/size (p²/m of `size`
@@ -346,7 +361,6 @@ class SGMCMCKernel(MCMCKernel):
                     f"{self._advice(run, 0.5)}, or a longer burn-in: "
                     f"{self._burn_in_advice(run)}."
                 )
-        problems += self._stationarity_problems(run)
         return problems
 
     def _stationarity_problems(self, run: RunStats) -> list[str]:

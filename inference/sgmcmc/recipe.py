@@ -280,8 +280,9 @@ def run_sgmcmc(
     ``config["accuracy"]``.
 
     With ``num_warmup=None`` the burn-in is :func:`sgmcmc_setup`'s and is extended while the
-    draws are not yet stationary: when the potential energy drifts over the ``num_samples``
-    sampling cycles (the check of :func:`~bnn_ppl.inference.check_accuracy`), those cycles
+    draws are not yet stationary: when the potential energy drifts, or the mean kinetic
+    temperature is off 1, over the ``num_samples`` sampling cycles (the checks of
+    :func:`~bnn_ppl.inference.check_accuracy`), those cycles
     become burn-in and ``num_samples`` more are run from where they ended, while the burn-in
     stays within :data:`BURN_IN_CAP` cycles. ``config["num_warmup_used"]`` is the burn-in run."""
     kernel, pot, init, run_key, extra = sgmcmc_setup(
@@ -303,7 +304,7 @@ def run_sgmcmc(
     mcmc.run(run_key, *pot.args, init_params=init)  # (as a checkpointed fit's first segment)
     sampler = mcmc.sampler
     while c.num_warmup is None and burn + c.num_samples <= BURN_IN_CAP:
-        if not sampler._stationarity_problems(pool(mcmc.last_state.stats)):
+        if not sampler.settling_problems(pool(mcmc.last_state.stats)):
             break
         # still settling: the sampled cycles were burn-in; sample as many again from there,
         # judged on their own steps
