@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=20, help="warmup iterations and draws")
     p.add_argument("--quick", action="store_true", help="5 warmup iterations and draws")
     p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    import _record
+
+    _record.add_flag(p)
     a = p.parse_args(argv)
     if a.child:
         method, ckpt, samples = a.child
@@ -96,6 +99,18 @@ def main(argv: list[str] | None = None) -> int:
     ratio = rows[1]["backend"] / rows[0]["backend"]
     print(f"second / first backend compile: {ratio:.1%} (target <= 20 %); "
           f"wall {rows[1]['wall'] / rows[0]['wall']:.1%}")  # fmt: skip
+    if a.record:
+        table = [
+            [name, a.mode, round(r["wall"], 2), round(r["backend"], 2), round(r["trace"], 2),
+             round(r["lower"], 2), r["compiles"], r["hits"]]
+            for name, r in zip(("first", "second"), rows, strict=True)
+        ]  # fmt: skip
+        columns = ["run", "mode", "wall (s)", "compiling (s)", "tracing (s)", "lowering (s)"]
+        _record.record(
+            "cache", [*columns, "compilations", "cache hits"], table, key=["run", "mode"],
+            title=f"{a.method.upper()} on MLP(50), digits, {samples} warmup + {samples} draws",
+            to=a.record,
+        )  # fmt: skip
     return 0
 
 

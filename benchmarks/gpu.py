@@ -66,6 +66,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import _record
 import _timing
 import jax
 import jax.numpy as jnp
@@ -114,6 +115,7 @@ class Recorder:
             out.mkdir(parents=True, exist_ok=True)
         self.t0 = time.perf_counter()
         self.deadline_s = deadline_s
+        self.entries: list[dict[str, Any]] = []
 
     def time_left(self) -> float:
         return self.deadline_s - (time.perf_counter() - self.t0)
@@ -121,6 +123,7 @@ class Recorder:
     def record(self, rec: dict[str, Any]) -> None:
         rec = {"t_s": round(time.perf_counter() - self.t0, 1), **rec}
         print(json.dumps(rec), flush=True)
+        self.entries.append(rec)
         if self.path is not None:
             with self.path.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
@@ -446,6 +449,103 @@ def chunk_arg(text: str) -> int | str:
     return int(text)
 
 
+# MFLOP per row of the ResNet20FRN gradient on 32x32x3 images, 3 blocks per stage, 10 classes
+# (``gpu.py --flops-per-row --width W`` on a CPU: XLA's count on a GPU misses cuDNN's calls)
+RESNET20_MFLOP_PER_ROW = {
+    ("ResNet20FRN", 16): 230.44,
+    ("ResNet20FRN", 32): 902.57,
+    ("ResNet20FRN", 64): 3571.91,
+}
+_MODELS = {
+    "resnet": "ResNet20FRN",
+    "resnet_width": "ResNet20FRN",
+    "precision": "ResNet20FRN",
+    "resnet_one_chunk": "ResNet20FRN",
+    "cnn_lstm": "CNN-LSTM",
+    "mlp": "MLP 784-256-256-10",
+}
+
+
+def record_tables(
+    entries: list[dict[str, Any]],
+    width: int = 16,
+    mflop_per_row: dict[tuple[str, int | None], float] | None = None,
+) -> tuple[str, list[dict]]:
+    """The machine and the tables of one run's records (``gpu.jsonl`` lines) for ``_record``.
+
+    Returns ``(machine, tables)``; each table is a dict of ``table``, ``columns``, ``rows`` and
+    ``key`` (a row measured again in a later run replaces this one on the page). Failed and
+    skipped sections are left out. ``mflop_per_row``: ``(model, width) ->`` MFLOP per row
+    (``--flops-per-row`` on a CPU) gives TFLOP/s where the run could not count them.
+    """
+    mflop_per_row = mflop_per_row or {}
+    device = next((e for e in entries if e.get("section") == "device"), {})
+    machine = (
+        f"{device.get('kind', '?')}, jax {device.get('jax', '?')} {device.get('backend', '?')}"
+    )
+    ok = [e for e in entries if "error" not in e and "skipped" not in e]
+
+    def num(value: Any, digits: int = 3) -> Any:
+        if value is None or (isinstance(value, float) and value != value):
+            return None
+        return round(value, digits)
+
+    def flops(e: dict[str, Any], model: str, w: int | None) -> tuple[Any, Any]:
+        """TFLOP/s and the share of the TF32 peak (%), from the run or from ``mflop_per_row``."""
+        tflops = num(e.get("tflops_model"), 2)
+        if tflops is None and (model, w) in mflop_per_row:
+            tflops = round(mflop_per_row[model, w] * e["rows"] / e["grad_ms"] / 1e3, 1)
+        peak = device.get("tf32_peak_tflops")
+        return tflops, None if tflops is None or not peak else round(100 * tflops / peak, 2)
+
+    grad_cols = [
+        "model", "width", "rows", "chunk", "precision", "parameters", "gradient (ms)",
+        "compile (s)", "TFLOP/s", "TF32 peak (%)", "device peak (GiB)",
+    ]  # fmt: skip
+    grads = []
+    for e in ok:
+        if e["section"] not in _MODELS:
+            continue
+        model = _MODELS[e["section"]]
+        w = e.get("width", width) if model == "ResNet20FRN" else None
+        grads.append(
+            [model, w, e["rows"], e["chunk"], e["precision"], e["params"], num(e["grad_ms"], 2),
+             e["compile_s"], *flops(e, model, w), num(e.get("device_peak_gib"), 1)]
+        )  # fmt: skip
+    hmc_cols = [
+        "chunk", "chains", "steps K", "samples S", "ms per gradient step", "raw gradient (ms)",
+        "step / gradient", "set-up (s)",
+    ]  # fmt: skip
+    hmc = [
+        [e["chunk"], e["chains"], e["K"], e["S"], num(e.get("ms_per_gradient_step"), 1),
+         num(e.get("raw_grad_ms"), 1), e.get("ratio"), e.get("setup_s")]
+        for e in ok
+        if e["section"] == "hmc"
+    ]  # fmt: skip
+    vmap_cols = ["chunk", "chains", "gradient (ms)", "÷ chains × one-chain gradient", "compile (s)"]
+    vmap = [
+        [e["chunk"], e["chains"], num(e["grad_ms"], 1), num(e.get("vs_chains_x_raw"), 2)]
+        + [e.get("compile_s")]
+        for e in ok
+        if e["section"] == "vmap"
+    ]
+    prof_cols = ["chunk", "wall (ms per call)", "kernels (ms per call)", "launches per call",
+                 "by kind (ms per call)"]  # fmt: skip
+    prof = [
+        [e["chunk"], e["wall_ms_per_call"], e["kernel_ms_per_call"], e["kernel_launches_per_call"],
+         ", ".join(f"{k} {v:g}" for k, v in e["by_kind_ms_per_call"].items())]
+        for e in ok
+        if e["section"] == "profile"
+    ]  # fmt: skip
+    tables = [
+        ("gradient", grad_cols, grads, ["model", "width", "rows", "chunk", "precision"]),
+        ("hmc", hmc_cols, hmc, ["chunk", "chains", "steps K", "samples S"]),
+        ("vmap", vmap_cols, vmap, ["chunk", "chains"]),
+        ("profile", prof_cols, prof, ["chunk"]),
+    ]
+    return machine, [{"table": t, "columns": c, "rows": r, "key": k} for t, c, r, k in tables if r]
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="folder for gpu.jsonl")
@@ -491,6 +591,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip", nargs="*", default=[], help="sections to skip")
     p.add_argument("--peak-tflops", type=float, default=None, help="TF32 peak, TFLOP/s")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
+    _record.add_flag(p)
     p.add_argument(
         "--flops-per-row",
         action="store_true",
@@ -654,6 +755,12 @@ def main(argv: list[str] | None = None) -> int:
             "resnet_one_chunk", lambda: gradient(resnet, x, y, args.n, "default", **common)[0]
         )
     rec.record({"section": "done", "total_s": round(time.perf_counter() - rec.t0, 1)})
+    if args.record:
+        standard = (args.image_size, args.blocks) == (32, 3)
+        flops = RESNET20_MFLOP_PER_ROW if standard else None
+        machine, tables = record_tables(rec.entries, width=args.width, mflop_per_row=flops)
+        for table in tables:
+            _record.record(**table, script="gpu.py", machine=machine, to=args.record)
     return 0
 
 

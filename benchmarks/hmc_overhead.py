@@ -32,6 +32,7 @@ import argparse
 import sys
 import time
 
+import _record
 import _timing
 import jax
 import jax.numpy as jnp
@@ -130,7 +131,11 @@ def measure(
         + ", ".join(f"{k} = {v:.3f}" for k, v in ratio.items())
         + f"   target hmc/raw <= 1.05 -> {'met' if ratio['hmc/raw'] <= 1.05 else 'NOT met'}"
     )
-    return ratio
+    return {
+        "parameters": pot.num_params,
+        **{f"{k} (ms)": round(v, 3) for k, v in med.items()},
+        **{k: round(v, 3) for k, v in ratio.items()},
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -148,6 +153,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
+    _record.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.mlp_n, args.mlp_d, args.mlp_width = 200, 5, 8
@@ -174,6 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"# total {time.perf_counter() - t0:.0f} s")
+    if args.record:
+        columns, rows = _record.table_of("problem", ratios)
+        notes = f"Per gradient; K = {args.steps} leapfrog steps x S = {args.samples} samples."
+        _record.record("hmc_overhead", columns, rows, notes=notes, to=args.record)
     return 0
 
 

@@ -38,6 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _record
 import _timing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=15, help="fresh processes per candidate")
     p.add_argument("--quick", action="store_true", help="1 round, no warm-up: a smoke test")
     p.add_argument("--baseline", metavar="DIR", help="also time the bnn_ppl/ folder in DIR")
+    _record.add_flag(p)
     args = p.parse_args(argv)
     if args.baseline is not None and not (Path(args.baseline) / "bnn_ppl").is_dir():
         p.error(f"--baseline {args.baseline}: no bnn_ppl/ folder there")
@@ -151,6 +153,23 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  {name:<28} {now / then:6.3f}   (- python) {net:6.3f}")
     verdict = "met" if med["import bnn_ppl"] <= ref else "NOT met"
     print(f"target import bnn_ppl <= import numpyro -> {verdict}")
+    if args.record:
+        rows = []
+        for name in commands:
+            s = _timing.summary(times[name])
+            rows.append(
+                [name, round(s["median"], 1), round(s["min"], 1), round(med[name] / ref, 3)]
+                + [round((med[name] - base) / (ref - base), 3)]
+            )
+        columns = ["candidate", "median (ms)", "min (ms)", "÷ import numpyro"]
+        _record.record(
+            "startup",
+            [*columns, "(− python) ÷ import numpyro"],
+            rows,
+            title=f"Fresh processes, {args.rounds} rounds",
+            notes="(− python) subtracts the interpreter's own start-up (`python -c pass`).",
+            to=args.record,
+        )
 
 
 if __name__ == "__main__":

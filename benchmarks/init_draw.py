@@ -48,6 +48,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import _record
 import _timing
 import jax
 import numpy as np
@@ -100,6 +101,9 @@ def compile_job(draw: Callable[[Any], Any], chains: int) -> Callable[[], None]:
     return compile_once
 
 
+REPORTED: list[list] = []  # one row per report: what --record writes
+
+
 def report(times: dict[str, list[float]], label: str) -> None:
     """Each candidate's median and rounds (seconds), then the first's median over the second's."""
     med = {name: float(np.median(ts)) for name, ts in times.items()}
@@ -107,6 +111,10 @@ def report(times: dict[str, list[float]], label: str) -> None:
         print(f"{label}, {name}: median {med[name]:.2f} s  {[round(t, 2) for t in ts]}")
     first, second = times
     print(f"{label}: {first} / {second} = {med[first] / med[second]:.2f}")
+    REPORTED.append(
+        [label, first, round(med[first], 2), second, round(med[second], 2)]
+        + [round(med[first] / med[second], 2)]
+    )
 
 
 def svi_setup(model: bp.BNN, x: Any, y: Any, guide: str) -> np.ndarray:
@@ -146,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chains", type=int, default=4)
     p.add_argument("--svi-rounds", type=int, default=2, help="SVI set-up rounds (0: none)")
     p.add_argument("--quick", action="store_true", help="width 2, 1 round")
+    _record.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.width, args.rounds, args.svi_rounds = 2, 1, min(args.svi_rounds, 1)
@@ -179,6 +188,16 @@ def main(argv: list[str] | None = None) -> int:
                        bp.likelihoods.Categorical())  # fmt: skip
         row_shape = (5,)
     same_svi = svi_section(model, args.svi_rounds, row_shape) if args.svi_rounds > 0 else True
+    if args.record:
+        _record.record(
+            "compile",
+            ["part", "before", "before (s)", "now", "now (s)", "before / now"],
+            REPORTED,
+            title=f"Seconds to compile, ResNet20FRN width {args.width}",
+            notes=f"Medians of {args.rounds} rounds ({args.svi_rounds} for SVI); same values: "
+            f"{same}, same noise: {same_noise}, same ELBO trace: {same_svi}.",
+            to=args.record,
+        )
     return 0 if same and same_noise and same_svi else 1
 
 

@@ -149,6 +149,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=None, help="seconds per subprocess")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    import _record
+
+    _record.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.chunk_size, args.width, args.blocks, args.image_size = [32, 96], 16, 2, 1, 8
@@ -210,6 +213,31 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print()
     print(f"# {rows[0]['params']} parameters; total {time.perf_counter() - t_start:.0f} s")
+    if args.record:
+        import _record
+
+        columns = ["N", "chunks", "data", "XLA temp"]
+        if "peak" in rows[0]:
+            columns += ["before − data", "peak − data", "process peak − data", "run (s)"]
+        table = []
+        for r in rows:
+            cells = [r["n"], r["num_chunks"], r["data"] / MIB, r["temp"] / MIB]
+            if "peak" in r:
+                cells += [(r[k] - r["data"]) / MIB for k in ("before", "peak", "process_peak")]
+                cells.append(r["run_s"])
+            table.append([round(c, 1) if isinstance(c, float) else c for c in cells])
+        _record.record(
+            f"width_{args.width}" + ("_analysis" if args.analysis_only else ""),
+            columns,
+            table,
+            key=["N"],
+            title=f"ResNet20FRN width {args.width} ({rows[0]['params']:,} parameters), "
+            f"chunks of {args.chunk_size} rows",
+            notes="MiB; peak measured by "
+            + str(rows[0].get("peak_method", "compile-time analysis only"))
+            + ".",
+            to=args.record,
+        )
     return 0
 
 

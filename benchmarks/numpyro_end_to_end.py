@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--big-draws", type=int, default=20)
     p.add_argument("--quick", action="store_true", help="500 rows, 10 + 10 draws, depth 3")
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
+    import _record
+
+    _record.add_flag(p)
     a = p.parse_args(argv)
     if a.child:
         v, n, w, d, t = a.child
@@ -136,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'rows':>7} {'dev':>3} {'draws':>7} {'depth':>5} {'variant':16} {'first run s':>11} "
           f"{'cpu s':>7} {'grad ms':>8} {'cpu ms':>8} {'first/np':>8} {'cpu/np':>6} "
           f"{'grad/np':>7} {'cpu/np':>6}")  # fmt: skip
+    table = []
     for n in rows:
         big = n >= a.big
         w, d, t = (a.big_draws, a.big_draws, 4) if big else (draws, draws, depth)
@@ -159,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 r = json.loads(out.stdout.strip().splitlines()[-1])
                 base = r if variant == "numpyro" else base
+                ratios = [None if base is None else round(r[k] / base[k], 2) for k in KEYS]
+                table.append([n, dev, f"{w}+{d}", t, variant, *(round(r[k], 4) for k in KEYS),
+                              *ratios])  # fmt: skip
                 rel = "" if base is None else " ".join(
                     f"{r[k] / base[k]:>{w_}.2f}"
                     for k, w_ in (("first", 8), ("first_cpu", 6), ("per_grad_ms", 7),
@@ -166,7 +173,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{n:>7} {dev:>3} {w:>3}+{d:<3} {t:>5} {variant:16} {r['first']:>11.2f} "
                       f"{r['first_cpu']:>7.2f} {r['per_grad_ms']:>8.4f} "
                       f"{r['per_grad_cpu_ms']:>8.4f} {rel}", flush=True)  # fmt: skip
+    if a.record:
+        columns = ["rows", "devices", "draws", "depth", "variant", "first run (s)", "CPU (s)"]
+        columns += ["per gradient (ms)", "CPU (ms)", "first ÷ np", "CPU ÷ np", "gradient ÷ np",
+                    "gradient CPU ÷ np"]  # fmt: skip
+        _record.record("end_to_end", columns, table, key=["rows", "devices", "variant"],
+                       to=a.record)  # fmt: skip
     return 0
+
+
+KEYS = ("first", "first_cpu", "per_grad_ms", "per_grad_cpu_ms")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
+from _record import add_flag, record
 from _timing import numpyro_jit_fix  # (the library's own, scoped form: ReusingMCMC)
 from jax import monitoring
 from numpyro.infer import MCMC
@@ -229,6 +230,7 @@ def parse_args(argv=None):
         action="store_true",
         help="tiny sizes for a smoke test (n=300, d=5, width=16, 2 rounds)",
     )
+    add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.d, args.width = 300, 5, 16
@@ -436,6 +438,7 @@ def main(argv=None) -> int:
         f"{'candidate':<{w}}{'median ms':>10}{'min ms':>8}{'IQR ms':>14}{'ratio to (a)':>13}"
         f"{'paired':>8}{'min/min':>8}{'faults':>8}{'n':>4}"
     )
+    table = []
     for name, ts in times.items():
         ms = np.asarray(ts) * 1e3
         q1, q3 = np.percentile(ms, [25, 75])
@@ -448,6 +451,11 @@ def main(argv=None) -> int:
             f"{label:<{w}}{med:>10.2f}{ms.min():>8.2f}{f'{q1:.1f}-{q3:.1f}':>14}"
             f"{med / (ref * 1e3):>13.3f}{paired:>8.3f}{min(ts) / min(times[A]):>8.3f}"
             f"{statistics.median(faults[name]):>8.0f}{len(ts):>4}"
+        )
+        table.append(
+            [label, round(med, 2), round(float(ms.min()), 2), f"{q1:.1f}-{q3:.1f}"]
+            + [round(med / (ref * 1e3), 3), round(paired, 3), round(min(ts) / min(times[A]), 3)]
+            + [round(statistics.median(faults[name])), len(ts)]
         )
     print(
         "ms and faults (minor page faults) are per value_and_grad call, or per gradient for\n"
@@ -476,6 +484,17 @@ def main(argv=None) -> int:
             f"{ratio(CL, AL):.3f}x"
         )
     print(f"# total script time {time.perf_counter() - t_script:.0f} s")
+    if args.record:
+        columns = ["candidate", "median (ms)", "min (ms)", "IQR (ms)", "ratio to (a)", "paired"]
+        record(
+            "potential",
+            [*columns, "min / min", "faults", "n"],
+            table,
+            title=f"MLP {d}-{'-'.join(map(str, hidden))}-1, n = {n}",
+            notes="Per `value_and_grad` call, or per gradient for the [per grad] rows; faults: "
+            "minor page faults per call; paired: the median over rounds of the round's ratio.",
+            to=args.record,
+        )
     return 0
 
 

@@ -35,6 +35,7 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 import argparse  # noqa: E402
 import time  # noqa: E402
 
+import _record  # noqa: E402
 import _timing  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -55,6 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
+    _record.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.device_n, args.devices = [100, 200, 400], 200, [1, 2]
@@ -99,8 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{'N':>8}{'chunks':>8}{'median ms':>11}{'min ms':>9}{'ms/1k rows':>12}"
         f"{'t/t0':>8}{'N/N0':>7}"
     )
+    by_rows = []
     for n in args.n:
         s = _timing.summary(times[n])
+        by_rows.append(
+            [n, pots[n].num_chunks, round(s["median"], 2), round(s["min"], 2),
+             round(s["median"] / n * 1e3, 3), round(med[n] / med[n0], 2), n / n0]
+        )  # fmt: skip
         print(
             f"{n:>8}{pots[n].num_chunks:>8}{s['median']:>11.2f}{s['min']:>9.2f}"
             f"{s['median'] / n * 1e3:>12.3f}{med[n] / med[n0]:>8.2f}{n / n0:>7.1f}"
@@ -125,13 +132,36 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{'devices':>8}{'rows/dev':>10}{'chunks':>8}{'median ms':>11}{'min ms':>9}{'speed-up':>10}"
     )
+    by_devices = []
     for k in counts:
         s = _timing.summary(times[k])
+        by_devices.append(
+            [k, pots[k].num_chunks * pots[k].chunk_size, pots[k].num_chunks,
+             round(s["median"], 2), round(s["min"], 2), round(med[counts[0]] / med[k], 2)]
+        )  # fmt: skip
         print(
             f"{k:>8}{pots[k].num_chunks * pots[k].chunk_size:>10}{pots[k].num_chunks:>8}"
             f"{s['median']:>11.2f}{s['min']:>9.2f}{med[counts[0]] / med[k]:>10.2f}"
         )
     print(f"# total {time.perf_counter() - t0:.0f} s")
+    if args.record:
+        model_name = f"MLP {args.d}-{args.width}-{args.width}-1"
+        _record.record(
+            "rows",
+            ["N", "chunks", "median (ms)", "min (ms)", "ms per 1k rows", "t / t0", "N / N0"],
+            by_rows,
+            title=f"Gradient time vs N (1 device, {model_name})",
+            notes=f"Least-squares fit: {a:.2f} ms fixed + {b * 1e3:.3f} ms per 1k rows.",
+            to=args.record,
+        )
+        _record.record(
+            "devices",
+            ["devices", "rows per device", "chunks", "median (ms)", "min (ms)", "speed-up"],
+            by_devices,
+            title=f"Gradient time vs simulated devices (N = {args.device_n}, {model_name})",
+            notes=f"Simulated devices share the machine's {os.cpu_count()} CPU cores.",
+            to=args.record,
+        )
     return 0
 
 

@@ -35,6 +35,7 @@ import sys
 import time
 from typing import Any
 
+import _record
 import _timing
 import jax
 import jax.numpy as jnp
@@ -179,7 +180,11 @@ def measure(
         + ", ".join(f"{k} = {v:.3f}" for k, v in r.items())
         + f"   target ours/blackjax <= 1.0 -> {'met' if r['run/blackjax'] <= 1.0 else 'NOT met'}"
     )
-    return r
+    return {
+        "parameters": pot.num_params,
+        **{f"{k} (ms)": round(v, 3) for k, v in med.items()},
+        **{k: round(v, 3) for k, v in r.items()},
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -198,6 +203,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test (seconds)")
+    _record.add_flag(p)
     args = p.parse_args(argv)
     if args.quick:
         args.sizes, args.steps, args.samples, args.rounds = [(100, 3, 4)], 2, 2, 2
@@ -227,6 +233,13 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     print(f"# total {time.perf_counter() - t0:.0f} s")
+    if args.record:
+        columns, rows = _record.table_of("problem", ratios)
+        notes = (
+            f"Per HMC transition; K = {args.steps} leapfrog steps, S = {args.samples} "
+            f"transitions per call; blackjax {blackjax.__version__}."
+        )
+        _record.record("vs_blackjax", columns, rows, notes=notes, to=args.record)
     return 0
 
 

@@ -36,13 +36,23 @@ extensions = [
     "_xref",  # docs/_xref.py: references to private module paths resolve to the public names
 ]
 
-exclude_patterns = ["_build", "jupyter_execute", ".jupyter_cache", "**.ipynb_checkpoints"]
+# benchmarks/_generated: tables the benchmark pages include, not pages of their own
+exclude_patterns = [
+    "_build",
+    "jupyter_execute",
+    ".jupyter_cache",
+    "**.ipynb_checkpoints",
+    "benchmarks/_generated",
+]
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
 
 # --- MyST and notebook execution ----------------------------------------------------------------
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 4
+# a fence without a language is a command or a program's output: shown as typed, not coloured as
+# Python (every Python block of these pages says ```python)
+highlight_language = "text"
 # notebooks (MyST Markdown with a ``kernelspec`` front matter) execute at build time, cached by
 # jupyter-cache in docs/_build/.jupyter_cache: an unchanged notebook is not re-run
 nb_execution_mode = os.environ.get("BNN_PPL_DOCS_EXECUTE", "cache")
@@ -123,5 +133,12 @@ def _optional_pages(app, docname, source):
         source[0] = source[0].replace("architecture*\n", "")
 
 
+def _public_bases(app, name, obj, options, bases):
+    """A class page lists its public bases only (a private mixin is an implementation detail)."""
+    bases[:] = [b for b in bases if not getattr(b, "__name__", "").startswith("_")]
+
+
 def setup(app):
     app.connect("source-read", _optional_pages)
+    # before sphinx_autodoc_typehints renders the bases as text (priority 500)
+    app.connect("autodoc-process-bases", _public_bases, priority=400)

@@ -1,13 +1,13 @@
 """UCI test metrics over several standard splits, from converged reference posteriors only.
 
-Issue 19 asks for the UCI test log-likelihood and RMSE over the 20 standard splits on converged
-chains, beside the published MC-dropout numbers, and for the number of splits when fewer fit.
-This reads the stored reference records matching ``--pattern`` (one per split, written by
+The UCI test log-likelihood and RMSE over the standard splits on converged chains, beside
+MC dropout's published per-split results (paired by split). This reads the stored reference records matching ``--pattern`` (one per split, written by
 ``examples/reference.py``; their ``.npz`` checked by SHA-256 and their metrics recomputed from
 it), refuses records of different models or recipes, prints one row per split with its
 convergence figures, and the mean ± standard error of the *converged* splits only, beside
-MC-dropout's 20-split mean (:data:`bnn_ppl.metrics.splits.MC_DROPOUT_LL`). Splits stored
-unconverged are listed, never averaged in.
+MC-dropout's 20-split mean (:data:`bnn_ppl.metrics.splits.MC_DROPOUT_LL`) and the paired
+per-split difference against it (:data:`~bnn_ppl.metrics.splits.MC_DROPOUT_SPLITS`). Splits
+stored unconverged are listed, never averaged in.
 
     python examples/reference_splits.py      # yacht, noise 0.05, optimised starts
     python examples/reference_splits.py --pattern "uci_boston_split*_learned_prior0.3_init.json"
@@ -27,7 +27,14 @@ import numpy as np
 
 from bnn_ppl.io import load_npz, read_json
 from bnn_ppl.metrics.comparison import stored_predictions
-from bnn_ppl.metrics.splits import MC_DROPOUT_LL, mean_se, reference_verdicts, split_table
+from bnn_ppl.metrics.splits import (
+    MC_DROPOUT_LL,
+    MC_DROPOUT_SPLITS,
+    mean_se,
+    paired_difference,
+    reference_verdicts,
+    split_table,
+)
 from bnn_ppl.metrics.suite import predictive_metrics
 from bnn_ppl.validation import InputValueError
 
@@ -157,13 +164,32 @@ def main(args: argparse.Namespace) -> None:
     if len(mixture) == len(done):
         m, se = mean_se(mixture)
         print(f"mixture LL (the BMA's own density, not moment-matched): {m:.3f} ± {se:.3f}")
-    if name in MC_DROPOUT_LL:  # Gal's per-split values are not in the repository: his mean
-        m, se = mean_se(results[name]["reference HMC"]["ll"])
+    if name in MC_DROPOUT_SPLITS:  # Gal's per-split results: paired on the same splits
+        gal = MC_DROPOUT_SPLITS[name]
+        ll = np.asarray(gal["ll"])
         print(
-            f"LL minus MC dropout's published 20-split mean {MC_DROPOUT_LL[name]:.2f}: "
-            f"{m - MC_DROPOUT_LL[name]:+.3f} ± {se:.3f} (our splits' SE only: not paired, "
-            "his per-split values are not stored here)"
+            f"MC dropout as Gal reports it (mixture LL, mean ± std(ddof=0)/sqrt(n) over his "
+            f"{ll.size} splits): {ll.mean():.3f} ± {ll.std() / np.sqrt(ll.size):.3f}; "
+            f"RMSE {np.mean(gal['rmse']):.3f}"
         )
+        if len(mixture) == len(done):
+            mix = np.asarray(mixture)
+            print(f"ours the same way (mixture LL, ddof 0, {mix.size} splits): {mix.mean():.3f} ± "
+                  f"{mix.std() / np.sqrt(mix.size):.3f}")  # fmt: skip
+        for key, label, ours in (
+            ("ll", "mixture LL", {r["data"]["split"]: r["recomputed"].get("ll_mixture")
+                                  for r in done}),
+            ("ll", "LL (moment-matched)", {r["data"]["split"]: r["recomputed"]["ll"]
+                                           for r in done}),
+            ("rmse", "RMSE", {r["data"]["split"]: r["recomputed"]["rmse"] for r in done}),
+        ):  # fmt: skip
+            if any(v is None for v in ours.values()):
+                continue
+            d, se, wins = paired_difference(ours, gal[key])
+            better = wins if key == "ll" else len(ours) - wins
+            print(f"{label} minus MC dropout's on the same splits (paired, mean ± SE ddof 1): "
+                  f"{d:+.3f} ± {se:.3f} ({d / se if se > 0 else float('nan'):+.1f} SE), ours better "
+                  f"on {better} of {len(ours)} splits")  # fmt: skip
     for line in reference_verdicts(results, method="reference HMC", metric="ll",
                                    reference=MC_DROPOUT_LL, label="LL",
                                    reference_label="MC dropout"):  # fmt: skip

@@ -231,3 +231,49 @@ def test_no_function_shadows_a_module():
         if attr is not module:
             shadowed.append(f"{name} (the package attribute is a {type(attr).__name__})")
     assert shadowed == []
+
+
+def _defined_and_imported(module_name: str) -> tuple[set[str], set[str]]:
+    """The names a module defines at its top level (def, class, assignment) and those it
+    imports, read from its source."""
+    import ast
+    import importlib
+
+    tree = ast.parse(Path(importlib.import_module(module_name).__file__).read_text())
+    defined, imported = set(), set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            defined.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                defined |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return defined - {"__all__"}, imported
+
+
+@pytest.mark.parametrize("package", ["bnn_ppl.diagnostics", "bnn_ppl.runs"])
+def test_a_package_is_the_one_public_surface_of_its_modules(package):
+    """Each module's ``__all__`` lists only what it defines (no module repeats another's
+    names); the package's ``__all__`` gives each name once, the defining module's object."""
+    import importlib
+    import pkgutil
+
+    pkg = importlib.import_module(package)
+    owner = {}
+    for info in pkgutil.iter_modules(pkg.__path__, package + "."):
+        module = importlib.import_module(info.name)
+        defined, imported = _defined_and_imported(info.name)
+        names = list(getattr(module, "__all__", []))
+        foreign = [n for n in names if n not in defined or n in imported]
+        assert not foreign, f"{info.name}.__all__ lists names it does not define: {foreign}"
+        for n in names:
+            owner[n] = module
+    assert len(pkg.__all__) == len(set(pkg.__all__)), package
+    for name in pkg.__all__:
+        value = getattr(pkg, name)
+        if name in owner:
+            assert value is getattr(owner[name], name), f"{package}.{name}"
+    if package == "bnn_ppl.runs":  # every name of its three modules
+        for part in ("config", "load", "write"):
+            assert set(importlib.import_module(f"{package}.{part}").__all__) <= set(pkg.__all__)

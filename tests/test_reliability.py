@@ -98,6 +98,51 @@ def test_per_row_arrays_in_data_give_numpyros_potential_at_every_chunk_size(
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * N * (1 + abs(float(want)) / N))
 
 
+def _sliced_offset_model(x, offset, y=None, idx=None):
+    """Reads ``offset`` by position: ``offset[:m]``, or at ``idx`` (rows of data) if given."""
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([2]).to_event(1))
+    rows = offset[: x.shape[0]] if idx is None else jnp.asarray(offset)[idx]
+    with numpyro.plate("data", x.shape[0]):
+        numpyro.sample("y", dist.Normal(x @ w + rows, 1.0), obs=y)
+
+
+def _arange_offset_model(x, offset, y=None):
+    w = numpyro.sample("w", dist.Normal(0, 1).expand([2]).to_event(1))
+    with numpyro.plate("data", x.shape[0]):
+        rows = jnp.asarray(offset)[jnp.arange(x.shape[0])]
+        numpyro.sample("y", dist.Normal(x @ w + rows, 1.0), obs=y)
+
+
+@pytest.mark.parametrize("how", ["model_kwargs", "model_args"])
+@pytest.mark.parametrize("model", [_sliced_offset_model, _arange_offset_model])
+def test_a_per_row_array_outside_data_read_by_position_is_refused(model, how) -> None:
+    # offset[:x.shape[0]] keeps one row per data row, so every site has the plate's rows; but
+    # a chunk of rows 5..9 would read offset[:5]: refused, naming the argument
+    if how == "model_kwargs":
+        args, call, name = (), dict(model_kwargs={"offset": OFFSET}), "model_kwargs['offset']"
+    else:
+        def first(offset, x, y=None, model=model):
+            model(x, offset, y)
+        args, call, name, model = (OFFSET,), {}, "model_args[0]", first
+    with count_compiles() as compiles, pytest.raises(InputValueError) as e:
+        model_potential(model, *args, data={"x": X, "y": Y}, chunk_size=5, **call)
+    assert str(e.value).startswith(f"{name} has the data's {N} rows") and "data={" in str(e.value)
+    assert compiles == []
+
+
+@pytest.mark.parametrize("chunk_size", [1, 5])
+def test_an_array_outside_data_read_at_rows_of_data_is_exact(chunk_size) -> None:
+    # offset[idx] with idx in data is split with the rows: every chunk reads its own rows
+    idx = np.arange(N)[::-1].copy()
+    data = {"x": X, "y": Y, "idx": idx}
+    pot = model_potential(_sliced_offset_model, data=data, model_kwargs={"offset": OFFSET},
+                          chunk_size=chunk_size)  # fmt: skip
+    u = {"w": jnp.array([0.3, -0.2])}
+    want = potential_energy(_sliced_offset_model, (), {**data, "offset": OFFSET}, u)
+    got = pot.potential_fn(u)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * N * (1 + abs(float(want)) / N))
+
+
 def test_a_discrete_latent_is_refused_naming_the_site() -> None:
     def model(x, y=None):
         z = numpyro.sample("z", dist.Bernoulli(0.5))

@@ -13,7 +13,9 @@ Example:
 # rule with the chain furthest from the others on them (:mod:`bnn_ppl.diagnostics.slow_values`)
 # and a verdict by that rule (:func:`rule_for`, :func:`judge`: R-hat <= 1.01 and bulk ESS >= 100
 # per chain for an ordinary run, a reference run's own thresholds), with the draws per chain
-# that would meet it; it writes ``reliability.png``, ``rhat.png`` and ``evaluation.json``.
+# that would meet it; it writes ``reliability.png``, ``rhat.png`` and ``evaluation.json``. It
+# holds the run folder's :class:`~bnn_ppl.runs.FolderLock` throughout, so it never reads or
+# writes a folder while a run writes it.
 # ``compare`` scores runs on the same test set against the first: accuracy, NLL, top-1
 # agreement and total variation (RMSE between BMA means for regression).
 #
@@ -245,6 +247,15 @@ def cmd_evaluate(ns: EvaluateOptions) -> int:
     num_bins = ns.num_bins
     if isinstance(num_bins, bool) or not isinstance(num_bins, int) or num_bins < 1:
         raise InputValueError(f"--num-bins must be an integer >= 1, got {num_bins!r}.")
+    # the run folder's lock, from the first read to the last write: a folder that a run (or
+    # another evaluate) holds is refused at once, before anything is read or written
+    with runs.FolderLock(ns.run, existing=True) as lock:
+        lock.mark()
+        return _evaluate(ns, num_bins, say, plots)
+
+
+def _evaluate(ns: EvaluateOptions, num_bins: int, say: Any, plots: Any) -> int:
+    """``evaluate`` under the run folder's lock."""
     run = runs.load_run(ns.run, samples=True)
     if run.task == "classification" and num_bins > len(run.targets):
         raise InputValueError(

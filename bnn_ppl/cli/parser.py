@@ -64,7 +64,11 @@ _STYLE = (tyro.conf.OmitArgPrefixes,)  # the options are the bare field names
 @dataclass(frozen=True)
 class EvaluateOptions:
     """Print a run's test metrics (of the BMA, and per chain), weight- and function-space R-hat
-    (with >= 2 chains), and write reliability.png, rhat.png and evaluation.json."""
+    (with >= 2 chains), and write reliability.png, rhat.png and evaluation.json.
+
+    The run folder is locked while it is read and written: a folder that a running
+    `bnn-ppl run` (or another evaluate) holds is refused at once, naming the holder's process
+    id, and nothing is read or written; wait for it to finish and evaluate again."""
 
     run: tyro.conf.Positional[str]  # a run folder (the --out of bnn-ppl run)
     num_bins: int = 15  # reliability diagram bins

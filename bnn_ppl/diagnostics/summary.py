@@ -41,8 +41,6 @@ from bnn_ppl import validation
 from bnn_ppl._compat import arviz
 from bnn_ppl.diagnostics import rank as rank_diagnostics
 from bnn_ppl.diagnostics.chain_health import (
-    ChainHealth,
-    StuckChainWarning,
     check_chains,
     final_step_size,
     warn_if_stuck,
@@ -63,10 +61,8 @@ __all__ = [
     "convergence",
     "rhat_bulk_ess",
     "unknown_as_failing",
+    "varying_values",
     "sampler_summary",
-    "check_chains",
-    "ChainHealth",
-    "StuckChainWarning",
     "to_inference_data",
 ]
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib.metadata
 import json
@@ -235,14 +236,21 @@ class FolderLock:
             runs.claim(out, config, lock=lock)
             ...  # fit, then save_posterior(out, ...)
 
+    ``existing=True`` locks a folder that already holds a run (``config.json``), to read it
+    and write next to it (``bnn-ppl evaluate``): a folder without a run is refused and
+    nothing is created.
+
     Raises:
-        InputValueError: ``folder`` exists and is not a folder, or another process holds
-            its lock (the message names the folder and the holder's process id).
+        InputValueError: ``folder`` exists and is not a folder (``existing``: holds no run),
+            or another process holds its lock (the message names the folder and the holder's
+            process id).
     """
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, *, existing: bool = False):
         self.folder = os.fspath(folder)
+        self.existing = bool(existing)
         self._fd: int | None = None
+        self._writable = True
 
     @property
     def held(self) -> bool:
@@ -252,8 +260,15 @@ class FolderLock:
     def __enter__(self) -> FolderLock:
         import fcntl
 
+        name = f"run folder {self.folder}" if self.existing else f"--out {self.folder}"
+        if self.existing and not os.path.isdir(self.folder):
+            raise InputValueError(f"run folder {self.folder} does not exist (pass the --out of "
+                                  "a bnn-ppl run).")
+        if self.existing and not os.path.isfile(os.path.join(self.folder, CONFIG)):
+            raise InputValueError(f"{self.folder} is not a bnn-ppl run folder (it has no "
+                                  f"{CONFIG}); pass the --out folder of a `bnn-ppl run`.")
         if os.path.exists(self.folder) and not os.path.isdir(self.folder):
-            raise InputValueError(f"--out {self.folder} exists and is not a folder.")
+            raise InputValueError(f"{name} exists and is not a folder.")
         path = os.path.join(self.folder, LOCK)
         if os.path.isdir(self.folder) and not os.path.exists(path):
             entries = [e for e in os.listdir(self.folder) if not _temporary(e)]
@@ -265,8 +280,13 @@ class FolderLock:
         try:
             fd = os.open(path, os.O_RDWR)  # an existing lock file is never rewritten here
         except FileNotFoundError:
-            os.makedirs(self.folder, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            if not self.existing:
+                os.makedirs(self.folder, exist_ok=True)
+            fd = self._read_only(path, os.O_RDWR | os.O_CREAT)
+        except OSError:  # (not writable: see _read_only)
+            fd = self._read_only(path, os.O_RDWR)
+        if fd is None:  # a read-only folder without a lock file: nobody can hold its lock
+            return self
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -274,18 +294,30 @@ class FolderLock:
                 holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
             finally:
                 os.close(fd)
+            other = "" if self.existing else ", or choose another --out"
             raise InputValueError(
-                f"--out {self.folder} is in use by another bnn-ppl run (process {holder} holds "
-                f"{path}); nothing was changed. Wait for it to finish, or choose another --out."
+                f"{name} is in use by another bnn-ppl run or evaluate (process {holder} holds "
+                f"{path}); nothing was changed. Wait for it to finish{other}."
             ) from None
         self._fd = fd
         return self
+
+    def _read_only(self, path: str, flags: int) -> int | None:
+        """Open the lock file with ``flags``; where a folder that ``existing`` reads may not
+        be written, read-only (``flock`` needs no write access), or ``None`` if it has none."""
+        try:
+            return os.open(path, flags, 0o666)
+        except OSError as e:
+            if not self.existing or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+        self._writable = False
+        return os.open(path, os.O_RDONLY) if os.path.exists(path) else None
 
     def mark(self) -> None:
         """Write this process's id into the lock file (for the message a second process
         gets); :func:`claim` calls it once the folder is claimed, so that a refused command
         leaves even the lock file as it was."""
-        if self._fd is not None:
+        if self._fd is not None and self._writable:
             os.ftruncate(self._fd, 0)
             os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 

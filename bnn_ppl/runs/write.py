@@ -33,8 +33,8 @@
 #   file written.
 #
 # Reading a folder back (:func:`load_run`, :class:`Run`, :func:`check_comparable`) lives in
-# :mod:`bnn_ppl.runs.load` and the configuration record in :mod:`bnn_ppl.runs.config`; this
-# module re-exports both, so ``bnn_ppl.runs`` is the one name to import.
+# :mod:`bnn_ppl.runs.load` and the configuration record in :mod:`bnn_ppl.runs.config`; the
+# package ``bnn_ppl.runs`` gathers the three, the one name to import.
 #
 # This module is part of the core: it never imports ``bnn_ppl.inference`` or ``bnn_ppl.models``.
 
@@ -53,74 +53,22 @@ from bnn_ppl.likelihoods import (
     prediction_fields,
     prediction_from_fields,
 )
-from bnn_ppl.metrics.suite import flat_draws, per_chain, predictive_metrics
+from bnn_ppl.metrics.suite import flat_draws, predictive_metrics
 from bnn_ppl.runs.config import (
-    CHECKPOINTS,
     CONFIG,
-    EVALUATION,
     FORMAT,
-    LOCK,
     METRICS,
     POSTERIOR,
     PREDICTIONS,
     PROGRESS,
     SAMPLES,
     SCHEMA_VERSION,
-    FolderLock,
-    array_sha256,
-    check_claim,
-    claim,
-    config_differences,
-    data_identity,
-    make_config,
     record_checksum,
-    versions,
-)
-from bnn_ppl.runs.load import (
-    Run,
-    check_comparable,
-    dataset_name,
-    load_posterior,
-    load_run,
-    method_name,
 )
 from bnn_ppl.runs.progress import running_metrics
 from bnn_ppl.validation import InputValueError
 
-__all__ = [
-    "FORMAT",
-    "SCHEMA_VERSION",
-    "CONFIG",
-    "POSTERIOR",
-    "SAMPLES",
-    "PREDICTIONS",
-    "METRICS",
-    "EVALUATION",
-    "PROGRESS",
-    "CHECKPOINTS",
-    "LOCK",
-    "FolderLock",
-    "check_claim",
-    "Run",
-    "versions",
-    "array_sha256",
-    "data_identity",
-    "make_config",
-    "config_differences",
-    "claim",
-    "save_results",
-    "save_posterior",
-    "save_diverged",
-    "load_run",
-    "load_posterior",
-    "record_checksum",
-    "dataset_name",
-    "method_name",
-    "flat_draws",
-    "per_chain",
-    "predictive_metrics",
-    "check_comparable",
-]
+__all__ = ["save_results", "save_posterior", "save_diverged"]
 
 
 # ---------------------------------------------------------------------------------- results

@@ -29,8 +29,9 @@ from bnn_ppl.types import Array, Params
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
-    "DeterministicSiteWarning", "Site", "check_globals", "check_sites", "data_dependent",
-    "deterministic_sites", "in_plate", "per_row", "site_lp", "size_dependent", "structure",
+    "DeterministicSiteWarning", "Site", "check_globals", "check_row_arguments", "check_sites",
+    "data_dependent", "deterministic_sites", "in_plate", "per_row", "row_arguments", "site_lp",
+    "size_dependent", "structure",
 ]
 
 
@@ -254,6 +255,86 @@ def size_dependent(
         fingerprints.append(dict(zip(names, _output_slices(closed), strict=True)))
     many, one = fingerprints
     return sorted(n for n in set(many) | set(one) if many.get(n) != one.get(n))
+
+
+def check_row_arguments(
+    model: Callable, args: tuple, kwargs: dict, plate: str, n: int, values: Params,
+    probe: dict[str, Any],
+) -> None:
+    """Refuse, naming it, an argument outside ``data`` with the data's ``n`` rows that the
+    plate sites read by position (:func:`row_arguments`)."""
+    if bad := row_arguments(model, args, kwargs, plate, n, values, probe):
+        raise InputValueError(
+            f"{bad[0]} has the data's {n} rows and the sites of plate {plate!r} read it by "
+            "position (e.g. offset[:x.shape[0]] or offset[jnp.arange(x.shape[0])]): every "
+            "chunk of rows would read the array's first rows, not its own. Pass it in "
+            "data={...} (it is then split with the rows), or index it with a per-row array "
+            "of data (offset[idx] with idx in data).")
+
+
+def row_arguments(
+    model: Callable, args: tuple, kwargs: dict, plate: str, n: int, values: Params,
+    probe: dict[str, Any],
+) -> list[str]:
+    """The arguments outside ``data`` (``model_args[i]``, ``model_kwargs[k]``, with the path of
+    a leaf in a pytree) whose leading axis has the data's ``n`` rows and which the plate sites'
+    log densities read in a way that depends on the number of rows, not on the data's values.
+
+    Why it matters: every chunk of rows gets such an argument whole, so ``offset[:m]`` on a
+    chunk of ``m`` rows reads the array's first ``m`` rows, whichever rows the chunk holds (a
+    shape-preserving read, which :func:`check_sites` cannot see). How: abstractly, on a one-row
+    and a two-row probe, the operations that use the argument before it meets the data (a slice
+    ``[:m]``, a gather at ``arange(m)``, a broadcast to ``m`` rows) must be the same; a read at
+    indices from ``data`` (``offset[idx]``) meets the data and is chunk-safe. The one refusal
+    of a correct model: an argument that happens to have ``n`` entries, broadcast to the rows
+    before it meets the data (``jnp.broadcast_to(w, (x.shape[0], n))``); pass it as
+    ``w[None]`` or in ``data``.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))
+    rows = [i for i, (_, a) in enumerate(leaves)
+            if isinstance(a, np.ndarray | jax.Array) and np.ndim(a) >= 1 and np.shape(a)[0] == n]
+    if not rows:
+        return []
+
+    def plate_terms(chosen: list[Array], values: Params, batch: dict[str, Array]) -> list[Array]:
+        flat = [a for _, a in leaves]
+        for i, a in zip(rows, chosen, strict=True):
+            flat[i] = a
+        a, k = jax.tree.unflatten(treedef, flat)
+        sub = handlers.substitute(handlers.seed(model, 0), data=values)
+        tr = handlers.trace(sub).get_trace(*a, **k, **batch)
+        return [site_lp(s) for s in tr.values() if s["type"] == "sample" and in_plate(s, plate)]
+
+    chosen = [jax.ShapeDtypeStruct(np.shape(leaves[i][1]), leaves[i][1].dtype) for i in rows]
+    reads = []
+    for m in (1, 2):
+        batch = {k: jax.ShapeDtypeStruct((m, *np.shape(a)[1:]), a.dtype) for k, a in probe.items()}
+        reads.append(_argument_reads(jax.make_jaxpr(plate_terms)(chosen, values, batch),
+                                     len(rows), len(jax.tree.leaves(values))))
+    where = ("model_args", "model_kwargs")  # (leaves[i][0]: (which of the two, path in it))
+    return [where[leaves[i][0][0].idx] + jax.tree_util.keystr(leaves[i][0][1:])
+            for i, one, two in zip(rows, *reads, strict=True) if one != two]  # fmt: skip
+
+
+def _argument_reads(closed: Any, count: int, skip: int) -> list[list[tuple]]:
+    """Per argument (the first ``count`` inputs of the jaxpr), the operations that use it
+    before it meets the data (the inputs after the next ``skip``, the latent values)."""
+    jaxpr = closed.jaxpr
+    data = {id(v) for v in jaxpr.invars[count + skip:]}
+    for eqn in jaxpr.eqns:
+        if any(id(v) in data for v in eqn.invars if not isinstance(v, Literal)):
+            data.update(id(v) for v in eqn.outvars)
+    out = []
+    for var in jaxpr.invars[:count]:
+        reached, ops = {id(var)}, []
+        for eqn in jaxpr.eqns:
+            ins = [v for v in eqn.invars if not isinstance(v, Literal)]
+            if any(id(v) in reached for v in ins) and not any(id(v) in data for v in ins):
+                reached.update(id(v) for v in eqn.outvars)
+                ops.append((str(eqn.primitive), re.sub(r" at 0x[0-9a-f]+", "", str(eqn.params)),
+                            [str(v.aval) for v in eqn.outvars]))
+        out.append(ops)
+    return out
 
 
 def _output_slices(closed: Any) -> list[list[tuple]]:

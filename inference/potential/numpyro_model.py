@@ -37,7 +37,8 @@
 # (per-row latents are not supported); an observed site outside the plate; a global site whose
 # density depends on the sharded data (found by following the data through the jaxpr), or whose
 # shape or density depends on their number of rows (a prior scaled by ``x.shape[0]``: pass ``n``
-# as a model argument instead; see :mod:`bnn_ppl.inference.potential.model_structure`).
+# as a model argument instead; see :mod:`bnn_ppl.inference.potential.model_structure`); a
+# per-row array passed outside ``data`` that the plate reads by position (``offset[:m]``).
 #
 # Tempering (``temperature=T``), as for ``BNN``: ``temper="likelihood"`` scales the plate sites'
 # log density by ``1/T``, ``temper="posterior"`` the global sites' too; the Jacobian is never
@@ -92,6 +93,7 @@ from bnn_ppl.inference.potential.distributed import (
 )
 from bnn_ppl.inference.potential.model_structure import (
     check_globals,
+    check_row_arguments,
     check_sites,
     deterministic_sites,
     in_plate,
@@ -484,6 +486,7 @@ def model_potential(
     check_sites(full, one, n, data_plate)
     check_globals(model, model_args, model_kwargs, data_plate, probe, (spec, values),
                   (probe_spec, one_values))
+    check_row_arguments(model, model_args, model_kwargs, data_plate, n, values, probe)
     kept = deterministic_sites(model, model_args, model_kwargs, values, probe, data_plate)
     fields = dict(
         model=model, model_args=tuple(model_args), model_kwargs=model_kwargs, probe=probe,

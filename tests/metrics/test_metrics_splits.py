@@ -11,7 +11,9 @@ from matplotlib.container import BarContainer
 
 from bnn_ppl.metrics.splits import (
     MC_DROPOUT_LL,
+    MC_DROPOUT_SPLITS,
     mean_se,
+    paired_difference,
     reference_verdicts,
     split_bars,
     split_table,
@@ -87,3 +89,28 @@ def test_reference_verdicts_compare_the_mean_over_splits_with_the_published_numb
     lines = reference_verdicts(RESULTS, method="SVI", metric="ll", reference=reference)
     assert lines == ["yacht: SVI ll -3.00 does not beat published -2.50",
                      "kin8nm: SVI ll 0.50 beats published 0.40"]  # fmt: skip
+
+
+def test_mc_dropout_per_split_results_are_the_published_means_runs():
+    """Each set's 20 per-split values average (rounded) to the published 20-split mean, and
+    their ddof-0 SE is the README's (boston LL -2.40 ± 0.04, RMSE 2.90 ± 0.18)."""
+    for name, per in MC_DROPOUT_SPLITS.items():
+        assert len(per["ll"]) == len(per["rmse"]) == 20
+        assert np.mean(per["ll"]) == pytest.approx(MC_DROPOUT_LL[name], abs=0.0075)
+    ll, rmse = np.asarray(MC_DROPOUT_SPLITS["boston"]["ll"]), MC_DROPOUT_SPLITS["boston"]["rmse"]
+    assert round(float(ll.std() / np.sqrt(20)), 2) == 0.04
+    assert round(float(np.mean(rmse)), 2) == 2.90
+    assert round(float(np.std(rmse) / np.sqrt(20)), 2) == 0.18
+
+
+def test_paired_difference_pairs_by_split_index():
+    theirs = [-2.0, -3.0, -1.0, -4.0]
+    d, se, wins = paired_difference({3: -3.0, 1: -3.5, 0: -1.5}, theirs)
+    diffs = [0.5, -0.5, 1.0]  # splits 0, 1, 3
+    assert d == pytest.approx(np.mean(diffs))
+    assert se == pytest.approx(np.std(diffs, ddof=1) / np.sqrt(3))
+    assert wins == 2
+    with pytest.raises(ValueError, match="outside the 4 values"):
+        paired_difference({4: 0.0}, theirs)
+    with pytest.raises(ValueError, match="at least one split"):
+        paired_difference({}, theirs)

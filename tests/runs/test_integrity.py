@@ -238,6 +238,81 @@ def test_the_cli_refuses_a_busy_out_folder_at_once(finished: Path, tmp_path: Pat
     assert files_of(copy) == before
 
 
+def test_evaluate_takes_the_run_folders_lock(finished: Path, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """evaluate on a folder another process holds is refused at once, reading and writing
+    nothing; while it runs it holds the lock itself, so a run is refused meanwhile."""
+    from bnn_ppl.cli import evaluate
+
+    copy = tmp_path / "busy"
+    shutil.copytree(finished, copy)
+    (copy / runs.EVALUATION).unlink(missing_ok=True)
+    before = files_of(copy)
+    with runs.FolderLock(copy):
+        rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")
+    assert rc == 2 and "is in use by another bnn-ppl run or evaluate" in err, err
+    assert files_of(copy) == before
+    write, refused = evaluate.write_json, []
+
+    def write_while_locked(path, record):  # evaluation.json, the last write of evaluate
+        with pytest.raises(InputValueError, match="in use by another") as e:
+            runs.claim(copy, runs.make_config({}, data={}))  # what `bnn-ppl run` does first
+        refused.append(str(e.value))
+        return write(path, record)
+
+    monkeypatch.setattr(evaluate, "write_json", write_while_locked)
+    rc, _, err = bnn_ppl("evaluate", str(copy), "--quiet")
+    assert rc == 0, err
+    assert len(refused) == 1 and f"process {os.getpid()}" in refused[0]
+    assert (copy / runs.EVALUATION).exists()
+    with runs.FolderLock(copy):  # released when evaluate ends
+        pass
+
+
+@pytest.mark.parametrize("lock_file", [True, False])
+def test_evaluate_reads_a_read_only_run_folder(finished: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               lock_file: bool) -> None:
+    """A run folder this process may not write (read-only storage) is still evaluated into
+    another --out: its lock file, if any, is locked read-only (a holder still refuses it)."""
+    import errno as errnos
+
+    copy, out = tmp_path / "ro", tmp_path / "out"
+    shutil.copytree(finished, copy)
+    (copy / runs.LOCK).unlink(missing_ok=True)
+    if lock_file:
+        (copy / runs.LOCK).write_text("")
+    real_open = os.open
+
+    def read_only_open(path, flags, *args):
+        if str(path).startswith(str(copy)) and flags & (os.O_RDWR | os.O_WRONLY | os.O_CREAT):
+            raise OSError(errnos.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, *args)
+
+    before = files_of(copy)
+    monkeypatch.setattr(os, "open", read_only_open)
+    if lock_file:
+        with runs.FolderLock(copy, existing=True) as held:  # (read-only too)
+            assert held.held
+            rc, _, err = bnn_ppl("evaluate", str(copy), "--out", str(out), "--quiet")
+            assert rc == 2 and "in use by another" in err, err
+    out.mkdir()
+    rc, _, err = bnn_ppl("evaluate", str(copy), "--out", str(out), "--quiet")
+    monkeypatch.undo()
+    assert rc == 0, err
+    assert (out / runs.EVALUATION).exists() and files_of(copy) == before
+
+
+def test_evaluate_of_a_folder_without_a_run_creates_nothing(tmp_path: Path) -> None:
+    rc, _, err = bnn_ppl("evaluate", str(tmp_path / "none"))
+    assert rc == 2 and "does not exist" in err, err
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "mine.txt").write_text("keep")
+    rc, _, err = bnn_ppl("evaluate", str(tmp_path))
+    assert rc == 2 and "not a bnn-ppl run folder" in err, err
+    assert sorted(os.listdir(tmp_path)) == ["mine.txt"]  # no lock file either
+
+
 def test_two_processes_on_one_out_folder_keep_both_runs_data(tmp_path: Path) -> None:
     """A real run holds --out (paused right after its claim); a second command on the same
     folder is refused at once and touches nothing; the first finishes with its results, and

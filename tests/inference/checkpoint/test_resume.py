@@ -330,6 +330,58 @@ def test_fingerprint_sees_what_the_network_computes():
     assert twice == _network_fields(_Act(act=lambda v: 2.0 * v))  # same program, same digest
 
 
+_FINGERPRINT_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import jax, numpy as np
+    from flax import linen as nn, nnx
+    import bnn_ppl as bp
+    from bnn_ppl.inference.checkpoint.store import run_fingerprint
+    from bnn_ppl.inference.potential.bnn import full_batch_potential
+
+    def networks(act):  # classes defined inside a function: '<locals>' in their qualnames
+        class Net(nn.Module):
+            @nn.compact
+            def __call__(self, x):
+                return nn.Dense(1)(act(nn.Dense(3)(x)))
+
+        class NnxNet(nnx.Module):
+            def __init__(self, rngs):
+                self.a, self.b = nnx.Linear(1, 3, rngs=rngs), nnx.Linear(3, 1, rngs=rngs)
+
+            def __call__(self, x):
+                return self.b(act(self.a(x)))
+
+        return {"linen": Net(), "nnx": NnxNet(nnx.Rngs(0))}
+
+    x = np.linspace(-1, 1, 16, dtype=np.float32)[:, None]
+    out = {}
+    for act in ("tanh", "relu"):
+        for kind, net in networks(getattr(jax.nn, act)).items():
+            model = bp.BNN(net, bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.2))
+            pot = full_batch_potential(model, x, np.sin(3 * x[:, 0]))
+            fp = run_fingerprint({"method": "hmc"}, x, x, jax.random.key(0), pot.potential_fn,
+                                 pot.init_params(jax.random.key(1)))
+            out[f"{kind} {act}"] = fp["digest"]
+    print(json.dumps(out))
+""")
+
+
+def test_a_network_defined_in_a_function_has_one_fingerprint_in_every_process():
+    """Resuming from another process (a new notebook kernel) finds the same fingerprint for
+    the same network code, classes defined inside a function included, and another one for a
+    different activation."""
+    from conftest import subprocess_env
+
+    digests = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _FINGERPRINT_SCRIPT], capture_output=True,
+                              text=True, env=subprocess_env(), timeout=300)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        digests.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert digests[0] == digests[1]
+    assert len(set(digests[0].values())) == 4  # linen/nnx x tanh/relu: four programs
+
+
 def test_fit_refuses_a_changed_configuration_naming_the_field(tmp_path):
     c = cfg.HMCConfig(num_warmup=4, num_samples=1, trajectory_length=0.2, max_num_steps=4)
     fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path)
