@@ -254,9 +254,12 @@ class SGMCMCConfig(Config):
     starts at its own MAP estimate of ``map_steps`` Adam steps; ``step_size=None`` is
     :func:`~bnn_ppl.inference.recommended_step_size` for the curvature and minibatch noise
     measured there, and the momentum kernels' least friction is
-    :func:`~bnn_ppl.inference.recommended_friction` at the step size."""
+    :func:`~bnn_ppl.inference.recommended_friction` at the step size. ``num_warmup=None``
+    (automatic): enough cycles to span 3 relaxation times of the stiffest direction (at
+    least 2, at most 50), extended while the potential energy still drifts over the sampled
+    cycles (:func:`~bnn_ppl.inference.sgmcmc.recipe.run_sgmcmc`)."""
 
-    num_warmup: int = 2  # burn-in cycles
+    num_warmup: int | None = None  # burn-in cycles (None: automatic)
     num_samples: int = 20  # sampled cycles, one draw each
     num_chains: int = 1  # chains, vectorised
     cycle_length: int = 1000  # steps per step-size cycle
@@ -266,7 +269,8 @@ class SGMCMCConfig(Config):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _count("num_warmup", self.num_warmup, minimum=0)
+        if self.num_warmup is not None:
+            _count("num_warmup", self.num_warmup, minimum=0)
         for name in ("num_samples", "num_chains", "cycle_length"):
             _count(name, getattr(self, name))
         _optional_count("batch_size", self.batch_size)

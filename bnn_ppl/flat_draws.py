@@ -43,14 +43,52 @@ __all__ = [
 ]
 
 
+PREFIX_STABLE: tuple[type, ...] = (
+    dist.Normal,
+    dist.Laplace,
+    dist.Cauchy,
+    dist.Logistic,
+    dist.Uniform,
+)
+"""Scalar distributions whose ``expand((n,)).sample(key)`` is element by element a function of
+``jax.random``'s draw of that shape: with JAX's partitionable Threefry (the default) the first
+``m`` of ``n`` values are the draw of ``m`` values from the same key."""
+
+PAD_BUDGET = 1 << 22
+"""The most values (over all keys) one call of :func:`grouped_flat_draws` draws beyond those
+asked for, when it draws different sizes by one call and keeps each key's first values."""
+
+
+def _buckets(sizes: dict[int, int]) -> list[tuple[int, list[int]]]:
+    """Indices (``sizes``: index -> size) in buckets ``(size to draw, indices)``: the largest
+    first, each bucket growing while the values drawn beyond those asked for stay within
+    :data:`PAD_BUDGET`."""
+    out: list[tuple[int, list[int]]] = []
+    for i in sorted(sizes, key=lambda i: -sizes[i]):
+        if out:
+            top, index = out[-1]
+            asked = sum(sizes[j] for j in index) + sizes[i]
+            if top * (len(index) + 1) - asked <= PAD_BUDGET:
+                index.append(i)
+                continue
+        out.append((sizes[i], [i]))
+    return out
+
+
 def grouped_flat_draws(
     keys: Sequence[Any],
     shapes: Sequence[tuple[int, ...]],
     groups: Sequence[Hashable],
     flat_draw: Callable[[Hashable, int], Callable[[Any], jax.Array]],
+    prefix_stable: Callable[[Hashable], bool] = lambda group: False,
 ) -> list[jax.Array]:
     """One draw per key: ``flat_draw(group, size)(key)``, ``size`` entries reshaped to its
-    shape; draws whose group and size agree are made by one vmapped call.
+    shape; draws whose group and size agree are made by one vmapped call. Where
+    ``prefix_stable(group)`` (the first ``m`` values of a draw of ``n`` are the draw of ``m``,
+    as for :data:`PREFIX_STABLE` distributions) draws of different sizes share that call too:
+    each key draws the largest size and keeps its first values (at most :data:`PAD_BUDGET`
+    values drawn in vain per call), the same values with one random-number program instead of
+    one per size.
 
     Example:
         >>> import jax
@@ -62,14 +100,17 @@ def grouped_flat_draws(
         >>> bool((a == jax.random.normal(keys[0], (3, 3))).all())
         True
     """
-    batches: dict[tuple[Hashable, int], list[int]] = {}
+    batches: dict[Hashable, dict[int, int]] = {}
     for i, (shape, group) in enumerate(zip(shapes, groups, strict=True)):
-        batches.setdefault((group, math.prod(shape)), []).append(i)
+        size = math.prod(shape)
+        batch = (group, None) if prefix_stable(group) and size else (group, size)
+        batches.setdefault(batch, {})[i] = size
     out: list[Any] = [None] * len(shapes)
-    for (group, size), index in batches.items():
-        draws = jax.vmap(flat_draw(group, size))(jnp.stack([keys[i] for i in index]))
-        for j, i in enumerate(index):
-            out[i] = draws[j].reshape(shapes[i])
+    for (group, _), sizes in batches.items():
+        for size, index in _buckets(sizes):
+            draws = jax.vmap(flat_draw(group, size))(jnp.stack([keys[i] for i in index]))
+            for j, i in enumerate(index):
+                out[i] = draws[j, : sizes[i]].reshape(shapes[i])
     return out
 
 
@@ -91,22 +132,30 @@ def prior_draws(
 ) -> dict[str, jax.Array]:
     """``sites[name].sample(keys[name])`` for each site not in ``skip`` whose prior is one
     scalar distribution with scalar parameters over its elements (:func:`flat_prior`), drawn by
-    :func:`grouped_flat_draws`; sites with the same distribution and parameters (the same
-    arithmetic: a ResNet-20's 107 sites have 13) form one group. Other sites are left out."""
-    names, groups = [], []
+    :func:`grouped_flat_draws`; sites with the same scalar distribution and parameters (the
+    same arithmetic) form one group, drawn by one call per size, or by one call for all sizes
+    where the distribution is one of :data:`PREFIX_STABLE` (and JAX's Threefry is
+    partitionable, its default). Other sites are left out."""
+    names, groups, bases = [], [], {}
     for name, d in sites.items():
-        leaves, treedef = jax.tree.flatten(d)
-        scalar = all(isinstance(v, int | float | np.number) for v in leaves)
-        if name in skip or not scalar or flat_prior(d) is None:
+        flat = flat_prior(d) if name not in skip else None
+        if flat is None:
             continue
+        base = flat.base_dist
+        leaves, treedef = jax.tree.flatten(base)
+        if not all(isinstance(v, int | float | np.number) for v in leaves):
+            continue
+        group = (type(base), str(treedef), tuple((type(v), v) for v in leaves))
         names.append(name)
-        groups.append((str(treedef), tuple((type(v), v) for v in leaves)))
-    site_of = dict(zip(groups, names, strict=True))  # a site of each group: the same prior
+        groups.append(group)
+        bases[group] = base
+    stable = bool(jax.config.jax_threefry_partitionable)
     draws = grouped_flat_draws(
         [keys[n] for n in names],
         [sites[n].event_shape for n in names],
         groups,
-        lambda group, size: flat_prior(sites[site_of[group]]).sample,  # type: ignore[union-attr]
+        lambda group, size: bases[group].expand((size,)).sample,
+        prefix_stable=lambda group: stable and group[0] in PREFIX_STABLE,
     )
     return dict(zip(names, draws, strict=True))
 

@@ -41,6 +41,7 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SGHMCConfig, SVIConfig
 from bnn_ppl.inference import heldout_noise
+from bnn_ppl.inference.sgmcmc.recipe import MIN_BURN_IN
 from bnn_ppl.io import load_npz, read_json, read_jsonl, write_json
 from bnn_ppl.metrics import comparison as cmp
 from bnn_ppl.metrics.efficiency import full_batch_gradients, sgmcmc_gradients_per_draw
@@ -139,10 +140,21 @@ def configs(
     draws from ``per_draw``, the reference's leapfrog steps per draw; at most its
     ``max_num_steps`` steps per draw)."""
     batch = min(args.batch_size, n_train)
-    sg = dict(num_warmup=args.burnin_cycles, num_chains=args.chains, map_steps=args.sg_map_steps,
+    per_cycle = args.chains * args.cycle_length * batch / n_train
+    # the burn-in and the MAP steps: the config's defaults unless given (automatic burn-in)
+    sg = dict(num_warmup=_given(args.burnin_cycles), num_chains=args.chains,
               cycle_length=args.cycle_length, batch_size=batch)  # fmt: skip
+    if _given(args.sg_map_steps) is not None:
+        sg["map_steps"] = args.sg_map_steps
+    planned = SGHMCConfig(**sg)  # (its MAP, pilot cycle and least burn-in, per chain)
+    fixed = (
+        planned.map_steps * batch / n_train
+        + (1 + (MIN_BURN_IN if planned.num_warmup is None else planned.num_warmup))
+        * per_cycle
+        / args.chains
+    )
     hmc = dict(num_warmup=args.hmc_warmup, num_chains=args.chains, max_num_steps=max_num_steps)
-    g, per_cycle = args.gradients, args.chains * args.cycle_length * batch / n_train
+    g = args.gradients
     return {
         "equal samples": {
             "ensemble": EnsembleConfig(num_members=args.samples, num_steps=args.map_steps),
@@ -156,9 +168,8 @@ def configs(
                                        num_steps=args.map_steps),
             "SVI": SVIConfig(map_steps=args.map_steps, num_steps=max(1, g - args.map_steps),
                              num_samples=args.svi_samples),
-            "SGHMC": SGHMCConfig(num_samples=max(1, round(
-                (g - args.sg_map_steps * batch / n_train) / per_cycle) - args.burnin_cycles),
-                **sg),
+            "SGHMC": SGHMCConfig(num_samples=max(1, round((g - args.chains * fixed)
+                                                          / per_cycle)), **sg),
             "HMC": HMCConfig(num_samples=max(1, round(g / (args.chains * per_draw))
                                              - args.hmc_warmup), **hmc),
         },
@@ -171,9 +182,10 @@ def gradients(post: bp.Posterior, config: Config, n_train: int, folder: str) -> 
         warmup = read_jsonl(os.path.join(folder, "progress.jsonl"))[0]["grad_evals"]
         warmup *= config.num_chains
         return warmup + full_batch_gradients(post, n_train)
-    if isinstance(config, SGHMCConfig):  # its MAP for the step size, then burn-in + cycles
+    if isinstance(config, SGHMCConfig):  # each chain's MAP, pilot cycle, burn-in and cycles
         c, step = config, sgmcmc_gradients_per_draw(1, config.batch_size, n_train)
-        return step * (c.map_steps + c.num_chains * (c.num_warmup + c.num_samples) * c.cycle_length)
+        cycles = 1 + post.config["num_warmup_used"] + c.num_samples
+        return step * c.num_chains * (c.map_steps + cycles * c.cycle_length)
     if isinstance(config, SVIConfig):
         return float(config.map_steps + config.num_steps)
     return float(config.num_members * config.num_steps)  # an ensemble
@@ -393,6 +405,11 @@ def _count_or_auto(value: str) -> int | str:
     return value if value == "auto" else int(value)
 
 
+def _given(value: int | str) -> int | None:
+    """An option's number, ``None`` for ``auto`` (the config's default)."""
+    return None if value == "auto" else int(value)
+
+
 def task_defaults(args: argparse.Namespace, task: str) -> argparse.Namespace:
     """``args`` with every ``auto`` budget set to the reference task's default
     (:data:`TASK_DEFAULTS`)."""
@@ -415,9 +432,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--svi-steps", int, "auto", "SVI steps (equal samples)"),
         ("--svi-samples", int, 100, "guide draws (equal gradients; they cost no gradient)"),
         ("--batch-size", int, 128, "SGHMC minibatch rows"),
-        ("--sg-map-steps", int, 200, "SGHMC: MAP steps for its recommended step size"),
+        (
+            "--sg-map-steps",
+            _count_or_auto,
+            "auto",
+            "SGHMC: MAP steps per chain, where it starts (auto: the config's default)",
+        ),
         ("--cycle-length", int, 1000, "SGHMC steps per cycle"),
-        ("--burnin-cycles", int, 2, "SGHMC burn-in cycles"),
+        (
+            "--burnin-cycles",
+            _count_or_auto,
+            "auto",
+            "SGHMC burn-in cycles (auto: the automatic burn-in)",
+        ),
         ("--reference", str, str(REFERENCE), "the stored reference's .json (examples/references)"),
         ("--seed", int, 0, "first random seed"),
         ("--seeds", int, 3, "seeds (each fits every method again; paired SEs use their mean)"),

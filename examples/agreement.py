@@ -11,7 +11,8 @@ own run folder under ``--out`` (default ``runs/agreement``) that ``bnn-ppl evalu
 * ``ensemble``: ``--num-members`` MAP solutions of ``--map-steps`` each;
 * ``svi``: mean-field VI started at a MAP solution, ``--svi-samples`` draws from the guide;
 * ``sghmc``: SGHMC on minibatches of ``--batch-size`` with the cyclical cosine step size from
-  ``--step-size``, one draw at the end of each of ``--cycles`` cycles after ``--burnin-cycles``.
+  ``--step-size`` (default: the recommended one), one draw at the end of each of ``--cycles``
+  cycles after ``--burnin-cycles`` (default: the automatic burn-in).
 
 It prints, for each method's BMA on the test set, accuracy, NLL, agreement (equal top-1
 predictions) and total variation with HMC's pooled BMA (:mod:`bnn_ppl.metrics.comparison`). The
@@ -29,7 +30,7 @@ or a quick smoke run::
 
     python examples/agreement.py --width 8 --num-warmup 10 --num-samples 10 --max-train 200 \\
         --map-steps 50 --num-steps 50 --svi-samples 10 --num-members 2 \\
-        --cycle-length 20 --burnin-cycles 1 --cycles 2 --out /tmp/agreement
+        --cycle-length 20 --cycles 2 --out /tmp/agreement
 """
 
 from __future__ import annotations
@@ -144,9 +145,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--num-steps", type=int, default=3000, help="SVI steps")
     p.add_argument("--svi-samples", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=128, help="SGHMC minibatch rows")
-    p.add_argument("--step-size", type=float, default=0.02, help="SGHMC step at cycle starts")
+    p.add_argument("--step-size", type=float, default=None,
+                   help="SGHMC step at cycle starts (default: the recommended one)")  # fmt: skip
     p.add_argument("--cycle-length", type=int, default=500, help="SGHMC steps per cycle")
-    p.add_argument("--burnin-cycles", type=int, default=2)
+    p.add_argument("--burnin-cycles", type=int, default=None,
+                   help="SGHMC burn-in cycles (default: automatic)")  # fmt: skip
     p.add_argument("--cycles", type=int, default=20, help="SGHMC cycles kept (one draw each)")
     p.add_argument("--full", action="store_true",
                    help="the longer setting: width 100, 4 chains x 500 + 500, 10 members, "

@@ -4,7 +4,8 @@ Every sampler fits the same tempered posterior with :func:`bnn_ppl.inference.fit
 run folder ``--out/<part>/<method>`` that ``bnn-ppl evaluate`` reads: ``hmc`` (full-batch,
 ``--num-chains`` chains) is the reference; ``atmc``, ``sgnht``, ``sghmc`` and ``sgld`` run
 ``--sg-chains`` chains on minibatches of ``--batch-size`` rows with the cyclical cosine step size
-and one draw at the end of each of ``--cycles`` cycles after ``--burnin-cycles``, starting each
+and one draw at the end of each of ``--cycles`` cycles after ``--burnin-cycles`` (default: the
+automatic burn-in of :class:`~bnn_ppl.config.SGMCMCConfig`), starting each
 cycle at the :func:`~bnn_ppl.inference.sgmcmc.step_size.recommended_step_sizes` at HMC's last
 draw (or
 ``--step-size`` / ``--sgld-step-size``). It prints Table 1 and the sampler columns of
@@ -134,7 +135,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ("--sg-chains", int, 2, "chains per SG-MCMC sampler"),
         ("--batch-size", int, 128, "minibatch rows (at most the training rows)"),
         ("--cycle-length", int, 1000, "steps per cycle"),
-        ("--burnin-cycles", int, 2, "cycles of burn-in"),
+        ("--burnin-cycles", int, None, "cycles of burn-in (default: automatic)"),
         ("--cycles", int, 20, "cycles after burn-in: one draw each"),
         ("--step-size", float, None, "ATMC/SGNHT/SGHMC step at cycle starts (recommended)"),
         ("--sgld-step-size", float, None, "SGLD step at cycle starts (default: recommended)"),

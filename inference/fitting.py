@@ -234,7 +234,9 @@ def fit(
             :class:`~bnn_ppl.inference.ConvergenceCheck` as it is made (e.g. ``lambda check:
             print(check.describe())``; :func:`~bnn_ppl.inference.reference_hmc`).
         devices, dtype: HMC, NUTS and SG-MCMC only: the devices the data are sharded over
-            (default ``jax.devices()``) and the dtype the log-likelihood is summed in, as in
+            (default: those of ``jax.devices()`` that get a whole chunk of rows each,
+            :func:`~bnn_ppl.inference.potential.bnn.default_devices`) and the dtype the
+            log-likelihood is summed in, as in
             :func:`~bnn_ppl.inference.full_batch_potential`.
         progress_bar: live bars on stderr: NumPyro's for MCMC warmup and sampling (step
             size, acceptance, divergences) and for SVI (loss); bars with the loss for MAP and

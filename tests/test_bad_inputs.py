@@ -134,15 +134,15 @@ def counts(minimum: int = 1, optional: bool = False) -> st.SearchStrategy:
     )
 
 
-def positives() -> st.SearchStrategy:
+def positives(optional: bool = False) -> st.SearchStrategy:
     """Never a valid positive number: <= 0, NaN/inf, beyond float32 (denormal or overflowing),
-    or not a number."""
+    or not a number (``None`` too, unless ``optional``: then it means "the default")."""
     return st.one_of(
         NONFINITE,
         st.floats(max_value=0.0, allow_nan=False),
         st.floats(min_value=1e-320, max_value=1e-39),
         st.floats(min_value=3.5e38, allow_infinity=False),
-        NOT_NUMBERS,
+        NOT_NUMBERS.filter(lambda v: not optional or v is not None),
     )
 
 
@@ -866,8 +866,10 @@ def _cases() -> list[Case]:
             name, "sampling", choices(("independent", "epoch")), lambda v, c=cls: c(POT, sampling=v)
         )
     add("SGLD", "decay", unit_from_zero(), lambda v: SGLD(POT, preconditioning=True, decay=v))
-    add("SGHMC", "friction", positives(), lambda v: SGHMC(POT, friction=v))
-    add("SGNHT", "diffusion", positives(), lambda v: SGNHT(POT, diffusion=v))
+    add("SGHMC", "friction", positives(optional=True), lambda v: SGHMC(POT, friction=v))
+    add("SGNHT", "diffusion", positives(optional=True), lambda v: SGNHT(POT, diffusion=v))
+    add("ATMC", "momentum_noise", positives(optional=True),
+        lambda v: ATMC(POT, momentum_noise=v))  # fmt: skip
     add("ATMC", "mass", positives(), lambda v: ATMC(POT, mass=v))
 
     # checkpointed fits: every argument before anything is compiled or written

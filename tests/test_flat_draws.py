@@ -9,6 +9,7 @@ and of a NumPyro model's potential (``init_to_prior_draw``) and the mean-field g
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -116,6 +117,7 @@ def test_flat_normal_draws_keeps_the_values_and_draws_normal_sites_flat():
             jnp.sum(want[name]["fn"].log_prob(want[name]["value"])),
             rtol=1e-6,
         )
+
     def innermost(d: dist.Distribution) -> dist.Distribution:
         return innermost(d.base_dist) if hasattr(d, "base_dist") else d
 
@@ -131,7 +133,8 @@ def test_flat_normal_draws_keeps_the_values_and_draws_normal_sites_flat():
 
 
 @pytest.mark.parametrize(
-    "temperature, temper", [(1.0, "likelihood"), (0.5, "posterior")]  # analytic KL / Monte Carlo
+    "temperature, temper",
+    [(1.0, "likelihood"), (0.5, "posterior")],  # analytic KL / Monte Carlo
 )
 def test_svi_mean_field_is_numpyros_autonormal_svi(temperature, temper):
     """The same ELBO trace, fitted parameters and posterior draws as NumPyro's ``AutoNormal``
@@ -175,3 +178,41 @@ def test_a_numpyro_models_prior_initial_values_are_init_to_samples():
     want = pot.init_params(jax.random.key(4), method=init_to_sample)
     for k in want:
         assert_same_draw(got[k], want[k])
+
+
+def test_prefix_stable_draws_of_different_sizes_share_one_call(monkeypatch):
+    """Where the first values of a longer draw are the shorter draw (``prefix_stable``), keys
+    of different sizes are drawn by one call of the largest size, each keeping its own values;
+    a call draws at most PAD_BUDGET values in vain, or the sizes are split over calls."""
+    import bnn_ppl.flat_draws as fd
+
+    calls = []
+
+    def normal(group, size):
+        calls.append(size)
+        return lambda k: jax.random.normal(k, (size,))
+
+    keys = list(jax.random.split(jax.random.key(0), 3))
+    shapes = [(4, 5), (7,), (2, 3, 2)]
+    own = [jax.random.normal(k, (math.prod(s),)).reshape(s)
+           for k, s in zip(keys, shapes, strict=True)]  # fmt: skip
+    for budget, want in [(fd.PAD_BUDGET, [20]), (10, [20, 7])]:
+        monkeypatch.setattr(fd, "PAD_BUDGET", budget)
+        calls.clear()
+        out = fd.grouped_flat_draws(keys, shapes, ["n"] * 3, normal, prefix_stable=lambda g: True)
+        assert calls == want  # 20 and 12 values: 8 in vain; with the 7: 21 > 10
+        for got, ref in zip(out, own, strict=True):
+            np.testing.assert_array_equal(got, ref)
+    calls.clear()
+    fd.grouped_flat_draws(keys, shapes, ["n"] * 3, normal)
+    assert sorted(calls) == [7, 12, 20]  # not prefix-stable: one call per size
+
+
+@pytest.mark.parametrize("d", [dist.Normal(0.1, 0.3), dist.Laplace(0.0, 0.5), dist.Cauchy(0.0, 1.0),
+                               dist.Logistic(0.0, 1.0), dist.Uniform(-1.0, 2.0)])  # fmt: skip
+def test_prefix_stable_distributions_are(d):
+    from bnn_ppl.flat_draws import PREFIX_STABLE
+
+    assert isinstance(d, PREFIX_STABLE)
+    key = jax.random.key(5)
+    np.testing.assert_array_equal(d.expand((1000,)).sample(key)[:37], d.expand((37,)).sample(key))

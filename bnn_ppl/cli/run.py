@@ -188,7 +188,8 @@ def _plan(s: RunSettings) -> str:
         )
     if s.method in SGMCMC_METHODS:
         return (
-            f"{s.method}: {count(c.num_chains, 'chain')} x ({c.num_warmup} burn-in + "
+            f"{s.method}: {count(c.num_chains, 'chain')} x ("
+            f"{'automatic' if c.num_warmup is None else c.num_warmup} burn-in + "
             f"{c.num_samples} "
             f"cycles) of {c.cycle_length} steps, batch {c.batch_size}"
             f"{every and every + ' cycles'}"

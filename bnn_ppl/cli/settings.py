@@ -23,6 +23,7 @@ from typing import Any, Literal, NamedTuple
 import bnn_ppl as bp
 from bnn_ppl import config as configs
 from bnn_ppl import validation
+from bnn_ppl.inference.sgmcmc.recipe import BURN_IN_CAP
 from bnn_ppl.validation import InputError, InputValueError
 
 PROG = "bnn-ppl"
@@ -293,7 +294,8 @@ def _check_iterations(c: configs.Config) -> None:
     elif isinstance(c, configs.ReferenceHMCConfig):
         total, what = c.num_warmup + c.max_draws, "--num-warmup + --max-draws"
     elif c.method in SGMCMC_METHODS:
-        total = (c.num_warmup + c.num_samples) * c.cycle_length  # type: ignore[attr-defined]
+        burn = BURN_IN_CAP if c.num_warmup is None else c.num_warmup  # type: ignore[attr-defined]
+        total = (burn + c.num_samples) * c.cycle_length  # type: ignore[attr-defined]
         what = "(--num-warmup + --num-samples) x --cycle-length"
     else:
         return

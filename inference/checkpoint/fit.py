@@ -150,7 +150,8 @@ def _mcmc_plan(model: BNN, d: Any, c: MCMCConfig, key: PRNGKey, placement: dict)
 def _sgmcmc_plan(model: BNN, d: Any, c: SGMCMCConfig, key: PRNGKey, placement: dict) -> tuple:
     kernel, pot, init, run_key, extra = sgmcmc_setup(model, d.x, d.y, c, key, **placement)
     n = c.cycle_length
-    plan = MCMCPlan(kernel, c.num_warmup * n, c.num_samples * n, c.num_chains, n, ("stats",))
+    burn = extra["num_warmup_used"]  # (an automatic burn-in: the relaxation rule's alone)
+    plan = MCMCPlan(kernel, burn * n, c.num_samples * n, c.num_chains, n, ("stats",))
     return plan, pot, init, run_key, extra
 
 

@@ -20,6 +20,17 @@
 # ``isinstance(kernel, numpyro.infer.HMC)`` holds. ``MCMC.warmup``, ``post_warmup_state`` and
 # ``last_state`` work as with NumPyro's kernels; :meth:`HMC.init` without ``init_params`` starts
 # from the potential's default initial values (``potential.init_params``).
+#
+# Inside NumPyro's functions the position is one flat vector (:class:`FlatLayout`): the
+# potential unravels it, and ``init``/``sample`` ravel the state's ``z`` and ``z_grad`` on the
+# way in and unravel them on the way out, so the states, draws and checkpoints keep the
+# parameter tree. NumPyro's leapfrog, tree building and adaptation then take one operation
+# where they took one per parameter leaf (LeNet-5's NUTS loop: 12 % less StableHLO, its
+# compilation 20 % shorter: docs/benchmarks/compilation.md). The momentum is one normal draw
+# of the flat size either way (NumPyro ravels the tree), so the draws are NumPyro's on the
+# tree up to floating-point rounding. The initial state's potential energy and gradient come
+# from a program of their own (NumPyro's ``ParamInfo``), so the program that sets the state
+# up holds no gradient.
 
 from __future__ import annotations
 
@@ -29,8 +40,10 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro.infer
 from numpyro.infer.hmc import HMCState, hmc
+from numpyro.infer.util import ParamInfo
 from numpyro.util import is_prng_key
 
 from bnn_ppl.inference.mcmc.checks import check_hmc_kwargs, check_nuts_kwargs
@@ -55,6 +68,43 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 }
 """The keywords of NumPyro's ``init_kernel`` and their values when not given (those of
 ``numpyro.infer.HMC``; :class:`NUTS` has no ``trajectory_length`` and no ``num_steps``)."""
+
+
+class FlatLayout:
+    """Ravel a parameter tree into one vector and back (the leaves in ``jax.tree`` order, as
+    ``jax.flatten_util.ravel_pytree``). Built from one (unbatched) tree; a tree whose leaves
+    have different dtypes, or ``flatten=False``, is kept as it is (``flat`` is then ``False``
+    and both maps are the identity)."""
+
+    def __init__(self, tree: Any, flatten: bool = True):
+        leaves, self.treedef = jax.tree.flatten(tree)
+        self.shapes = [tuple(np.shape(v)) for v in leaves]
+        self.dtypes = [jnp.result_type(v) for v in leaves]
+        self.sizes = [math.prod(s) for s in self.shapes]
+        self.flat = flatten and len(set(self.dtypes)) == 1
+
+    def matches(self, tree: Any) -> bool:
+        """Whether ``tree`` has this layout's structure, shapes and dtypes."""
+        leaves, treedef = jax.tree.flatten(tree)
+        return (
+            treedef == self.treedef
+            and [tuple(np.shape(v)) for v in leaves] == self.shapes
+            and [jnp.result_type(v) for v in leaves] == self.dtypes
+        )
+
+    def ravel(self, tree: Any) -> Any:
+        if not self.flat:
+            return tree
+        return jnp.concatenate([jnp.reshape(v, (-1,)) for v in jax.tree.leaves(tree)])
+
+    def unravel(self, v: Any) -> Any:
+        if not self.flat:
+            return v
+        out, start = [], 0
+        for shape, size in zip(self.shapes, self.sizes, strict=True):
+            out.append(jax.lax.slice_in_dim(v, start, start + size).reshape(shape))
+            start += size
+        return jax.tree.unflatten(self.treedef, out)
 
 
 class HMCFunctions(NamedTuple):
@@ -106,23 +156,61 @@ class _OnPotential:
         self.algo = algo
         self.settings = settings
         self.kinetic_fn = kinetic_fn
+        # a kinetic energy of the user's sees the parameter tree, as with NumPyro's kernels
+        self._flatten = kinetic_fn is None
+        self._layout: FlatLayout | None = None  # set by init from the initial values
         self._functions = self._hmc_functions()
         # NumPyro's init_kernel, compiled once per kernel and input shapes (see init)
         self._init_compiled = jax.jit(self._compiled_states, static_argnums=1)
+        # the initial potential energy and gradient, compiled apart (see init)
+        self._energy_compiled = jax.jit(self._energy, static_argnums=3)
         # the potential's initial values for init_params=None, compiled apart (see init)
         self._draw_compiled = jax.jit(self._draw_init_params)
         self._initialized = False
         # the num_warmup that NumPyro's init_kernel last set its sampler up for (see init)
         self._set_up_for: int | None = None
 
+    @property
+    def layout(self) -> FlatLayout:
+        """How the parameter tree is raveled for NumPyro's functions (set by :meth:`init`)."""
+        if self._layout is None:
+            raise RuntimeError(f"{type(self).__name__}.init must run before sample.")
+        return self._layout
+
+    def _flat_potential_fn_gen(self, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        """The potential on the data ``args`` as a function of the raveled position."""
+        fn = self.potential.potential_fn_gen(*args, **kwargs)
+        unravel = self.layout.unravel
+        return lambda v: fn(unravel(v))
+
     def _hmc_functions(self) -> HMCFunctions:
-        return HMCFunctions(
-            *hmc(
-                potential_fn_gen=self.potential.potential_fn_gen,
-                kinetic_fn=self.kinetic_fn,
-                algo=self.algo,
-            )
+        """NumPyro's ``(init_kernel, sample_kernel)`` on the raveled position, wrapped so that
+        they take and return states holding the parameter tree."""
+        init_kernel, sample_kernel = hmc(
+            potential_fn_gen=self._flat_potential_fn_gen,
+            kinetic_fn=self.kinetic_fn,
+            algo=self.algo,
         )
+
+        def tree_state(state: HMCState) -> HMCState:
+            lay = self.layout
+            return state._replace(z=lay.unravel(state.z), z_grad=lay.unravel(state.z_grad))
+
+        def init(init_params: Any, **kwargs: Any) -> HMCState:
+            lay = self.layout
+            if isinstance(init_params, ParamInfo):
+                z, pe, grad = init_params
+                init_params = ParamInfo(lay.ravel(z), pe, None if grad is None else lay.ravel(grad))
+            else:
+                init_params = lay.ravel(init_params)
+            return tree_state(init_kernel(init_params, **kwargs))
+
+        def sample(state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
+            lay = self.layout
+            flat = state._replace(z=lay.ravel(state.z), z_grad=lay.ravel(state.z_grad))
+            return tree_state(sample_kernel(flat, model_args, model_kwargs))
+
+        return HMCFunctions(init, sample)
 
     def _states(
         self,
@@ -163,11 +251,25 @@ class _OnPotential:
         draw = self.potential.init_params
         return draw(init_key) if is_prng_key(rng_key) else jax.vmap(draw)(init_key)
 
+    def _energy(
+        self, init_params: Any, model_args: tuple, model_kwargs: dict, vectorized: bool
+    ) -> ParamInfo:
+        """NumPyro's ``ParamInfo`` (position, potential energy, gradient) at ``init_params``,
+        one per chain when ``vectorized``."""
+
+        def one(z: Any) -> ParamInfo:
+            lay = self.layout
+            fn = self._flat_potential_fn_gen(*model_args, **model_kwargs)
+            pe, grad = jax.value_and_grad(fn)(lay.ravel(z))
+            return ParamInfo(z, pe, lay.unravel(grad))
+
+        return jax.vmap(one)(init_params) if vectorized else one(init_params)
+
     def _compiled_states(
         self,
         rng_key: Any,
         num_warmup: int,
-        init_params: Any,
+        init_params: ParamInfo,
         model_args: tuple,
         model_kwargs: dict,
     ) -> HMCState:
@@ -230,33 +332,50 @@ class _OnPotential:
         model_kwargs = {} if model_kwargs is None else model_kwargs
         # numpyro.infer.HMC.init runs init_kernel eagerly, vmapped: op by op, hundreds of small
         # compilations for every new network (measured: 5-8 s of CPU for a one-hidden-layer
-        # MLP, 2 s compiled). Here it is one compiled program, giving NumPyro's draws bit for
-        # bit (tests/test_hmc.py::test_kernels_are_numpyros_on_its_public_api). MCMC.run calls
-        # init on every run, also when it continues from a post_warmup_state and discards the
-        # result: the program is compiled once per kernel and input shapes. NumPyro's sampler
-        # is set up for num_warmup by the program's own trace (see _compiled_states), or, when
-        # the program was compiled before and another num_warmup came in between, by tracing
-        # only (no computation). What init_kernel sets up (its warmup adapter, the number of
-        # warmup steps) depends on num_warmup and the kernel's settings alone, so the trace - a
-        # trace of the whole gradient, 0.3 s for a tiny MLP on a CPU - is skipped when it is
-        # already set up for it.
+        # MLP, 2 s compiled). Here it is one compiled program, giving NumPyro's draws to float32
+        # rounding (tests/inference/mcmc/test_hmc.py::test_kernels_are_numpyros_on_its_public_api).
+        # MCMC.run calls init on every run, also when it continues from a post_warmup_state and
+        # discards the result: the program is compiled once per kernel and input shapes.
+        # NumPyro's sampler is set up for num_warmup by the program's own trace (see
+        # _compiled_states), or, when the program was compiled before and another num_warmup
+        # came in between, by tracing only (no computation). What init_kernel sets up (its
+        # warmup adapter, the number of warmup steps) depends on num_warmup and the kernel's
+        # settings alone, so the trace is skipped when it is already set up for it. The initial
+        # potential energy and gradient come from a program of their own (_energy, NumPyro's
+        # ParamInfo), so the init program and that trace hold no gradient.
         # init_params=None: drawn by a program of their own, so that the gradient's program is
         # the one compiled for given values. MCMC.run after MCMC.warmup calls init with None
         # and discards the state; a None of its own made init compile the gradient a second
         # time (a ResNet's first mcmc.run on an H200 took 115 s, its gradient 18 s to compile).
         if init_params is None:
             init_params = self._draw_compiled(rng_key)
-        state = self._init_compiled(rng_key, num_warmup, init_params, model_args, model_kwargs)
+        if isinstance(init_params, ParamInfo):  # its energy and gradient are computed again
+            init_params = init_params.z
+        vectorized = not is_prng_key(rng_key)
+        self._set_layout(init_params, vectorized)
+        # the energy and gradient by a program of their own: the init program holds no gradient
+        info = self._energy_compiled(init_params, model_args, model_kwargs, vectorized)
+        state = self._init_compiled(rng_key, num_warmup, info, model_args, model_kwargs)
         if self._set_up_for != num_warmup:
             init = self._functions.init
             jax.eval_shape(
-                lambda key, z: self._states(init, key, num_warmup, z, model_args, model_kwargs),
+                lambda key, info: self._states(init, key, num_warmup, info, model_args,
+                                               model_kwargs),
                 rng_key,
-                state.z,
-            )
+                ParamInfo(state.z, state.potential_energy, state.z_grad),
+            )  # fmt: skip
         self._set_up_for = num_warmup
         self._initialized = True
         return state
+
+    def _set_layout(self, init_params: Any, vectorized: bool) -> None:
+        """The :class:`FlatLayout` of one chain's ``init_params`` (kept when it fits)."""
+        one = jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct(np.shape(a)[int(vectorized) :], jnp.result_type(a)),
+            init_params,
+        )
+        if self._layout is None or not self._layout.matches(one):
+            self._layout = FlatLayout(one, flatten=self._flatten)
 
     def sample(self, state: HMCState, model_args: tuple, model_kwargs: dict) -> HMCState:
         """One iteration of NumPyro's ``sample_kernel`` (vmapped when ``state`` holds one state

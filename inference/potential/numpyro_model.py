@@ -82,7 +82,12 @@ from numpyro.infer.util import initialize_model, unconstrain_fn
 
 from bnn_ppl import validation
 from bnn_ppl.flat_draws import init_to_prior_draw
-from bnn_ppl.inference.potential.bnn import FullBatchPotential, is_real, memory_chunk
+from bnn_ppl.inference.potential.bnn import (
+    FullBatchPotential,
+    default_devices,
+    is_real,
+    memory_chunk,
+)
 from bnn_ppl.inference.potential.bnn import compute_dtype as data_dtype
 from bnn_ppl.inference.potential.distributed import (
     check_process_local,
@@ -458,7 +463,7 @@ def model_potential(
     acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
     if acc == jnp.float64 and not jax.config.jax_enable_x64:
         raise InputValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True).")
-    devices = list(jax.devices() if devices is None else devices)
+    devices = default_devices(n, chunk_size) if devices is None else list(devices)
     if not devices:
         raise InputValueError("devices is empty; pass at least one (default: jax.devices()).")
     if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:

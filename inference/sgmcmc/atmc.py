@@ -122,6 +122,7 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
+from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 
@@ -266,7 +267,9 @@ class ATMC(SGMCMCKernel):
 
     Arguments ``potential, x, y, potential_fn, batch_size, step_size, sampling, chunk_size,
     devices, init_method`` as in :class:`~bnn_ppl.inference.SGMCMCKernel`;
-    ``momentum_noise`` (``D``, default 1), ``mass`` (``m``), ``c`` (``None``: Gaussian
+    ``momentum_noise`` (``D``; ``None``, the default:
+    :func:`~bnn_ppl.inference.recommended_friction` at the schedule's first step ``h0``,
+    ``max(1, 0.1·m/h0)``), ``mass`` (``m``), ``c`` (``None``: Gaussian
     momentum), ``noise_estimate`` (default True; needs ``batch_size >= 2``), ``noise_share``
     and ``noise_decay`` as in :func:`build_kernel`.
 
@@ -301,7 +304,7 @@ class ATMC(SGMCMCKernel):
         x: Any = None,
         y: Any = None,
         *,
-        momentum_noise: float = 1.0,
+        momentum_noise: float | None = None,
         mass: float = 1.0,
         c: float | None = None,
         noise_estimate: bool = True,
@@ -309,9 +312,11 @@ class ATMC(SGMCMCKernel):
         noise_decay: float = 0.99,
         **options: Unpack[SGMCMCOptions],
     ):
-        step = build_kernel(momentum_noise, mass, c, noise_estimate, noise_share, noise_decay)
         self._noise = bool(noise_estimate)
         super().__init__(potential, x, y, **options)
+        if momentum_noise is None:
+            momentum_noise = recommended_friction("ATMC", self._h0(), mass=mass)["momentum_noise"]
+        step = build_kernel(momentum_noise, mass, c, noise_estimate, noise_share, noise_decay)
         self.momentum_noise, self.mass = float(momentum_noise), float(mass)
         self._friction = "beta_mean"  # (β acts on ∇K = p/m)
         self.noise_share = float(noise_share)

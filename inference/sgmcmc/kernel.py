@@ -69,6 +69,7 @@ __all__ = [
     "Trend",
     "RunStats",
     "stats_init",
+    "stats_reset",
     "stats_update",
     "pool",
     "pool_fields",
@@ -234,6 +235,11 @@ class SGMCMCKernel(MCMCKernel):
         self._initial: SGMCMCState | None = None  # the state init returned last
 
     # ---------------------------------------------------------------------- plumbing
+    def _h0(self) -> float:
+        """The schedule's first step size (its ``h0``, or its value at ``t = 0``)."""
+        h0 = getattr(self.schedule, "h0", None)
+        return float(self.schedule(0) if h0 is None else h0)
+
     def _estimator(self, model_args: tuple) -> GradientEstimator:
         if self.potential is None:
             return full_batch_estimator(self.potential_fn, noise=self._noise)
@@ -324,6 +330,21 @@ class SGMCMCKernel(MCMCKernel):
                     f"injected variance (above 10 % {where}), which SGLD cannot remove "
                     f"(over-dispersed by about as much). Use {self._advice(run, 0.09 / share)}."
                 )
+        problems += self._temperature_problems(run)
+        problems += self._stationarity_problems(run)
+        return problems
+
+    def settling_problems(self, run: RunStats) -> list[str]:
+        """The problems of :meth:`accuracy_problems` that a longer burn-in can cure: the mean
+        kinetic temperature off 1 and the potential energy's drift (no warning)."""
+        if not run.steps:
+            return []
+        return self._temperature_problems(run) + self._stationarity_problems(run)
+
+    def _temperature_problems(self, run: RunStats) -> list[str]:
+        """The mean kinetic temperature more than 10 % and four standard errors off 1."""
+        problems: list[str] = []
+        name = type(self).__name__
         temperature = run.mean.get("kinetic_temperature")
         if temperature is not None:
             # the mean's standard error at equilibrium: a step's 2/size (p²/m of `size`
@@ -340,7 +361,6 @@ class SGMCMCKernel(MCMCKernel):
                     f"{self._advice(run, 0.5)}, or a longer burn-in: "
                     f"{self._burn_in_advice(run)}."
                 )
-        problems += self._stationarity_problems(run)
         return problems
 
     def _stationarity_problems(self, run: RunStats) -> list[str]:
@@ -461,8 +481,10 @@ def tree_max(tree: PyTree) -> Array:
 # (``timed``, e.g. ``Σ h·ξ``) and the largest value (``peak``), and the number of coordinates
 # (``size``: a kinetic temperature, a mean over them, fluctuates by ``√(2/size)``), and the
 # potential energy's least-squares ``trend`` over the steps (how far ``U`` drifted: draws still
-# descending from their start are not yet stationary). The sums are Kahan-compensated float32 (``errors``), so that a run of 10⁷ steps loses no step's
-# contribution. Nothing is reset: the statistics of the last state (or of the last collected
+# descending from their start are not yet stationary). The sums are Kahan-compensated float32
+# (``errors``), so that a run of 10⁷ steps loses no step's contribution. The kernel resets
+# nothing (:func:`stats_reset` starts the count afresh, for a run continued in sampling mode
+# that is to be judged on its own steps): the statistics of the last state (or of the last collected
 # draw, which NumPyro takes at the run's last step) cover every sampling step since ``init``, in
 # every segment of a checkpointed run and whatever the thinning. Collect them with
 # ``extra_fields=("stats",)``; :func:`pool` combines chains into a :class:`RunStats`, which
@@ -536,6 +558,15 @@ def stats_init(info: Any, size: int) -> StepStats:
     z = jnp.zeros((), jnp.float32)
     trend = Trend(z, z, z, z, z, z, z)
     return StepStats(size, count, count, zeros, zeros, low, Sums(zeros, zeros), trend)
+
+
+def stats_reset(stats: StepStats) -> StepStats:
+    """``stats`` with no steps counted (any leading axes: chains, ...); the position's ``size``
+    is kept. A run continued from a state with its statistics reset is judged on its own
+    steps only (e.g. after a burn-in extended in sampling mode)."""
+    zeros = jax.tree.map(jnp.zeros_like, stats)
+    low = jax.tree.map(lambda a: jnp.full_like(a, -jnp.inf), stats.peak)
+    return zeros._replace(size=stats.size, peak=low)
 
 
 def _kahan(total: Any, error: Any, x: Any, active: Array) -> tuple[Any, Any]:

@@ -2,8 +2,11 @@
 
 Chains start at their own MAP estimate; a cyclical cosine step size of ``cycle_length`` steps
 and one draw per cycle end; when the config gives no ``step_size``, the recommended one for the
-curvature and minibatch noise measured at the MAP and after one pilot cycle. Checkpointed fits
-build the same kernel, keys and initial parameters through :func:`sgmcmc_setup`.
+curvature and minibatch noise measured at the MAP and after one pilot cycle; when it gives no
+``num_warmup``, a burn-in that spans :data:`BURN_IN_RELAXATIONS` relaxation times of the
+stiffest direction, extended until the potential energy stops drifting (:func:`run_sgmcmc`).
+Checkpointed fits build the same kernel, keys and initial parameters through
+:func:`sgmcmc_setup`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, accuracy_summary
 from bnn_ppl.inference.sgmcmc.atmc import ATMC
+from bnn_ppl.inference.sgmcmc.kernel import pool, stats_reset
 from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples, cyclical_cosine
 from bnn_ppl.inference.sgmcmc.sghmc import SGHMC
 from bnn_ppl.inference.sgmcmc.sgld import SGLD
@@ -38,10 +42,58 @@ from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import Params, PRNGKey
 
-__all__ = ["KERNELS", "check_noise_feasible", "run_sgmcmc", "sgmcmc_posterior", "sgmcmc_setup"]
+__all__ = [
+    "BURN_IN_CAP",
+    "BURN_IN_RELAXATIONS",
+    "KERNELS",
+    "MIN_BURN_IN",
+    "burn_in_cycles",
+    "check_noise_feasible",
+    "relaxations_per_cycle",
+    "run_sgmcmc",
+    "sgmcmc_posterior",
+    "sgmcmc_setup",
+]
 
 KERNELS = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC}
 """The kernel class of each SG-MCMC method name."""
+
+BURN_IN_RELAXATIONS = 3.0
+"""Relaxation times of the stiffest direction an automatic burn-in (``num_warmup=None``) spans
+at least (its variance then lacks ``exp(-6)``, 0.25 %, of the stationary one)."""
+MIN_BURN_IN = 2
+"""The fewest burn-in cycles of an automatic burn-in."""
+BURN_IN_CAP = 50
+"""The most burn-in cycles an automatic burn-in runs; beyond it the fit warns, naming a
+``num_warmup`` (and, for SGLD, a ``batch_size``) that is enough."""
+
+
+def relaxations_per_cycle(sampler: str, curvature: float, step: float, friction: float | None,
+                          cycle_length: int) -> float:  # fmt: skip
+    """Relaxation times of the stiffest direction (curvature ``λ``) that one cosine cycle of
+    ``cycle_length`` steps from ``step`` spans (its mean step is ``step/2``). The position's
+    relaxation rate per unit time is ``λ`` for SGLD; with momentum (``m = 1``) and least
+    friction ``D``, ``λ/D`` when overdamped (``D² ≥ 4λ``), else ``D/2``.
+
+    Example:
+        >>> relaxations_per_cycle("SGLD", 100.0, 1e-4, None, 200)  # 100 · 200 · 1e-4 / 2
+        1.0
+    """
+    lam = float(curvature)
+    if sampler == "SGLD" or not friction:
+        rate = lam
+    else:
+        d = float(friction)
+        rate = lam / d if d * d >= 4 * lam else d / 2
+    return rate * cycle_length * step / 2
+
+
+def burn_in_cycles(per_cycle: float) -> int:
+    """The automatic burn-in, in cycles, at ``per_cycle`` relaxation times per cycle
+    (:func:`relaxations_per_cycle`): enough for :data:`BURN_IN_RELAXATIONS`, at least
+    :data:`MIN_BURN_IN` (not capped)."""
+    need = BURN_IN_RELAXATIONS / max(per_cycle, 1e-300)
+    return max(MIN_BURN_IN, int(math.ceil(min(need, 1e9))))
 
 
 def sgmcmc_setup(
@@ -56,7 +108,10 @@ def sgmcmc_setup(
     it releases would outlast the burn-in); the step size is the given one or
     :func:`recommended_step_size` at the larger of the scales measured at the first chain's MAP
     and after one pilot cycle from there; the momentum kernels' least friction is
-    :func:`recommended_friction` at that step; the schedule is the cyclical cosine from it."""
+    :func:`recommended_friction` at that step; the schedule is the cyclical cosine from it.
+    ``extra["num_warmup_used"]`` is the burn-in in cycles: the config's, or (``num_warmup=None``)
+    :func:`burn_in_cycles` at the measured curvature, capped at :data:`BURN_IN_CAP`
+    (:data:`MIN_BURN_IN` when the step size is given and nothing is measured)."""
     kernel_cls = KERNELS[c.method]
     pot = full_batch_potential(  # chains are vectorized
         model, x, y, chunk_size=c.chunk_size, vectorized_chains=c.num_chains,
@@ -99,10 +154,18 @@ def sgmcmc_setup(
         scales = GradientScales(max(at_map.curvature, along.curvature),
                                 max(at_map.noise, along.noise), batch)  # fmt: skip
         step = rule(scales)
-        check_noise_feasible(name, scales, step, c)
         extra = {"step_size_used": step, "scales": scales._asdict(),
                  "scales_at_map": at_map._asdict()}  # fmt: skip
     friction = recommended_friction(name, step)
+    burn = MIN_BURN_IN if c.num_warmup is None else c.num_warmup
+    if c.step_size is None:
+        least = next(iter(friction.values()), None)
+        per_cycle = relaxations_per_cycle(name, scales.curvature, step, least, n)
+        if c.num_warmup is None:
+            burn = min(burn_in_cycles(per_cycle), BURN_IN_CAP)
+        extra["relaxations_per_cycle"] = per_cycle
+        check_noise_feasible(name, scales, step, c, per_cycle, pot.num_data)
+    extra["num_warmup_used"] = burn
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
     for field in ("scales", "scales_at_map"):
         extra[field] = {k: (None if v is None else float(v))
@@ -119,23 +182,45 @@ NOISE_STEP_LIMIT = {"SGLD": 100.0, "SGHMC": 10.0, "SGNHT": 10.0, "ATMC": 10.0}
 """How many times below what the curvature allows the gradient noise may force the step."""
 
 
-def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig) -> None:
-    """Warn (:class:`SGMCMCAccuracyWarning`), before sampling, when the minibatch noise forces
-    the step more than :data:`NOISE_STEP_LIMIT` times below what the curvature allows: to keep
-    the noise's share of the heat in bounds the run then spans that many times less time and
-    cannot reach its stationary law in the configured cycles. Names the batch size at which the
-    noise no longer binds (the noise variance falls as ``1/b``); for SGLD also when the burn-in
-    spans fewer than 2 relaxation times of the stiffest direction, naming a ``num_warmup``."""
-    if sampler == "SGLD":  # no momentum: the variance builds as 1 - exp(-2λt) from the MAP
-        spans = 2 * scales.curvature * c.num_warmup * c.cycle_length * step / 2
-        if spans < 4:
-            cycles = int(math.ceil(c.num_warmup * 4 / max(spans, 1e-12)))
+def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig,
+                         per_cycle: float | None = None,
+                         num_data: int | None = None) -> None:  # fmt: skip
+    """Warn (:class:`SGMCMCAccuracyWarning`), before sampling, when the burn-in cannot reach
+    the stationary law: SGLD's given ``num_warmup`` that spans fewer than 2 relaxation times of
+    the stiffest direction (``per_cycle``: :func:`relaxations_per_cycle`), or an automatic one that
+    needs more than :data:`BURN_IN_CAP` cycles, naming the ``num_warmup`` that spans
+    :data:`BURN_IN_RELAXATIONS` (and for SGLD the batch size at which the cap is enough); and
+    when the minibatch noise forces the step more than :data:`NOISE_STEP_LIMIT` times below
+    what the curvature allows, naming the batch size at which it no longer binds (the noise
+    variance falls as ``1/b``)."""
+    if per_cycle is not None:
+        need = burn_in_cycles(per_cycle)
+        given = c.num_warmup
+        cycles = BURN_IN_CAP if given is None else given
+        spans = cycles * per_cycle
+        # a given burn-in is judged for SGLD only: the momentum kernels' bound takes their
+        # least friction (SGNHT's thermostat runs above it), and their drift is checked after
+        # sampling
+        short = given is not None and spans < 2 and sampler == "SGLD"
+        if (given is None and need > BURN_IN_CAP) or short:
+            what = "the automatic burn-in's cap" if given is None else f"num_warmup={given}"
+            more = ""
+            if sampler == "SGLD" and scales.noise and scales.batch_size is not None:
+                # per cycle ∝ λ/(λ + σ²), σ² ∝ 1/b: the batch at which the cycles are enough
+                room = per_cycle * (scales.curvature + scales.noise) / scales.curvature
+                room = room * cycles / BURN_IN_RELAXATIONS - 1
+                if room > 0:
+                    b = int(math.ceil(scales.batch_size * scales.noise
+                                      / (scales.curvature * room)))  # fmt: skip
+                    more = (f", or batch_size={b} or more" if num_data is None or b < num_data
+                            else ", or batch_size=None (the full batch)")  # fmt: skip
+                    more += " (SGLD's step shrinks with the noise)"
             warnings.warn(
-                f"SGLD at step size {step:.3g}: {c.num_warmup} burn-in cycles of "
-                f"{c.cycle_length} steps span {spans / 2:.2g} relaxation times of the stiffest "
-                "direction (at least 2 are needed for its variance to build up from the MAP), "
-                f"so the draws are not yet stationary. Use num_warmup={cycles} or more, or a "
-                "larger batch_size (SGLD's step shrinks with the gradient noise).",
+                f"{sampler} at step size {step:.3g}: a burn-in of {cycles} cycles of "
+                f"{c.cycle_length} steps ({what}) spans {spans:.2g} relaxation times of the "
+                "stiffest direction (its variance builds up from the MAP over a few of them), "
+                "so the draws are not yet stationary. "
+                f"Use num_warmup={need} or more{more}.",
                 SGMCMCAccuracyWarning,
                 stacklevel=4,
             )
@@ -152,8 +237,8 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig
         f"{sampler} at batch_size={scales.batch_size}: the minibatch gradient noise "
         f"(σ²_max = {scales.noise:.3g}, curvature λ_max = {scales.curvature:.3g}) forces the "
         f"step size to {step:.3g}, {free / step:.0f} times below the {free:.3g} the curvature "
-        f"allows, so {c.num_warmup} burn-in cycles of {c.cycle_length} steps span too little "
-        f"time to reach the posterior. Use batch_size={need} or more (or None: the full "
+        f"allows, so a burn-in of cycles of {c.cycle_length} steps spans little time per "
+        f"cycle. Use batch_size={need} or more (or None: the full "
         "batch), or many more cycles.",
         SGMCMCAccuracyWarning,
         stacklevel=4,
@@ -192,14 +277,21 @@ def run_sgmcmc(
 ) -> Posterior:  # fmt: skip
     """Run the recipe: vectorized chains, the last step of every cycle kept; what the
     statistics of every sampling step show went wrong is warned about and kept in
-    ``config["accuracy"]``."""
+    ``config["accuracy"]``.
+
+    With ``num_warmup=None`` the burn-in is :func:`sgmcmc_setup`'s and is extended while the
+    draws are not yet stationary: when the potential energy drifts, or the mean kinetic
+    temperature is off 1, over the ``num_samples`` sampling cycles (the checks of
+    :func:`~bnn_ppl.inference.check_accuracy`), those cycles
+    become burn-in and ``num_samples`` more are run from where they ended, while the burn-in
+    stays within :data:`BURN_IN_CAP` cycles. ``config["num_warmup_used"]`` is the burn-in run."""
     kernel, pot, init, run_key, extra = sgmcmc_setup(
         model, x, y, c, key, devices=devices, dtype=dtype, progress_bar=progress_bar
     )
-    n = c.cycle_length
+    n, burn = c.cycle_length, extra["num_warmup_used"]
     mcmc = MCMC(
         kernel(),
-        num_warmup=c.num_warmup * n,
+        num_warmup=burn * n,
         num_samples=c.num_samples * n,
         thinning=n,  # the last step of every cycle, and only it
         num_chains=c.num_chains,
@@ -209,6 +301,18 @@ def run_sgmcmc(
         progress_rate=n,  # (with the bar: one update per cycle)
     )
     mcmc.progress_bar = progress_bar  # (NumPyro turns it off whenever CI is set)
-    mcmc.run(run_key, *pot.args, init_params=init)
+    mcmc.run(run_key, *pot.args, init_params=init)  # (as a checkpointed fit's first segment)
+    sampler = mcmc.sampler
+    while c.num_warmup is None and burn + c.num_samples <= BURN_IN_CAP:
+        if not sampler.settling_problems(pool(mcmc.last_state.stats)):
+            break
+        # still settling: the sampled cycles were burn-in; sample as many again from there,
+        # judged on their own steps
+        burn += c.num_samples
+        state = mcmc.last_state
+        mcmc.post_warmup_state = state._replace(stats=stats_reset(state.stats))
+        mcmc.run(jax.random.fold_in(run_key, burn), *pot.args, init_params=state.z)
+    sampler._num_warmup = burn * n  # (the burn-in the accuracy advice names)
+    extra["num_warmup_used"] = burn
     samples = {k: np.asarray(v) for k, v in cycle_end_samples(mcmc, n, group_by_chain=True).items()}
     return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})

@@ -73,6 +73,7 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
+from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 from bnn_ppl.validation import InputTypeError
@@ -192,9 +193,10 @@ class SGHMC(SGMCMCKernel):
 
     Arguments ``potential, x, y, potential_fn, batch_size, step_size, sampling, chunk_size,
     devices, init_method`` as in :class:`~bnn_ppl.inference.SGMCMCKernel`; ``friction``
-    (``C``, default 1), ``mass``, ``noise_estimate`` (default ``"auto"``: the running estimate
-    of the minibatch gradient noise; needs ``batch_size >= 2``), ``noise_share`` and
-    ``noise_decay`` as in :func:`build_kernel`.
+    (``C``; ``None``, the default: :func:`~bnn_ppl.inference.recommended_friction` at the
+    schedule's first step ``h0``, ``max(1, 0.1·m/h0)``), ``mass``, ``noise_estimate`` (default
+    ``"auto"``: the running estimate of the minibatch gradient noise; needs
+    ``batch_size >= 2``), ``noise_share`` and ``noise_decay`` as in :func:`build_kernel`.
     """
 
     def __init__(
@@ -203,16 +205,18 @@ class SGHMC(SGMCMCKernel):
         x: Any = None,
         y: Any = None,
         *,
-        friction: float = 1.0,
+        friction: float | None = None,
         mass: float = 1.0,
         noise_estimate: float | str = "auto",
         noise_share: float = 0.1,
         noise_decay: float = 0.99,
         **options: Unpack[SGMCMCOptions],
     ):
-        step = build_kernel(friction, mass, noise_estimate, noise_share, noise_decay)  # checks
         self._noise = isinstance(noise_estimate, str)
         super().__init__(potential, x, y, **options)
+        if friction is None:
+            friction = recommended_friction("SGHMC", self._h0(), mass=mass)["friction"]
+        step = build_kernel(friction, mass, noise_estimate, noise_share, noise_decay)  # checks
         self.friction, self.mass, self.noise_share = float(friction), float(mass), noise_share
         self._friction = "friction_mean"
         self.noise_estimate = noise_estimate if self._noise else float(noise_estimate)

@@ -54,6 +54,7 @@ from bnn_ppl.inference.sgmcmc.kernel import (
     tree_max,
     tree_mean,
 )
+from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
 from bnn_ppl.model import BNN
 from bnn_ppl.types import Array, PRNGKey, PyTree
 
@@ -190,7 +191,9 @@ class SGNHT(SGMCMCKernel):
 
     Arguments ``potential, x, y, potential_fn, batch_size, step_size, sampling, chunk_size,
     devices, init_method`` as in :class:`~bnn_ppl.inference.SGMCMCKernel`; ``diffusion``
-    (``A``, default 1), ``mass`` and ``diagonal`` (default True) as in :func:`build_kernel`.
+    (``A``; ``None``, the default: :func:`~bnn_ppl.inference.recommended_friction` at the
+    schedule's first step ``h0``, ``max(1, 0.01·m/h0)``), ``mass`` and ``diagonal`` (default
+    True) as in :func:`build_kernel`.
     """
 
     def __init__(
@@ -199,7 +202,7 @@ class SGNHT(SGMCMCKernel):
         x: Any = None,
         y: Any = None,
         *,
-        diffusion: float = 1.0,
+        diffusion: float | None = None,
         mass: float = 1.0,
         diagonal: bool = True,
         noise_estimate: bool = True,
@@ -207,9 +210,11 @@ class SGNHT(SGMCMCKernel):
         noise_decay: float = 0.99,
         **options: Unpack[SGMCMCOptions],
     ):
-        step = build_kernel(diffusion, mass, diagonal, noise_estimate, noise_share, noise_decay)
         self._noise = bool(noise_estimate)
         super().__init__(potential, x, y, **options)
+        if diffusion is None:
+            diffusion = recommended_friction("SGNHT", self._h0(), mass=mass)["diffusion"]
+        step = build_kernel(diffusion, mass, diagonal, noise_estimate, noise_share, noise_decay)
         self.diffusion, self.mass, self.diagonal = float(diffusion), float(mass), bool(diagonal)
         self.noise_share = float(noise_share)
         self._kernel_init = lambda position: init(position, self.diffusion, self.diagonal)

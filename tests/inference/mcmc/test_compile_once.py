@@ -1,7 +1,8 @@
 """A fit compiles the potential's gradient once per program that needs it, and no more.
 
-NumPyro's HMC/NUTS need the gradient in two programs: the initial state (``init_kernel``) and
-the sampling loop (warmup and sampling in one loop). Counted here: every program handed to XLA
+NumPyro's HMC/NUTS need the gradient in two programs: the initial state's potential energy and
+gradient (a program of its own, so that the program running ``init_kernel`` holds none) and the
+sampling loop (warmup and sampling in one loop). Counted here: every program handed to XLA
 (compiled, or read from the persistent cache, so the count does not depend on the cache) that
 contains the gradient of the network, recognised by a mark that only the network's backward
 pass puts in the program.
@@ -25,7 +26,7 @@ from bnn_ppl.config import HMCConfig, NUTSConfig
 from bnn_ppl.inference import fit
 from bnn_ppl.models import MLP
 
-GRADIENT_PROGRAMS = 2  # the initial state and the sampling loop
+GRADIENT_PROGRAMS = 2  # the initial energy and gradient, and the sampling loop
 MARK = 7654321.0  # exact in float32
 # as the module prints it
 MARK_TEXT = "0x{:08X}".format(*struct.unpack("<I", struct.pack("<f", MARK)))
@@ -107,4 +108,27 @@ def test_a_fit_compiles_the_gradient_once_per_program(config, tmp_path):
         post = fit(model, data, config, jax.random.key(1))
     assert post.num_draws == 3
     assert len(found) <= GRADIENT_PROGRAMS, found
-    assert len(found) >= 1  # (the marker works: the loop holds the gradient)
+    assert any("fori_collect_loop" in name for name in found), found  # (the marker works)
+    assert not any("compiled_states" in name for name in found), found  # init: no gradient
+
+
+def test_the_flat_layout_ravels_and_unravels_the_parameter_tree():
+    """NumPyro's functions see one vector (the leaves in jax.tree order, as ravel_pytree);
+    mixed dtypes, or flatten=False, leave the tree as it is."""
+    from jax.flatten_util import ravel_pytree
+
+    from bnn_ppl.inference.mcmc.kernels import FlatLayout
+
+    tree = {"b": jnp.arange(6.0).reshape(2, 3), "a": jnp.ones(2), "c": jnp.zeros(())}
+    lay = FlatLayout(tree)
+    v = lay.ravel(tree)
+    assert lay.flat and v.shape == (9,)
+    np.testing.assert_array_equal(v, ravel_pytree(tree)[0])
+    back = lay.unravel(v)
+    assert jax.tree.structure(back) == jax.tree.structure(tree)
+    for k in tree:
+        np.testing.assert_array_equal(back[k], tree[k])
+    assert lay.matches(tree) and not lay.matches({**tree, "c": jnp.zeros(1)})
+    mixed = {**tree, "n": jnp.zeros(2, jnp.int32)}
+    for kept in (FlatLayout(mixed), FlatLayout(tree, flatten=False)):
+        assert not kept.flat and kept.ravel(tree) is tree and kept.unravel(tree) is tree

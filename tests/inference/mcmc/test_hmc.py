@@ -248,9 +248,13 @@ def test_hmc_kernel_runs_the_chain_hmc_runs():
 
 @pytest.mark.parametrize("kind", ["HMC", "NUTS"])
 def test_kernels_are_numpyros_on_its_public_api(kind):
-    """bnn_ppl's HMC/NUTS give numpyro.infer.HMC/NUTS's draws bit for bit, also with every
-    private attribute NumPyro's constructor set deleted (they run NumPyro's public ``hmc()``);
-    without init_params they start from pot.init_params (what MCMC.run does after warmup)."""
+    """bnn_ppl's HMC/NUTS give numpyro.infer.HMC/NUTS's draws, also with every private
+    attribute NumPyro's constructor set deleted (they run NumPyro's public ``hmc()``); without
+    init_params they start from pot.init_params (what MCMC.run does after warmup). Ours move one
+    raveled vector where NumPyro's move the parameter tree: the same arithmetic per element and
+    the same momentum draws, so the draws agree to float32 rounding (XLA may fuse the sums of
+    the two programs differently; over 30 iterations of NUTS that rounding grows to ~1e-3
+    relative, hence the tolerance)."""
     import bnn_ppl.inference as bi
 
     x, y = data()
@@ -274,7 +278,7 @@ def test_kernels_are_numpyros_on_its_public_api(kind):
         (b.get_extra_fields(), a.get_extra_fields()),
     ]:
         for k in want:
-            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+            np.testing.assert_allclose(got[k], want[k], rtol=3e-3, atol=1e-5, err_msg=k)
     assert "steps of size" in ours.get_diagnostics_str(jax.tree.map(lambda v: v[0], b.last_state))
     c = MCMC(ours, **run, progress_bar=False, jit_model_args=True)
     c.run(jax.random.key(2), *pot.args)

@@ -373,7 +373,9 @@ SHARDED_SCRIPT = textwrap.dedent(
         data = _data(n=n)
         one = model_potential(two_obs_model, data=data, devices=jax.devices()[:1],
                               chunk_size=chunk, dtype=jnp.float64)
-        four = model_potential(two_obs_model, data=data, chunk_size=chunk, dtype=jnp.float64)
+        four = model_potential(two_obs_model, data=data, devices=jax.devices(),
+                               chunk_size=chunk, dtype=jnp.float64)
+        default = model_potential(two_obs_model, data=data, chunk_size=chunk, dtype=jnp.float64)
         u = one.init_params(jax.random.key(0))
         (v1, g1), (v4, g4) = jax.device_get((one.value_and_grad(u), four.value_and_grad(u)))
         hlo = jax.jit(lambda u, d: four.potential_fn_gen(d)(u)).lower(u, four.data)
@@ -383,6 +385,7 @@ SHARDED_SCRIPT = textwrap.dedent(
                          for k in g1),
             shards=sorted({s.data.shape[0] for s in four.data.arrays["x"].addressable_shards}),
             padded=int(four.data.mask.shape[0]), real=int(four.data.mask.sum()),
+            default_devices=default.num_devices,
             all_reduce="all-reduce" in hlo.compile().as_text())
     from test_model_potential import deterministic_model  # a global deterministic, sharded
     det = model_potential(deterministic_model, data={k: data[k] for k in ("x", "y")},
@@ -418,6 +421,9 @@ def test_sharded_on_four_simulated_devices_equals_one_device():
         assert r["real"] == n and r["padded"] >= n and r["padded"] % 4 == 0, case
         assert r["shards"] == [r["padded"] // 4], case  # really split 4 ways
         assert r["all_reduce"], case
+        # by default, only devices that get a whole chunk: 37 // 5 = 7 (all 4); 40 and 3 rows
+        # are less than one chunk of 1024 (one device)
+        assert r["default_devices"] == {"37/5": 4, "40/None": 1, "3/None": 1}[case], case
         np.testing.assert_allclose(*r["value"], rtol=1e-12, err_msg=case)
         assert r["grad_err"] < 1e-9, (case, r["grad_err"])
 

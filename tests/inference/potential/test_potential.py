@@ -289,7 +289,8 @@ SHARDED_SCRIPT = textwrap.dedent(
         model = bp.BNN(MLP(hidden=(16,), out=3), bp.priors.Normal(0.5),
                        bp.likelihoods.Categorical())
         one = full_batch_potential(model, x, y, devices=jax.devices()[:1], chunk_size=chunk)
-        four = full_batch_potential(model, x, y, chunk_size=chunk)
+        four = full_batch_potential(model, x, y, devices=jax.devices(), chunk_size=chunk)
+        default = full_batch_potential(model, x, y, chunk_size=chunk)
         u = one.init_params(jax.random.key(0))
         v1, g1 = one.value_and_grad(u)
         v4, g4 = four.value_and_grad(u)
@@ -305,6 +306,7 @@ SHARDED_SCRIPT = textwrap.dedent(
         out[case] = dict(
             rows_per_device=four.num_chunks * four.chunk_size,
             padded=int(four.data.x.shape[0]), devices=four.num_devices,
+            default_devices=default.num_devices,
             shard_shapes=sorted({tuple(s.data.shape) for s in four.data.x.addressable_shards}),
             all_reduce="all-reduce" in hlo,
         )
@@ -333,6 +335,9 @@ def test_sharded_equals_unsharded_on_four_simulated_devices(tmp_path):
     for case, r in results.items():
         n = int(case.split("/")[0])
         assert r["devices"] == 4
+        # by default, only devices that get a whole chunk: 1003 // 64 = 15 and 37 // 5 = 7
+        # (all 4); 3 rows are less than one chunk of 1024 (one device)
+        assert r["default_devices"] == {"1003/64": 4, "37/5": 4, "3/None": 1}[case], case
         assert r["padded"] >= n and r["padded"] == 4 * r["rows_per_device"]
         assert r["shard_shapes"] == [[r["rows_per_device"], 6]], case  # really split 4 ways
         assert r["all_reduce"], case  # the per-device sums meet in a collective

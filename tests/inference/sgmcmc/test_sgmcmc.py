@@ -212,12 +212,12 @@ BAD_SPECIFIC = {
            ("noise_estimate", "yes", InputTypeError), ("noise_decay", 1.0, InputValueError)],
     SGHMC: [("friction", 0.0, InputValueError), ("friction", float("inf"), InputValueError),
             ("friction", "1", InputTypeError), ("mass", -1.0, InputValueError),
-            ("noise_estimate", 2.0, InputValueError), ("noise_estimate", -0.1, InputValueError),
+            ("noise_estimate", 1e6, InputValueError), ("noise_estimate", -0.1, InputValueError),
             ("noise_estimate", "exact", InputValueError), ("noise_estimate", None, InputTypeError),
             ("noise_share", 0.0, InputValueError), ("noise_share", 1.5, InputValueError),
             ("noise_decay", float("nan"), InputValueError)],
     SGNHT: [("diffusion", 0.0, InputValueError), ("diffusion", float("nan"), InputValueError),
-            ("diffusion", None, InputTypeError), ("mass", 0.0, InputValueError),
+            ("diffusion", "1", InputTypeError), ("mass", 0.0, InputValueError),
             ("diagonal", "no", InputTypeError), ("noise_estimate", 0, InputTypeError),
             ("noise_share", -0.5, InputValueError)],
     ATMC: [("momentum_noise", -1.0, InputValueError), ("momentum_noise", 0.0, InputValueError),
@@ -327,8 +327,9 @@ def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
         warnings.simplefilter("error")
         assert check_accuracy(fine) == []
     # ... and not one that stopped before its thermostat settled (from a prior draw, 0.25 time
-    # units), though only its last draw is collected
-    early = run(ATMC(small_potential, batch_size=10, step_size=1e-3), thinning=200)
+    # units at a least friction of 1 per unit time), though only its last draw is collected
+    early = run(ATMC(small_potential, batch_size=10, step_size=1e-3, momentum_noise=1.0),
+                thinning=200)  # fmt: skip
     with pytest.warns(SGMCMCAccuracyWarning, match="kinetic temperature"):
         check_accuracy(early)
     # SGNHT at a large step: cold by hξ/2 (here ≈ 0.25 on a unit Gaussian)
