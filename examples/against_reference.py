@@ -176,15 +176,20 @@ def configs(
     }  # fmt: skip
 
 
-def gradients(post: bp.Posterior, config: Config, n_train: int, folder: str) -> float:
-    """The full-batch gradient evaluations a fit used, its optimisation and warmup included."""
+def gradients(post: bp.Posterior | None, config: Config, n_train: int, folder: str) -> float:
+    """The full-batch gradient evaluations a fit used, its optimisation and warmup included
+    (``post=None``: as planned, SG-MCMC's automatic burn-in at its least)."""
     if isinstance(config, HMCConfig):  # warmup's leapfrog steps per chain, then sampling's
         warmup = read_jsonl(os.path.join(folder, "progress.jsonl"))[0]["grad_evals"]
         warmup *= config.num_chains
         return warmup + full_batch_gradients(post, n_train)
     if isinstance(config, SGHMCConfig):  # each chain's MAP, pilot cycle, burn-in and cycles
         c, step = config, sgmcmc_gradients_per_draw(1, config.batch_size, n_train)
-        cycles = 1 + post.config["num_warmup_used"] + c.num_samples
+        if post is not None:
+            burn_in = post.config["num_warmup_used"]
+        else:
+            burn_in = MIN_BURN_IN if c.num_warmup is None else c.num_warmup
+        cycles = 1 + burn_in + c.num_samples
         return step * c.num_chains * (c.map_steps + cycles * c.cycle_length)
     if isinstance(config, SVIConfig):
         return float(config.map_steps + config.num_steps)
