@@ -246,6 +246,13 @@ class SVIConfig(MAPConfig):
         _count("num_samples", self.num_samples)
 
 
+MIN_BURN_IN = 2
+"""The fewest burn-in cycles of an SG-MCMC automatic burn-in (``num_warmup=None``)."""
+BURN_IN_CAP = 50
+"""The most burn-in cycles an SG-MCMC automatic burn-in runs; beyond it the fit warns, naming
+a ``num_warmup`` (and, for SGLD, a ``batch_size``) that is enough."""
+
+
 @dataclass(frozen=True)
 class SGMCMCConfig(Config):
     """Shared by the SG-MCMC samplers: a cyclical cosine step size of ``cycle_length`` steps

@@ -388,7 +388,8 @@ from bnn_ppl.models import MLP
 x = np.linspace(-1, 1, 16, dtype=np.float32)[:, None]
 model = bp.BNN(MLP(hidden=(3,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.2))
 c = cfg.HMCConfig(num_warmup=4, num_samples=2, trajectory_length=0.2, max_num_steps=4)
-fit(model, (x, np.sin(3 * x[:, 0])), c, jax.random.key(0), checkpoint_dir=sys.argv[1])
+fit(model, (x, np.sin(3 * x[:, 0])), c, jax.random.key(0), checkpoint_dir=sys.argv[1],
+    devices=jax.devices())  # both (by default 16 rows would use one)
 """
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple
 import bnn_ppl as bp
 from bnn_ppl import config as configs
 from bnn_ppl import validation
-from bnn_ppl.inference.sgmcmc.recipe import BURN_IN_CAP
+from bnn_ppl.config import BURN_IN_CAP
 from bnn_ppl.validation import InputError, InputValueError
 
 PROG = "bnn-ppl"
@@ -297,6 +297,10 @@ def _check_iterations(c: configs.Config) -> None:
         burn = BURN_IN_CAP if c.num_warmup is None else c.num_warmup  # type: ignore[attr-defined]
         total = (burn + c.num_samples) * c.cycle_length  # type: ignore[attr-defined]
         what = "(--num-warmup + --num-samples) x --cycle-length"
+        if c.num_warmup is None:  # type: ignore[attr-defined]
+            what = (
+                f"(automatic --num-warmup, at most {BURN_IN_CAP}, + --num-samples) x --cycle-length"
+            )
     else:
         return
     if total > MAX_COUNT:

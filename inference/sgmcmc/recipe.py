@@ -21,7 +21,7 @@ import numpy as np
 from numpyro.infer import MCMC
 
 from bnn_ppl import validation
-from bnn_ppl.config import SGMCMCConfig
+from bnn_ppl.config import BURN_IN_CAP, MIN_BURN_IN, SGMCMCConfig
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
@@ -61,11 +61,6 @@ KERNELS = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC}
 BURN_IN_RELAXATIONS = 3.0
 """Relaxation times of the stiffest direction an automatic burn-in (``num_warmup=None``) spans
 at least (its variance then lacks ``exp(-6)``, 0.25 %, of the stationary one)."""
-MIN_BURN_IN = 2
-"""The fewest burn-in cycles of an automatic burn-in."""
-BURN_IN_CAP = 50
-"""The most burn-in cycles an automatic burn-in runs; beyond it the fit warns, naming a
-``num_warmup`` (and, for SGLD, a ``batch_size``) that is enough."""
 
 
 def relaxations_per_cycle(sampler: str, curvature: float, step: float, friction: float | None,
@@ -245,8 +240,16 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig
     )
 
 
-def _pilot_cycle(kernel_cls: Any, pot: Any, batch: int | None, step: float, n: int,
-                 chains: int, init: Any, key: PRNGKey) -> Any:
+def _pilot_cycle(
+    kernel_cls: Any,
+    pot: Any,
+    batch: int | None,
+    step: float,
+    n: int,
+    chains: int,
+    init: Any,
+    key: PRNGKey,
+) -> Any:
     """Every chain's position after one cycle of ``n`` burn-in steps from ``init`` at the
     cycle-start step ``step`` (its accuracy is not judged: the scales are measured where it
     ends, and the run's own step follows from them)."""

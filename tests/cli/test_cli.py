@@ -540,7 +540,7 @@ BAD_RUNS = {
     "count beyond int32": (["--num-warmup", str(2**31)], "is above 2147483647, the largest"),
     "iterations beyond int32": (
         ["atmc", "--cycle-length", str(2**20), "--num-samples", str(2**11)],
-        "(--num-warmup + --num-samples) x --cycle-length = 2149580800 iterations",
+        "(automatic --num-warmup, at most 50, + --num-samples) x --cycle-length = 2199912448",
     ),
     "nuts tree beyond int32": (
         ["nuts", "--max-tree-depth", "1000000"],
