@@ -13,7 +13,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,25 +39,13 @@ class RecordError(ValueError):
 
 def commit() -> str:
     """The short commit of the working tree (``+dirty`` when it has uncommitted changes)."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
+    from bnn_ppl.runs import git_commit
+
+    full = git_commit(Path(__file__).resolve().parent.parent)
+    if full is None:
         return "unknown"
-    return head + ("+dirty" if dirty else "")
+    head, _, dirty = full.partition("+")
+    return head[:7] + ("+" + dirty if dirty else "")
 
 
 def machine() -> str:
