@@ -71,9 +71,9 @@ def _child(variant: str, n: int, warmup: int, draws: int, depth: int) -> dict:
     from numpyro.infer import NUTS
 
     import bnn_ppl as bp
+    from bnn_ppl._compat import ReusingMCMC
     from bnn_ppl.inference import NUTS as OurNUTS
     from bnn_ppl.inference import model_potential, nuts
-    from bnn_ppl._compat import ReusingMCMC
     from bnn_ppl.models import MLP
 
     x, y = get_data(n)

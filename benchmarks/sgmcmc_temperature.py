@@ -4,8 +4,8 @@ For each data set (diabetes, digits, iris, UCI boston split 0), batch size (32 a
 batch), hidden width (16 and 64) and kernel (SGHMC, SGNHT, ATMC), ``bp.fit`` runs at
 ``step_size=None`` and the automatic burn-in (``cycle_length=200``, ``num_samples=5``) and the
 table gives the mean kinetic temperature over every sampling step (1 at equilibrium), the
-burn-in cycles run (in brackets) and the accuracy check's problems. Usage: ``python benchmarks/sgmcmc_temperature.py [--quick]
-[--data ...] [--widths ...] [--batches ...]``.
+burn-in cycles run (in brackets) and the accuracy check's problems. Usage:
+``python benchmarks/sgmcmc_temperature.py [--quick] [--data ...] [--widths ...] [--batches ...]``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """UCI test metrics over several standard splits, from converged reference posteriors only.
 
 The UCI test log-likelihood and RMSE over the standard splits on converged chains, beside
-MC dropout's published per-split results (paired by split). This reads the stored reference records matching ``--pattern`` (one per split, written by
+MC dropout's published per-split results (paired by split). This reads the stored reference
+records matching ``--pattern`` (one per split, written by
 ``examples/reference.py``; their ``.npz`` checked by SHA-256 and their metrics recomputed from
 it), refuses records of different models or recipes, prints one row per split with its
 convergence figures, and the mean ± standard error of the *converged* splits only, beside
@@ -187,9 +188,10 @@ def main(args: argparse.Namespace) -> None:
                 continue
             d, se, wins = paired_difference(ours, gal[key])
             better = wins if key == "ll" else len(ours) - wins
+            z = d / se if se > 0 else float("nan")
             print(f"{label} minus MC dropout's on the same splits (paired, mean ± SE ddof 1): "
-                  f"{d:+.3f} ± {se:.3f} ({d / se if se > 0 else float('nan'):+.1f} SE), ours better "
-                  f"on {better} of {len(ours)} splits")  # fmt: skip
+                  f"{d:+.3f} ± {se:.3f} ({z:+.1f} SE), ours better on {better} of "
+                  f"{len(ours)} splits")  # fmt: skip
     for line in reference_verdicts(results, method="reference HMC", metric="ll",
                                    reference=MC_DROPOUT_LL, label="LL",
                                    reference_label="MC dropout"):  # fmt: skip

