@@ -43,7 +43,7 @@
 # Lyapunov equation, checked by the tests). Default friction ``C = 1`` in the potential's natural
 # time (the momentum forgets itself over one time unit, whatever the step size); recommended
 # step size (:func:`~bnn_ppl.inference.recommended_step_size`): ``h = min(0.1/√(λ_max/m),
-# √(κ m/σ²_max))`` (so that ``h C_i/m ≤ 1/2``). Momentum starts at zero and is never resampled.
+# √(0.5 κ m/σ²_max))`` (so that ``h C_i/m ≤ 1/4``). Momentum starts at zero and is never resampled.
 
 from __future__ import annotations
 

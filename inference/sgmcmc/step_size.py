@@ -15,8 +15,9 @@
 # sampler    recommended ``h``                             why
 # =========  ============================================  =====================================
 # ``SGLD``   ``0.02 / (λ_max + σ²_max)``                   bias ``h(λ + σ²)/2`` = 1 %
-# ``SGHMC``  ``min(0.1/ω_max, √(κ m/σ²_max))``             position ``O(h²λ)``: +0.3 %; friction
-#                                                          ``hC_i/m = h²σ²/(2κm) ≤ ½``
+# ``SGHMC``  ``min(0.1/ω_max, √(0.5 κ m/σ²_max))``         position ``O(h²λ)``: +0.3 %; friction
+#                                                          ``hC_i/m = h²σ²/(2κm) ≤ ¼`` (room
+#                                                          for noise 2x the measured)
 # ``SGNHT``  ``0.1/ω_max``, or less so that ``hξ/2 ≤``     cold by ``hξ/2``, with the friction
 #            ``0.01``                                      ``ξ = max(A + b̂, b̂/κ)``,
 #                                                          ``b̂ = hσ²_max/(2m)``
@@ -196,7 +197,7 @@ def recommended_step_size(
         return 0.02 / (lam + s2)
     h = 0.1 * math.sqrt(m / lam)
     if sampler == "SGHMC" and s2 > 0:
-        h = min(h, math.sqrt(kappa * m / s2))  # h C_i / m = h² σ² / (2 κ m) <= 1/2
+        h = min(h, math.sqrt(0.5 * kappa * m / s2))  # h C_i / m = h² σ² / (2 κ m) <= 1/4
     if sampler == "ATMC" and s2 > 0:
         h = min(h, math.sqrt(0.69 * kappa * m / s2))  # β h = h² σ² / (2 κ m) <= 0.35
     if sampler == "SGNHT":

@@ -161,7 +161,7 @@ def test_gradient_scales_measure_curvature_and_noise_of_conjugate_regression():
 def test_recommended_step_sizes_follow_their_formulas():
     s = GradientScales(curvature=400.0, noise=1e4, batch_size=10)
     assert recommended_step_size("SGLD", s) == pytest.approx(0.02 / (400 + 1e4))
-    assert recommended_step_size("SGHMC", s) == pytest.approx(min(0.1 / 20, math.sqrt(0.1 / 1e4)))
+    assert recommended_step_size("SGHMC", s) == pytest.approx(min(0.1 / 20, math.sqrt(0.05 / 1e4)))
     assert recommended_step_size("ATMC", s) == pytest.approx(min(0.005, math.sqrt(0.069 / 1e4)))
     h = recommended_step_size("SGNHT", s)
     b = h * 1e4 / 2

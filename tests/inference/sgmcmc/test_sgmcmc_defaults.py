@@ -100,6 +100,8 @@ MATRIX = {
     "uci/boston": ({"split": 0, "data_dir": UCI}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
 }
 CHEAP = {("diabetes", 64, 16, "atmc"), ("iris", None, 16, "sghmc")}
+# cells whose run warns today (strict: the test says so when they stop warning)
+KNOWN_WARNING: dict[tuple, str] = {}
 
 
 def _matrix():
@@ -109,6 +111,8 @@ def _matrix():
                 for method in ("sghmc", "sgnht", "atmc"):
                     case = (name, batch, width, method)
                     marks = () if case in CHEAP else (pytest.mark.slow,)
+                    if case in KNOWN_WARNING:
+                        marks += (pytest.mark.xfail(strict=True, reason=KNOWN_WARNING[case]),)
                     yield pytest.param(*case, marks=marks, id="-".join(map(str, case)))
 
 
