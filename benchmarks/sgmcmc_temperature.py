@@ -11,8 +11,10 @@ burn-in cycles run (in brackets) and the accuracy check's problems. Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
+from pathlib import Path
 
 import jax
 
@@ -20,12 +22,15 @@ import bnn_ppl as bp
 from bnn_ppl.config import ATMCConfig, SGHMCConfig, SGNHTConfig
 from bnn_ppl.models import MLP
 
+UCI = os.environ.get("BNN_PPL_DATA") or str(
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
+)
 CONFIGS = {"SGHMC": SGHMCConfig, "SGNHT": SGNHTConfig, "ATMC": ATMCConfig}
 DATASETS = {  # name: (load options, output units, likelihood)
     "diabetes": ({}, 1, lambda: bp.likelihoods.Gaussian(0.5)),
     "digits": ({}, 10, bp.likelihoods.Categorical),
     "iris": ({}, 3, bp.likelihoods.Categorical),
-    "uci/boston": ({"split": 0, "data_dir": "/work/shared/data/uci"}, 1,
+    "uci/boston": ({"split": 0, "data_dir": UCI}, 1,
                    lambda: bp.likelihoods.Gaussian(0.5)),
 }
 WIDTHS = (16, 64)

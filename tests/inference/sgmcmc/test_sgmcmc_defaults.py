@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -28,7 +30,9 @@ from bnn_ppl.inference import (
 from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 from bnn_ppl.models import MLP
 
-UCI = "/work/shared/data/uci"
+UCI = os.environ.get("BNN_PPL_DATA") or str(
+    Path(__file__).resolve().parents[4] / "shared" / "data" / "uci"
+)
 Z = 4.0  # tolerance in standard errors
 KEY = jax.random.key(0)
 
