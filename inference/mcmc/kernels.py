@@ -42,6 +42,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro.infer
+from jax.flatten_util import ravel_pytree
 from numpyro.infer.hmc import HMCState, hmc
 from numpyro.infer.util import ParamInfo
 from numpyro.util import is_prng_key
@@ -71,40 +72,29 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 
 
 class FlatLayout:
-    """Ravel a parameter tree into one vector and back (the leaves in ``jax.tree`` order, as
-    ``jax.flatten_util.ravel_pytree``). Built from one (unbatched) tree; a tree whose leaves
+    """Ravel a parameter tree into one vector and back (``jax.flatten_util.ravel_pytree``).
+    Built from one (unbatched) tree of arrays or ``jax.ShapeDtypeStruct``; a tree whose leaves
     have different dtypes, or ``flatten=False``, is kept as it is (``flat`` is then ``False``
     and both maps are the identity)."""
 
     def __init__(self, tree: Any, flatten: bool = True):
         leaves, self.treedef = jax.tree.flatten(tree)
-        self.shapes = [tuple(np.shape(v)) for v in leaves]
-        self.dtypes = [jnp.result_type(v) for v in leaves]
-        self.sizes = [math.prod(s) for s in self.shapes]
-        self.flat = flatten and len(set(self.dtypes)) == 1
+        self.specs = [(tuple(np.shape(v)), jnp.result_type(v)) for v in leaves]
+        self.flat = flatten and len({dtype for _, dtype in self.specs}) == 1
+        if self.flat:
+            zeros = [jnp.zeros(shape, dtype) for shape, dtype in self.specs]
+            self._unravel = ravel_pytree(jax.tree.unflatten(self.treedef, zeros))[1]
 
     def matches(self, tree: Any) -> bool:
         """Whether ``tree`` has this layout's structure, shapes and dtypes."""
-        leaves, treedef = jax.tree.flatten(tree)
-        return (
-            treedef == self.treedef
-            and [tuple(np.shape(v)) for v in leaves] == self.shapes
-            and [jnp.result_type(v) for v in leaves] == self.dtypes
-        )
+        other = FlatLayout(tree, flatten=False)
+        return other.treedef == self.treedef and other.specs == self.specs
 
     def ravel(self, tree: Any) -> Any:
-        if not self.flat:
-            return tree
-        return jnp.concatenate([jnp.reshape(v, (-1,)) for v in jax.tree.leaves(tree)])
+        return ravel_pytree(tree)[0] if self.flat else tree
 
     def unravel(self, v: Any) -> Any:
-        if not self.flat:
-            return v
-        out, start = [], 0
-        for shape, size in zip(self.shapes, self.sizes, strict=True):
-            out.append(jax.lax.slice_in_dim(v, start, start + size).reshape(shape))
-            start += size
-        return jax.tree.unflatten(self.treedef, out)
+        return self._unravel(v) if self.flat else v
 
 
 class HMCFunctions(NamedTuple):
@@ -258,10 +248,8 @@ class _OnPotential:
         one per chain when ``vectorized``."""
 
         def one(z: Any) -> ParamInfo:
-            lay = self.layout
-            fn = self._flat_potential_fn_gen(*model_args, **model_kwargs)
-            pe, grad = jax.value_and_grad(fn)(lay.ravel(z))
-            return ParamInfo(z, pe, lay.unravel(grad))
+            fn = self.potential.potential_fn_gen(*model_args, **model_kwargs)
+            return ParamInfo(z, *jax.value_and_grad(fn)(z))
 
         return jax.vmap(one)(init_params) if vectorized else one(init_params)
 
