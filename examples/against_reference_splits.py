@@ -131,7 +131,7 @@ def pool_regime(splits: dict[str, dict], task: str) -> dict[str, Any]:
                          splits[s]["row_scores"]], axis=0)
                 for s in have if "row_scores" in splits[s]]  # fmt: skip
         flat = np.concatenate(rows) if rows else np.array([])
-        row_se = float(flat.std(ddof=1) / np.sqrt(flat.size)) if flat.size > 1 else np.nan
+        row_mean, row_se = mean_se(flat) if flat.size else (np.nan, np.nan)
         # the larger SE decides (a few splits' SE is itself noisy; the rows' misses the
         # training set's and the seeds' variation between splits)
         if np.isnan(se) and np.isnan(row_se):
@@ -145,7 +145,7 @@ def pool_regime(splits: dict[str, dict], task: str) -> dict[str, Any]:
         claims[claim] = {"label": label, "a": a, "b": b, "score": key,
                          "text": text.format(metric=ar.METRIC[task]),
                          "difference": d, "split_se": se, "splits": len(have),
-                         "row_mean": float(flat.mean()) if flat.size else np.nan,
+                         "row_mean": row_mean,
                          "row_se": row_se, "rows": int(flat.size), "row_splits": len(rows),
                          "decided_by": decided, "verdict": v,
                          "positive_splits": sum(x > 0 for x in per_split.values()),
