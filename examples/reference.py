@@ -29,6 +29,8 @@ so; such a file is not a reference.
     python examples/reference.py --dataset boston --split 0 --noise heldout   # a fixed noise
     python examples/reference.py --checkpoint-dir runs/digits_ref    # resumable: run it again
     python examples/reference.py --dataset yacht --temperatures 16 --min-beta 1e-4  # tempering
+    python examples/reference.py --dataset boston --prior-scale 0.3 --temperature 0.3  # cold
+    python examples/reference.py --dataset boston --prior laplace:0.2   # another prior family
 """
 
 from __future__ import annotations
@@ -128,18 +130,19 @@ def main(args: argparse.Namespace) -> None:
     args.dataset = data.name  # yacht -> uci/yacht
     if args.prior_scale is None:  # the scales the repo's examples use: digits 0.3, UCI 1.0
         args.prior_scale = 1.0 if args.dataset.startswith("uci/") else 0.3
+    prior = bp.priors.from_string(args.prior) if args.prior else args.prior_scale
     commit = git_commit(os.path.dirname(os.path.abspath(__file__)))  # the code that runs
     # regression: a HalfNormal(1) noise prior, or --noise fixed (README: the noise-scale funnel),
     # given or chosen from the training rows (--noise heldout: cross-validated MAP error)
     choice = None
     if args.noise == "heldout":
-        choice = heldout_noise(mlp_bnn(data, args.width, args.prior_scale), data.x_train,
+        choice = heldout_noise(mlp_bnn(data, args.width, prior), data.x_train,
                                data.y_train, rng_key=jax.random.key(args.seed))  # fmt: skip
         args.noise = choice.noise
         print(f"noise: {choice.noise:g}, the training rows' {len(choice.fold_rmse)}-fold held-out "
               f"MAP RMSE {choice.rmse:.4f} (folds {np.round(choice.fold_rmse, 3).tolist()})")
-    model = mlp_bnn(data, args.width, args.prior_scale, noise=args.noise,
-                    noise_prior=args.noise_prior)  # fmt: skip
+    model = mlp_bnn(data, args.width, prior, noise=args.noise, noise_prior=args.noise_prior,
+                    temperature=args.temperature, temper=args.temper)  # fmt: skip
     t0 = time.time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -185,7 +188,9 @@ def main(args: argparse.Namespace) -> None:
         "versions": versions() | {"backend": jax.default_backend()},
         "data": {"name": args.dataset, "split": args.split, "train_rows": len(data.x_train),
                  "test_rows": len(data.x_test), "targets": "standardised (training statistics)"},
-        "model": {"network": f"MLP(hidden=({args.width},))", "prior": f"Normal({args.prior_scale})",
+        "model": {"network": f"MLP(hidden=({args.width},))", "prior": args.prior
+                  or f"Normal({args.prior_scale})",
+                  "temperature": args.temperature, "temper": args.temper,
                   "likelihood": type(model.likelihood).__name__,
                   "noise": f"HalfNormal({args.noise_prior:g})" if args.noise is None
                            else args.noise}
@@ -229,6 +234,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="Normal prior scale (default: 0.3 for digits, 1.0 for UCI, as in "
                    "examples/uci_regression.py; on UCI 0.3 says the function varies by ~1.4 "
                    "target sds, 1.0 by ~15, and mixes far faster: examples/references/README.md)")
+    p.add_argument("--prior", default=None,
+                   help="a prior of bnn_ppl.priors.from_string on every weight instead of "
+                   "Normal(--prior-scale), e.g. 'laplace:0.2' or 'student_t:3,0.3'")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="T of a tempered posterior (T < 1: a cold posterior; bnn_ppl.BNN)")
+    p.add_argument("--temper", choices=("likelihood", "posterior"), default="likelihood",
+                   help="with --temperature: log p(theta) + log p(D|theta) / T ('likelihood') "
+                   "or the whole log joint / T ('posterior')")
     p.add_argument("--noise", type=noise_value, default=None,
                    help="regression: a fixed noise sd (standardised targets) instead of the "
                    "HalfNormal(1) prior, whose chains sit at different noise scales on UCI; "
@@ -274,7 +287,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="commit every segment here; the same command again resumes the run "
                    "(or continues it with a larger --max-draws/--max-seconds; --max-seconds "
                    "is the whole run's budget, the time earlier calls committed included)")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.prior is not None and args.prior_scale is not None:
+        p.error("give --prior or --prior-scale, not both (--prior sets the whole prior)")
+    return args
 
 
 if __name__ == "__main__":
