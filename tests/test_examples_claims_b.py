@@ -20,7 +20,8 @@ from test_examples import EXAMPLES, _check_ok, _run, check_run_folders
 from test_examples_claims_a import _load_example
 
 from bnn_ppl import runs
-from bnn_ppl.io import load_npz, read_json, write_json
+from bnn_ppl.io import load_npz, read_json, save_npz, write_json
+from bnn_ppl.validation import InputValueError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -52,6 +53,10 @@ TINY_FLAGS: dict[str, list[str]] = {
     "against_reference_splits.py": [
         "{out}/split0", "{out}/split1/summary.json", "--json", "{out}/pooled.json",
     ],
+    # four synthetic records of one split (PREPARE writes them)
+    "reference_models.py": [
+        "--references", "{out}", "--baseline", "base.json", "--pattern", "m_*.json",
+    ],
 }  # fmt: skip
 
 # script name -> strings its stdout must contain
@@ -65,6 +70,8 @@ EXPECTED_ROWS: dict[str, list[str]] = {
                              "ECE", "gradients", "reference", "HMC chains", "noise floor"],
     "against_reference_splits.py": ["equal samples: 2 split(s) (0, 1), 2 seed(s) each",
                                     "test LL", "W2 w/ ref", "reference chains", "split 1"],
+    "reference_models.py": ["uci/boston split 0: 4 reference posteriors, 40 test rows",
+                            "mix LL", "E[z^2]", "sigma", "paired over the 40 test rows"],
 }  # fmt: skip
 
 
@@ -302,9 +309,64 @@ def _check_against_splits(stdout: str, out_dir: Path, variant: str) -> None:
     assert lines[3].startswith("comparison (equal samples): a short HMC run")
 
 
+def _write_record(folder: Path, name: str, log_density, *, split=0, converged=True,
+                  prior="Normal(0.3)", temperature=1.0) -> None:
+    """A reference record of reference.py's form with the given per-row log densities."""
+    n = len(log_density)
+    y = np.linspace(-1, 1, n)
+    arrays = {"y_test": y.astype(np.float32), "mean": (0.9 * y).astype(np.float32),
+              "scale": np.full(n, 0.5, np.float32), "y_std": np.asarray(2.0),
+              "log_density": np.asarray(log_density, np.float64),
+              "draws_noise_scale": np.full((2, 3, 1), 0.4, np.float16)}  # fmt: skip
+    sha = save_npz(folder / f"{name}.npz", arrays)
+    write_json(folder / f"{name}.json", {
+        "data": {"name": "uci/boston", "split": split},
+        "model": {"prior": prior, "temperature": temperature, "temper": "likelihood"},
+        "predictions": {"file": f"{name}.npz", "sha256": sha},
+        "converged": converged, "wall_seconds": 10.0,
+        "recipe": {"convergence": {"draws": 500, "gradients": 1000}}})  # fmt: skip
+
+
+# per-row log densities of reference_models.py's synthetic records (_check_reference_models)
+_ROWS = np.random.default_rng(0).normal(-1.0, 0.5, 40)
+_BETTER = _ROWS + 0.3 + np.random.default_rng(1).normal(0, 0.05, 40)  # better on every row
+_NOISY = _ROWS + np.random.default_rng(2).normal(0, 1.0, 40)  # no difference beyond its noise
+
+
+def _write_reference_models(out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _write_record(out_dir, "base", _ROWS)
+    _write_record(out_dir, "m_cold", _BETTER, temperature=0.3)
+    _write_record(out_dir, "m_lap", _NOISY, prior="laplace:0.2")
+    _write_record(out_dir, "m_unconv", _BETTER, prior="normal:0.1", converged=False)
+
+
+def _check_reference_models(stdout: str, out_dir: Path, variant: str) -> None:
+    """The paired per-row difference and each verdict against a hand computation."""
+    d = _BETTER - _ROWS
+    assert f"mixture LL {d.mean():+.3f} ± {d.std(ddof=1) / np.sqrt(40):.3f} (better)" in stdout
+    assert f"{_ROWS.mean() - np.log(2.0):>7.3f}" in stdout  # target units: minus log y_std
+    line = next(x for x in stdout.splitlines() if x.startswith("laplace:0.2") and "±" in x)
+    assert "(undecided)" in line.split(";")[0]
+    assert "normal:0.1, T=1" in stdout and "not converged: no verdict" in stdout
+    assert "Normal(0.3), T=0.3 (likelihood)" in stdout
+
+
+def test_reference_models_refuses_another_split_and_no_match(tmp_path):
+    _write_record(tmp_path, "base", np.zeros(5))
+    _write_record(tmp_path, "m_other", np.zeros(5), split=1)
+    mod = _load_example("reference_models.py")
+    flags = ["--references", str(tmp_path), "--baseline", "base.json", "--pattern"]
+    with pytest.raises(InputValueError, match="one split's test rows"):
+        mod.main(mod.parse_args([*flags, "m_*.json"]))
+    with pytest.raises(InputValueError, match="no record besides"):
+        mod.main(mod.parse_args([*flags, "zz*.json"]))
+
+
 # script name -> writes the inputs of a script that reads files (before its run)
 PREPARE: dict[str, Callable[[Path], None]] = {
     "against_reference_splits.py": _write_against_splits,
+    "reference_models.py": _write_reference_models,
 }
 
 # script name -> check(stdout, out_dir, variant) after a successful run
@@ -314,6 +376,7 @@ CHECKS: dict[str, Callable[[str, Path, str], None]] = {
     "covariate_shift.py": _check_covariate_shift,
     "against_reference.py": _check_against_reference,
     "against_reference_splits.py": _check_against_splits,
+    "reference_models.py": _check_reference_models,
 }
 
 
