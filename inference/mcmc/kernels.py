@@ -81,9 +81,17 @@ class FlatLayout:
         leaves, self.treedef = jax.tree.flatten(tree)
         self.specs = [(tuple(np.shape(v)), jnp.result_type(v)) for v in leaves]
         self.flat = flatten and len({dtype for _, dtype in self.specs}) == 1
-        if self.flat:
-            zeros = [jnp.zeros(shape, dtype) for shape, dtype in self.specs]
-            self._unravel = ravel_pytree(jax.tree.unflatten(self.treedef, zeros))[1]
+        if self.flat:  # the unravel map from the shapes alone: a trace, no computation
+            found = []
+
+            def ravel(t: Any) -> Any:
+                flat, unravel = ravel_pytree(t)
+                found.append(unravel)  # static: the leaves' sizes and shapes
+                return flat
+
+            specs = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in self.specs]
+            jax.eval_shape(ravel, jax.tree.unflatten(self.treedef, specs))
+            self._unravel = found[0]
 
     def matches(self, tree: Any) -> bool:
         """Whether ``tree`` has this layout's structure, shapes and dtypes."""
