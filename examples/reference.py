@@ -12,9 +12,9 @@ atomically, into ``--out``:
   the data set's standardised target units), plus the test targets ``y_test`` (and ``y_std``,
   the training targets' standard deviation, for metrics in the target's own units), each
   row's mixture log density ``log_density`` (regression), and each chain's thinned draws of
-  the checked values, float16 (``draws_mean``, ``draws_log_density``, ``draws_noise_scale``:
-  at most 200 per chain and 256 KiB per record), from which R-hat and bulk ESS can be
-  recomputed with ArviZ;
+  the checked values (``draws_mean``, ``draws_log_density``, ``draws_noise_scale``: float16,
+  or float32 when a value is beyond float16's range; at most 200 per chain and 256 KiB per
+  record), from which R-hat and bulk ESS can be recomputed with ArviZ;
 * ``<name>.json`` - the exact command, seed, git commit, package versions, data set and model, the
   recipe's settings, whether it converged and every convergence check, and the test metrics
   computed *from the stored predictions* (NLL and accuracy, or Gaussian NLL and RMSE, also in
@@ -58,7 +58,8 @@ STORED_BYTES = 256 * 1024
 
 
 def stored_draws(model, run, n_test: int) -> tuple[dict, dict]:
-    """Each chain's thinned draws of the checked values, float16, one array per part
+    """Each chain's thinned draws of the checked values, float16 (float32 when a value is
+    beyond float16's range), one array per part
     (``draws_mean``, ``draws_log_density``, ``draws_noise_scale``; ``draws_<quantity>`` for a
     quantity of one part), and their record: the thinning, the dtype, and the rule's figures
     recomputed on exactly these stored values (what anyone can re-check with ArviZ)."""
@@ -67,9 +68,12 @@ def stored_draws(model, run, n_test: int) -> tuple[dict, dict]:
 
     values = run.values.reshape(*run.values.shape[:2], -1)
     chains, draws, size = values.shape
-    per_chain = max(4, min(STORED_DRAWS, STORED_BYTES // (2 * chains * size)))
+    # float16 unless a value is beyond its range (a log density of a very narrow predictive)
+    dtype = np.float16 if np.all(np.abs(values) <= np.finfo(np.float16).max) else np.float32
+    width = np.dtype(dtype).itemsize
+    per_chain = max(4, min(STORED_DRAWS, STORED_BYTES // (width * chains * size)))
     thin = max(1, -(-draws // per_chain))
-    kept = values[:, thin - 1 :: thin].astype(np.float16)  # ends at each chain's last draw
+    kept = values[:, thin - 1 :: thin].astype(dtype)  # ends at each chain's last draw
     outputs = 1 if run.quantity != "mean_log_density" else (
         (size - n_test - len(model.likelihood.latent_sites())) // n_test)
     parts = quantity_parts(model, run.quantity, n_test, outputs)
@@ -78,7 +82,7 @@ def stored_draws(model, run, n_test: int) -> tuple[dict, dict]:
     arrays = {f"draws_{k}": kept[..., s] for k, s in parts.items()}
     figures = {k: check_convergence(kept[..., s].astype(np.float64), **rule)
                for k, s in parts.items()}  # fmt: skip
-    record = {"dtype": "float16", "thin": thin, "draws_per_chain": kept.shape[1],
+    record = {"dtype": np.dtype(dtype).name, "thin": thin, "draws_per_chain": kept.shape[1],
               "from_draws_per_chain": draws, "arrays": sorted(arrays), "figures": figures,
               "note": "every thin-th draw of each chain's kept (post burn-in) draws, ending at "
                       "its last; the figures are the rule's on these stored values"}  # fmt: skip

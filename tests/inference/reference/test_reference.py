@@ -586,11 +586,11 @@ def test_a_stored_reference_re_checks_with_arviz_from_its_stored_draws(record):
     rec = read_json(REFERENCES / record)
     arrays = load_npz(REFERENCES / rec["predictions"]["file"], sha256=rec["predictions"]["sha256"])
     stored = rec["stored_draws"]
-    assert stored["dtype"] == "float16" and stored["arrays"]
+    assert stored["dtype"] in ("float16", "float32") and stored["arrays"]
     size = 0
     for name in stored["arrays"]:
         a = arrays[name]
-        assert a.dtype == np.float16 and a.shape[:2] == (rec["recipe"]["num_chains"],
+        assert a.dtype == np.dtype(stored["dtype"]) and a.shape[:2] == (rec["recipe"]["num_chains"],
                                                           stored["draws_per_chain"])  # fmt: skip
         size += a.nbytes
         flat = a.astype(np.float64).reshape(*a.shape[:2], -1)
@@ -611,3 +611,28 @@ def test_the_stored_records_stay_within_their_size_budget():
     thinned draws within 256 KiB, so 80 UCI records stay under it)."""
     total = sum(p.stat().st_size for p in REFERENCES.iterdir() if p.is_file())
     assert total <= 25 * 10**6, f"examples/references holds {total / 1e6:.1f} MB"
+
+
+def test_stored_draws_keep_float32_beyond_float16s_range():
+    """A log density beyond float16's range (a very narrow predictive) is stored as float32,
+    within the same byte budget, and the record says so; in range it is float16."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "reference.py"
+    spec = importlib.util.spec_from_file_location("reference_example", path)
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    n, chains, draws = 3, 2, 40
+    model = SimpleNamespace(likelihood=SimpleNamespace(latent_sites=lambda: ("noise_scale",)))
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(chains, draws, 2 * n + 1))
+    config = {"max_rhat": 1.01, "min_share": 0.99, "min_ess": 400}
+    for scale, dtype in ((1.0, np.float16), (1e6, np.float32)):
+        run = SimpleNamespace(values=values * scale, quantity="mean_log_density",
+                              posterior=SimpleNamespace(config=config))  # fmt: skip
+        arrays, record = ref.stored_draws(model, run, n)
+        assert record["dtype"] == np.dtype(dtype).name
+        assert all(a.dtype == dtype and np.all(np.isfinite(a)) for a in arrays.values())
+        np.testing.assert_allclose(arrays["draws_log_density"], values[..., n : 2 * n] * scale,
+                                   rtol=1e-3)  # fmt: skip
