@@ -230,7 +230,7 @@ class SGMCMCKernel(MCMCKernel):
             2 if self._noise else 1,
         )
         self._num_warmup = 0
-        self._num_chains = 1
+        self._burn_in = 0  # the burn-in the accuracy advice names (record_burn_in)
         self._vectorized = False
         self._initial: SGMCMCState | None = None  # the state init returned last
 
@@ -283,17 +283,43 @@ class SGMCMCKernel(MCMCKernel):
         h0 = run.peak.get("step_size", float("nan"))
         return f"step_size={h0 * factor:.3g} (this run: {h0:.3g})"
 
+    @property
+    def burn_in(self) -> int:
+        """The burn-in, in steps per chain, that preceded the sampling steps the accuracy
+        advice judges: ``num_warmup`` of the last ``init``, or what :meth:`record_burn_in`
+        recorded since."""
+        return self._burn_in
+
+    def record_burn_in(self, num_steps: int) -> None:
+        """Record that the sampling steps whose statistics are judged followed ``num_steps``
+        steps of burn-in per chain: ``num_warmup`` and any steps run after it and discarded as
+        burn-in (a run continued from its ``post_warmup_state`` with :func:`stats_reset`
+        statistics, as :func:`~bnn_ppl.inference.sgmcmc.recipe.run_sgmcmc` extends an automatic
+        burn-in). The advice of :meth:`accuracy_problems` names this burn-in as the run's and
+        a longer one to use; every ``init`` (every ``MCMC.run``) records its ``num_warmup``
+        again, so call this after the last run. It changes no step (``warmup`` still ends
+        after ``num_warmup``).
+
+        Example:
+            >>> import jax.numpy as jnp
+            >>> from bnn_ppl.inference import SGLD
+            >>> kernel = SGLD(potential_fn=lambda z: 0.5 * jnp.sum(z**2), step_size=0.05)
+            >>> kernel.record_burn_in(300)
+            >>> kernel.burn_in
+            300
+        """
+        self._burn_in = validation.check_int("num_steps", num_steps, minimum=0)
+
     def _burn_in_advice(self, run: RunStats) -> str:
-        """A burn-in at least as long as the run so far, in steps (and cycles of a cyclical
-        schedule)."""
-        per_chain = run.steps // max(self._num_chains, 1)
-        steps = max(2 * self._num_warmup, self._num_warmup + per_chain)
+        """A burn-in at least as long as the run so far (:attr:`burn_in` and the sampling
+        steps per chain), in steps (and cycles of a cyclical schedule)."""
+        burn = self._burn_in
+        steps = max(2 * burn, burn + run.steps // max(run.chains, 1))
         n = getattr(self.schedule, "cycle_length", None)
         if n:
             cycles = -(-steps // n)
-            return (f"num_warmup={cycles} cycles of {n} steps (this run: "
-                    f"{self._num_warmup // n})")  # fmt: skip
-        return f"num_warmup={steps} steps (this run: {self._num_warmup})"
+            return f"num_warmup={cycles} cycles of {n} steps (this run: {burn // n})"
+        return f"num_warmup={steps} steps (this run: {burn})"
 
     def accuracy_problems(self, run: RunStats) -> list[str]:
         """What the statistics of a run's sampling steps (:func:`~bnn_ppl.inference.sgmcmc.kernel.
@@ -393,9 +419,9 @@ class SGMCMCKernel(MCMCKernel):
         model_kwargs: dict,
     ) -> SGMCMCState:
         self._num_warmup = validation.check_int("num_warmup", num_warmup, minimum=0)
+        self._burn_in = self._num_warmup
         self._check_init(self._num_warmup)
         self._vectorized = not is_prng_key(rng_key)
-        self._num_chains = int(jnp.shape(rng_key)[0]) if self._vectorized else 1
         if init_params is None and self.potential is None:
             # MCMC.run calls init on every run, also when it continues from a
             # post_warmup_state, and then discards the state (NumPyro's public contract for an
@@ -536,7 +562,8 @@ class RunStats:
     ``Info`` field its ``mean`` over steps, ``step_mean`` (the mean of ``h·f``) and ``peak``;
     ``size``: the number of coordinates; ``drift``: how much the potential energy's
     least-squares line rises over the steps (``slope × steps``, mean over chains; NaN when not
-    recorded) and ``drift_se`` its standard error were the residuals independent."""
+    recorded) and ``drift_se`` its standard error were the residuals independent;
+    ``chains``: how many chains' statistics were pooled."""
 
     size: int
     steps: int
@@ -546,6 +573,7 @@ class RunStats:
     peak: dict[str, float]
     drift: float = float("nan")
     drift_se: float = float("nan")
+    chains: int = 1
 
 
 def stats_init(info: Any, size: int) -> StepStats:
@@ -686,4 +714,5 @@ def pool_fields(fields: Mapping[str, Any]) -> RunStats:
         {n: mean("timed", n) for n in names},
         peak,
         *_drift(a),
+        chains=int(np.size(a["steps"])),
     )

@@ -6,7 +6,7 @@ curvature and minibatch noise measured at the MAP and after one pilot cycle; whe
 ``num_warmup``, a burn-in that spans :data:`BURN_IN_RELAXATIONS` relaxation times of the
 stiffest direction, extended until the potential energy stops drifting (:func:`run_sgmcmc`).
 Checkpointed fits build the same kernel, keys and initial parameters through
-:func:`sgmcmc_setup`.
+:func:`sgmcmc_setup` and extend the burn-in by the same rule (:func:`burn_in_extension`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
 from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, accuracy_summary
 from bnn_ppl.inference.sgmcmc.atmc import ATMC
-from bnn_ppl.inference.sgmcmc.kernel import pool, stats_reset
+from bnn_ppl.inference.sgmcmc.kernel import SGMCMCKernel, SGMCMCState, pool, stats_reset
 from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples, cyclical_cosine
 from bnn_ppl.inference.sgmcmc.sghmc import SGHMC
 from bnn_ppl.inference.sgmcmc.sgld import SGLD
@@ -48,6 +48,7 @@ __all__ = [
     "KERNELS",
     "MIN_BURN_IN",
     "burn_in_cycles",
+    "burn_in_extension",
     "check_noise_feasible",
     "relaxations_per_cycle",
     "run_sgmcmc",
@@ -89,6 +90,39 @@ def burn_in_cycles(per_cycle: float) -> int:
     :data:`MIN_BURN_IN` (not capped)."""
     need = BURN_IN_RELAXATIONS / max(per_cycle, 1e-300)
     return max(MIN_BURN_IN, int(math.ceil(min(need, 1e9))))
+
+
+Extension = Callable[[SGMCMCKernel, SGMCMCState, int], SGMCMCState | None]
+"""``extend(kernel, state, windows)``: the state to sample another window from, or ``None``
+(:func:`burn_in_extension`)."""
+
+
+def burn_in_extension(c: SGMCMCConfig, burn: int, run_key: PRNGKey) -> Extension | None:
+    """The rule that extends an automatic burn-in (``num_warmup=None``) of ``burn`` cycles, as
+    ``extend(kernel, state, windows)``; ``None`` when ``c.num_warmup`` is given.
+
+    Sampling runs in windows of ``c.num_samples`` cycles; ``windows`` have ended at ``state``
+    (every chain's, statistics of the last window's steps only). When ``kernel``'s
+    ``settling_problems`` finds them still settling (the potential energy drifts, or the mean
+    kinetic temperature is off 1) and the burn-in with this window stays within
+    :data:`BURN_IN_CAP` cycles, the window becomes burn-in and ``extend`` returns the state the
+    next window starts from: ``state`` with its statistics reset (:func:`stats_reset`) and the
+    key ``fold_in(run_key, burn-in cycles)``, split over the chains as ``MCMC.run`` splits a
+    key; else ``None``, and the window's draws are kept. It depends on ``state`` alone, so a
+    checkpointed fit, and its resume at any segment, decides as the in-memory fit does."""
+    if c.num_warmup is not None:
+        return None
+
+    def extend(kernel: SGMCMCKernel, state: SGMCMCState, windows: int) -> SGMCMCState | None:
+        used = burn + windows * c.num_samples  # with the window that ended
+        if used > BURN_IN_CAP or not kernel.settling_problems(pool(state.stats)):
+            return None
+        key = jax.random.fold_in(run_key, used)
+        if c.num_chains > 1:
+            key = jax.random.split(key, c.num_chains)
+        return state._replace(stats=stats_reset(state.stats), rng_key=key)
+
+    return extend
 
 
 def sgmcmc_setup(
@@ -287,7 +321,9 @@ def run_sgmcmc(
     temperature is off 1, over the ``num_samples`` sampling cycles (the checks of
     :func:`~bnn_ppl.inference.check_accuracy`), those cycles
     become burn-in and ``num_samples`` more are run from where they ended, while the burn-in
-    stays within :data:`BURN_IN_CAP` cycles. ``config["num_warmup_used"]`` is the burn-in run."""
+    stays within :data:`BURN_IN_CAP` cycles (:func:`burn_in_extension`: a checkpointed fit
+    extends it by the same rule, to the same draws). ``config["num_warmup_used"]`` is the
+    burn-in run, and the accuracy advice names it (the kernel's ``record_burn_in``)."""
     kernel, pot, init, run_key, extra = sgmcmc_setup(
         model, x, y, c, key, devices=devices, dtype=dtype, progress_bar=progress_bar
     )
@@ -305,17 +341,18 @@ def run_sgmcmc(
     )
     mcmc.progress_bar = progress_bar  # (NumPyro turns it off whenever CI is set)
     mcmc.run(run_key, *pot.args, init_params=init)  # (as a checkpointed fit's first segment)
-    sampler = mcmc.sampler
-    while c.num_warmup is None and burn + c.num_samples <= BURN_IN_CAP:
-        if not sampler.settling_problems(pool(mcmc.last_state.stats)):
+    sampler, extend, windows = mcmc.sampler, burn_in_extension(c, burn, run_key), 1
+    while extend is not None:
+        state = extend(sampler, mcmc.last_state, windows)
+        if state is None:
             break
         # still settling: the sampled cycles were burn-in; sample as many again from there,
-        # judged on their own steps
-        burn += c.num_samples
-        state = mcmc.last_state
-        mcmc.post_warmup_state = state._replace(stats=stats_reset(state.stats))
-        mcmc.run(jax.random.fold_in(run_key, burn), *pot.args, init_params=state.z)
-    sampler._num_warmup = burn * n  # (the burn-in the accuracy advice names)
+        # judged on their own steps (the state's keys replace the run's)
+        mcmc.post_warmup_state = state
+        mcmc.run(state.rng_key, *pot.args, init_params=state.z)
+        windows += 1
+    burn += (windows - 1) * c.num_samples
+    sampler.record_burn_in(burn * n)  # (the burn-in the accuracy advice names)
     extra["num_warmup_used"] = burn
     samples = {k: np.asarray(v) for k, v in cycle_end_samples(mcmc, n, group_by_chain=True).items()}
     return sgmcmc_posterior(c, samples, extra | {"accuracy": accuracy_summary(mcmc)})

@@ -45,7 +45,8 @@ from bnn_ppl.inference import (
     gradient_scales,
     recommended_step_size,
 )
-from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary
+from bnn_ppl.inference.results import flat_fields
+from bnn_ppl.inference.sgmcmc.accuracy import accuracy_summary, stats_accuracy_summary
 from bnn_ppl.inference.sgmcmc.schedules import cyclical_cosine
 from bnn_ppl.inference.sgmcmc.step_size import GradientScales
 from bnn_ppl.models import MLP
@@ -357,6 +358,44 @@ def test_check_accuracy_reports_runs_that_were_not_accurate(small_potential):
     assert "runs hot" in problems[1]
     with pytest.raises(InputTypeError, match="SG-MCMC kernel"):
         check_accuracy(object())
+
+
+def test_the_burn_in_advice_names_the_recorded_burn_in_and_one_chains_steps():
+    """A run still descending from a far start is told to burn in longer: ``num_warmup`` plus
+    one chain's sampling steps (two chains pooled), naming the run's burn-in. After
+    ``record_burn_in`` (steps discarded after ``num_warmup`` too) the advice names that one,
+    also from a kernel that never ran (a checkpointed fit's statistics read back); the next
+    ``MCMC.run`` records its ``num_warmup`` again."""
+    kernel = SGLD(potential_fn=gaussian_potential, step_size=1e-3)
+    mcmc = MCMC(kernel, num_warmup=10, num_samples=300, num_chains=2, chain_method="vectorized",
+                progress_bar=False)  # fmt: skip
+    far = {"x": jnp.full((2, 50), 10.0)}  # U = 2500 per chain, its stationary spread ≈ 5
+
+    def advice(problems):
+        told = [p for p in problems if "not yet stationary" in p]
+        assert len(told) == 1, problems
+        return told[0].split("Burn in longer: ")[1]
+
+    mcmc.run(jax.random.key(0), init_params=far)
+    assert kernel.burn_in == 10
+    with pytest.warns(SGMCMCAccuracyWarning, match="not yet stationary"):
+        assert advice(check_accuracy(mcmc)) == "num_warmup=310 steps (this run: 10)."
+    kernel.record_burn_in(100)
+    assert kernel.burn_in == 100
+    with pytest.warns(SGMCMCAccuracyWarning, match="not yet stationary"):
+        assert advice(check_accuracy(mcmc)) == "num_warmup=400 steps (this run: 100)."
+    fresh = SGLD(potential_fn=gaussian_potential, step_size=1e-3)
+    fresh.record_burn_in(100)
+    fields = {k[6:]: v for k, v in flat_fields({"stats": mcmc.last_state.stats}).items()}
+    with pytest.warns(SGMCMCAccuracyWarning, match="not yet stationary"):
+        report = stats_accuracy_summary(fresh, fields)
+    assert advice(report["problems"]) == "num_warmup=400 steps (this run: 100)."
+    mcmc.run(jax.random.key(1), init_params=far)
+    assert kernel.burn_in == 10
+    with pytest.raises(InputValueError, match="num_steps"):
+        kernel.record_burn_in(-1)
+    with pytest.raises(InputTypeError, match="num_steps"):
+        kernel.record_burn_in(2.5)
 
 
 @pytest.mark.parametrize("cls", [SGHMC, SGNHT, ATMC])
