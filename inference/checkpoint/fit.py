@@ -47,7 +47,7 @@ from bnn_ppl.inference.mcmc.run import DEFAULT_EXTRA_FIELDS, mcmc_kernel
 from bnn_ppl.inference.potential.bnn import full_batch_potential
 from bnn_ppl.inference.results import NUMPYRO_STATS, from_draws
 from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, stats_accuracy_summary
-from bnn_ppl.inference.sgmcmc.recipe import sgmcmc_posterior, sgmcmc_setup
+from bnn_ppl.inference.sgmcmc.recipe import burn_in_extension, sgmcmc_posterior, sgmcmc_setup
 from bnn_ppl.inference.sgmcmc.schedules import keep_cycle_ends
 from bnn_ppl.metrics.efficiency import sgmcmc_gradients_per_draw
 from bnn_ppl.model import BNN
@@ -150,8 +150,9 @@ def _mcmc_plan(model: BNN, d: Any, c: MCMCConfig, key: PRNGKey, placement: dict)
 def _sgmcmc_plan(model: BNN, d: Any, c: SGMCMCConfig, key: PRNGKey, placement: dict) -> tuple:
     kernel, pot, init, run_key, extra = sgmcmc_setup(model, d.x, d.y, c, key, **placement)
     n = c.cycle_length
-    burn = extra["num_warmup_used"]  # (an automatic burn-in: the relaxation rule's alone)
-    plan = MCMCPlan(kernel, burn * n, c.num_samples * n, c.num_chains, n, ("stats",))
+    burn = extra["num_warmup_used"]  # (an automatic one: extended as run_sgmcmc extends it)
+    extend = burn_in_extension(c, burn, run_key)
+    plan = MCMCPlan(kernel, burn * n, c.num_samples * n, c.num_chains, n, ("stats",), extend)
     return plan, pot, init, run_key, extra
 
 
@@ -199,7 +200,7 @@ def fit_checkpointed(
     )
     with CheckpointStore(checkpoint_dir, fingerprint) as store:
         draws = run_segments(plan, run_key, pot.args, init, store, checkpoint_every, log,
-                             progress_bar=progress_bar)  # fmt: skip
+                             progress_bar=progress_bar, on_extend=log.burn_in)  # fmt: skip
         log.write()  # (complete already, unless a kill came between a commit and its line)
     # how the run went (not part of the fingerprint): resumed after which segment, if any
     progress = {"segments": draws.segments, "resumed_after_segment": draws.resumed_from}
@@ -207,6 +208,10 @@ def fit_checkpointed(
         warnings.simplefilter("ignore", SGMCMCAccuracyWarning)
         kernel = plan.kernel()  # what reads the draws' statistics
     if sg:
+        # the windows before the last were burn-in (an automatic one, extended)
+        burn = extra["num_warmup_used"] + (draws.windows - 1) * config.num_samples
+        extra = extra | {"num_warmup_used": burn}
+        kernel.record_burn_in(burn * config.cycle_length)  # (the burn-in the advice names)
         samples = keep_cycle_ends(draws.samples, draws.extra["i"], config.cycle_length)
         # the last draw's (the run's last step's) statistics cover every sampling step
         stats = {k[6:]: v[:, -1] for k, v in draws.extra.items() if k.startswith("stats.")}
@@ -259,6 +264,9 @@ def fit_checkpointed(
 # predictions of the draws so far). The test predictions of each segment's draws are computed
 # once, when the segment is committed, and kept (``chains x draws x n_test`` values per output):
 # the finished Posterior's ``predictions`` are these (:meth:`ProgressLog.predictions_so_far`).
+# An SG-MCMC automatic burn-in extended by a window of sampling segments marks that window's
+# lines ``"phase": "burn-in"``, and the draws, running metrics and predictions start afresh
+# after it (:meth:`ProgressLog.burn_in`).
 #
 # The file is a function of the committed segments (warmup's statistics, the draws and recorded
 # wall times) and ``progress_every``: it is rewritten whole through :mod:`bnn_ppl.io`'s atomic
@@ -368,6 +376,17 @@ class ProgressLog:
             # the segment's sampling time belongs to its last line
             wall = seconds if point["draws"] == self.draws else None
             self.lines.append({"segment": segment, **point, "wall_seconds": wall})
+
+    def burn_in(self, segment: int) -> None:
+        """The draws of the lines so far, to segment ``segment``, became burn-in (an extended
+        burn-in: :func:`~bnn_ppl.inference.checkpoint.segments.run_segments`' ``on_extend``):
+        their lines get ``"phase": "burn-in"``, and the draws, running metrics and
+        predictions start afresh with the next segment (written with its line)."""
+        for line in self.lines:
+            if 0 < line["segment"] <= segment:
+                line["phase"] = "burn-in"
+        self.draws = 0
+        self.predictions, self.stats = [], []
 
     def predictions_so_far(self) -> dict[str, np.ndarray] | None:
         """The test predictions of every segment's draws, ``(chain, draw, n_test, ...)`` as a

@@ -18,6 +18,11 @@
 #    ``mcmc.run(state.rng_key, *args)``, exactly the continuation NumPyro documents for
 #    ``post_warmup_state``. After each segment its draws, extra fields and final state are
 #    committed.
+# 3. **Extension** (a plan with ``extend``): the ``num_samples`` iterations are a *window*;
+#    when one ends, ``plan.extend(kernel, state, windows)`` may return the state another window
+#    starts from, and the windows before the last become burn-in (their segments stay
+#    committed; :class:`Draws` holds the last window's). The decision is a function of the
+#    committed state, so a resume after any segment, also the last of a window, takes it again.
 #
 # The state is any pytree of arrays (``HMCState``, ``SGMCMCState``, ...): it is flattened with
 # ``jax.tree_util`` and its leaves stored in an ``.npz`` (typed random keys as their key data); no
@@ -60,11 +65,21 @@ __all__ = [
 OnSegment = Callable[[int, dict[str, np.ndarray], bool], None]
 """``on_segment(segment, arrays, replayed)``: see :func:`run_segments`."""
 
+Extend = Callable[[MCMCKernel, Any, int], Any]
+"""``extend(kernel, state, windows) -> state | None``: see :class:`MCMCPlan`."""
+
 
 class MCMCPlan(NamedTuple):
-    """What to run: ``kernel()`` builds the kernel (called once per process); the rest are
+    """What to run: ``kernel()`` builds the kernel (called once per process); then
     ``numpyro.infer.MCMC``'s arguments (``num_samples`` iterations after warmup, every
     ``thinning``-th kept) and the ``extra_fields`` to collect.
+
+    ``extend`` (optional) continues a burn-in in sampling mode: when a window of
+    ``num_samples`` iterations ends at ``state`` (``windows`` of them so far),
+    ``extend(kernel, state, windows)`` returns the state another window starts from (as
+    ``post_warmup_state``; that window's draws replace the last one's, which become burn-in),
+    or ``None`` to finish. It must be a function of the state (and ``windows``) alone: a
+    resume calls it again on the committed state.
 
     Example:
         >>> import jax, jax.numpy as jnp, tempfile
@@ -84,17 +99,21 @@ class MCMCPlan(NamedTuple):
     num_chains: int = 1
     thinning: int = 1
     extra_fields: tuple[str, ...] = ()
+    extend: Extend | None = None
 
 
 class Draws(NamedTuple):
     """A finished run: ``samples`` and flattened ``extra`` fields with ``(chain, draw)`` axes
-    (as ``MCMC.get_samples(group_by_chain=True)``), the number of sampling ``segments``, and
-    ``resumed_from``, the segment a resume started after (``None``: a fresh run)."""
+    (as ``MCMC.get_samples(group_by_chain=True)``) of its last window, the number of sampling
+    ``segments`` (all windows), ``resumed_from``, the segment a resume started after (``None``:
+    a fresh run), and ``windows``, the windows of ``num_samples`` iterations run (all but the
+    last became burn-in; 1 without ``extend``)."""
 
     samples: dict[str, np.ndarray]
     extra: dict[str, np.ndarray]
     segments: int
     resumed_from: int | None
+    windows: int = 1
 
 
 # ------------------------------------------------------------------------ state <-> arrays
@@ -208,8 +227,11 @@ def _sample(
     record: Any,
     checkpoint_every: int,
     on_segment: OnSegment,
-) -> Any:
-    """Warm up (unless ``record`` exists), then run and commit segments to the last draw."""
+    on_extend: Callable[[int], None],
+) -> tuple[Any, int]:
+    """Warm up (unless ``record`` exists), then run and commit segments to the last draw (of
+    the last window: ``plan.extend`` decides at each window's end); return the last record
+    and the number of windows."""
     total, skipped = divmod(plan.num_samples, plan.thinning)
     if record is None:
         stats = _warmup(plan, mcmc, rng_key, args, init_params)
@@ -221,10 +243,18 @@ def _sample(
         template = mcmc.sampler.init(keys, plan.num_warmup, init_params, args, {})
     where = f"{store.path}/{record.state_file}"
     state = state_from_arrays(store.load_state(record), template, where)
-    while record.draws_done < total or record.segment == 0:
-        n = min(checkpoint_every, total - record.draws_done)
+    windows = max(1, -(-record.draws_done // total)) if total else 1
+    while True:
+        done = record.draws_done - (windows - 1) * total  # draws of the current window
+        if record.segment > 0 and done >= total:  # the window ended at `state`
+            following = None if plan.extend is None else plan.extend(mcmc.sampler, state, windows)
+            if following is None:
+                break
+            on_extend(record.segment)  # (its draws became burn-in)
+            state, windows, done = following, windows + 1, 0
+        n = min(checkpoint_every, total - done)
         # the iterations NumPyro's thinning skips come first, as in one MCMC.run
-        mcmc.num_samples = n * plan.thinning + (skipped if record.segment == 0 else 0)
+        mcmc.num_samples = n * plan.thinning + (skipped if done == 0 else 0)
         mcmc.post_warmup_state = state
         start = time.perf_counter()
         mcmc.run(state.rng_key, *args, extra_fields=plan.extra_fields)
@@ -235,7 +265,7 @@ def _sample(
         on_segment(record.segment, draws, False)
         where = f"{store.path}/{record.state_file}"
         state = state_from_arrays(store.load_state(record), template, where)
-    return record
+    return record, windows
 
 
 def run_segments(
@@ -248,6 +278,7 @@ def run_segments(
     on_segment: OnSegment | None = None,
     *,
     progress_bar: bool = False,
+    on_extend: Callable[[int], None] | None = None,
 ) -> Draws:
     """Run ``plan`` from ``init_params`` with ``rng_key`` (as ``MCMC.run(rng_key, *args,
     init_params=init_params)`` would), committing warmup and every ``checkpoint_every`` draws
@@ -263,12 +294,22 @@ def run_segments(
 
     ``progress_bar``: NumPyro's bar for warmup and for each new segment (the same draws).
 
-    Returns the :class:`Draws` of all segments (verified reads of every draws file).
+    With ``plan.extend``, ``on_extend(segment)`` is called, in order with ``on_segment``, each
+    time the window that ended with segment ``segment`` became burn-in (for the replayed
+    segments too).
+
+    Returns the :class:`Draws` of the last window's segments (verified reads of every draws
+    file).
     """
     if not isinstance(plan, MCMCPlan):
         raise validation.InputTypeError(f"plan must be an MCMCPlan, got {type(plan).__name__}.")
     checkpoint_every = validation.check_int("checkpoint_every", checkpoint_every)
     total = plan.num_samples // plan.thinning
+    if plan.extend is not None and total == 0:
+        raise validation.InputValueError(
+            f"a plan with extend needs a window of draws: num_samples={plan.num_samples} keeps "
+            f"none at thinning={plan.thinning}."
+        )
     mcmc = ReusingMCMC(
         plan.kernel(),
         num_warmup=plan.num_warmup,
@@ -282,25 +323,34 @@ def run_segments(
     mcmc.progress_bar = validation.check_bool("progress_bar", progress_bar)  # (even under CI)
     record = store.latest()
     resumed_from = None if record is None else record.segment
-    if record is not None and record.draws_done > total:
+    if record is not None and record.draws_done > total and plan.extend is None:
         raise CheckpointError(
             f"{store.path} holds {record.draws_done} draws per chain, more than this run's "
             f"{total}; the folder is another run's or damaged."
         )
-    finished = record is not None and record.segment > 0 and record.draws_done == total
+    # a finished run is only read back (with extend, its last window's end is decided again)
+    finished = (record is not None and record.segment > 0 and record.draws_done == total
+                and plan.extend is None)  # fmt: skip
     on_segment = on_segment or (lambda *_: None)
+    on_extend = on_extend or (lambda _: None)
     warmup = store.load_warmup(record) if record is not None else None
     if warmup is not None:
         on_segment(0, warmup, True)
     parts = store.load_draws(record) if record is not None else []
+    ends = np.cumsum(record.draws_per_segment) if record is not None else []
     for k, part in enumerate(parts, start=1):
         on_segment(k, part, True)
-    if not finished:  # (a finished run is only read back)
+        if plan.extend is not None and k < len(parts) and ends[k - 1] % total == 0:
+            on_extend(k)  # (a later segment exists: this window was extended)
+    windows = 1
+    if not finished:
         del parts  # (read again, with the new segments, below)
-        record = _sample(
-            plan, mcmc, rng_key, args, init_params, store, record, checkpoint_every, on_segment
-        )
+        record, windows = _sample(plan, mcmc, rng_key, args, init_params, store, record,
+                                  checkpoint_every, on_segment, on_extend)  # fmt: skip
         parts = store.load_draws(record)
+    # the last window's segments
+    ends = np.cumsum([0, *record.draws_per_segment])
+    parts = [p for p, start in zip(parts, ends[:-1], strict=True) if start >= (windows - 1) * total]
     samples, extra = joined_arrays(parts)
     for name, value in samples.items():  # never a short run
         if value.shape[:2] != (plan.num_chains, total):
@@ -308,4 +358,4 @@ def run_segments(
                 f"{store.path}: the committed draws of {name!r} have shape {value.shape[:2]}, "
                 f"expected ({plan.num_chains}, {total}); the folder is damaged."
             )
-    return Draws(samples, extra, record.segment, resumed_from)
+    return Draws(samples, extra, record.segment, resumed_from, windows)

@@ -636,3 +636,105 @@ def test_progress_log_is_the_running_bma_and_a_resume_rebuilds_it(tmp_path, monk
         {k: pytest.approx(v, rel=1e-12) if isinstance(v, float) else v for k, v in p.items()}
         for p in (resumed[0], resumed[2], resumed[4])
     ]
+
+
+# ------------------------------------------------ SG-MCMC: the automatic burn-in, extended
+def _settling_sghmc():
+    """SGHMC from a MAP of 3 Adam steps: the relaxation rule's burn-in (23 cycles) ends while
+    the chain still descends, and the drift rule extends it by two windows of 2 cycles."""
+    d = bp.data.load("diabetes")
+    model = bp.BNN(MLP(hidden=(16,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    c = cfg.SGHMCConfig(cycle_length=40, num_samples=2, batch_size=64, map_steps=3)
+    return model, d, c
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory):
+    """The in-memory fit and the checkpointed one (a segment per cycle) of the same run."""
+    model, d, c = _settling_sghmc()
+    one = fit(model, d, c, jax.random.key(0))
+    folder = tmp_path_factory.mktemp("extended") / "whole"
+    seg = fit(model, d, c, jax.random.key(0), checkpoint_dir=folder, checkpoint_every=1)
+    return one, seg, folder
+
+
+def _assert_same_fit(a, b):
+    assert a.config["num_warmup_used"] == b.config["num_warmup_used"]
+    assert set(a.samples) == set(b.samples)
+    for name, value in a.samples.items():
+        np.testing.assert_array_equal(b.samples[name], value, err_msg=name)
+    assert a.config["accuracy"] == b.config["accuracy"]
+
+
+@pytest.mark.xdist_group("sgmcmc_burn_in")
+def test_a_checkpointed_fit_extends_the_automatic_burn_in_as_the_in_memory_fit(extended):
+    """The same burn-in (the relaxation rule's, extended while the draws drift), the same
+    draws bit for bit, the same accuracy record and test predictions; progress.jsonl marks the
+    windows that became burn-in, and its sampling lines count the kept draws only. A rerun of
+    the finished folder reads it back (the last window's end is decided again: no new run)."""
+    one, seg, folder = extended
+    from bnn_ppl.inference.sgmcmc.recipe import burn_in_cycles
+
+    rule = burn_in_cycles(one.config["relaxations_per_cycle"])
+    used = one.config["num_warmup_used"]
+    assert used == rule + 4, (rule, used)  # two windows of num_samples=2 cycles
+    _assert_same_fit(one, seg)
+    assert seg.config["segments"] == 6  # three windows of two one-cycle segments
+    for name, value in one.predictions.items():
+        np.testing.assert_allclose(seg.predictions[name], value, rtol=1e-6, err_msg=name)
+    warm, *lines = _progress(folder)
+    assert warm["phase"] == "warmup" and warm["iterations"] == rule * 40
+    assert [(p["segment"], p.get("phase"), p["draws"]) for p in lines] == [
+        (1, "burn-in", 1), (2, "burn-in", 2), (3, "burn-in", 1), (4, "burn-in", 2),
+        (5, None, 1), (6, None, 2),
+    ]  # fmt: skip
+    before = _snapshot(folder)
+    model, d, c = _settling_sghmc()
+    again = fit(model, d, c, jax.random.key(0), checkpoint_dir=folder, checkpoint_every=1)
+    assert _snapshot(folder) == before
+    assert again.config["resumed_after_segment"] == 6
+    _assert_same_fit(one, again)
+
+
+@pytest.mark.xdist_group("sgmcmc_burn_in")
+@pytest.mark.parametrize("segment", [3, 4])
+def test_a_resume_in_a_burn_in_extension_continues_it(extended, tmp_path, segment):
+    """Killed after segment 3 (the first of the first extension window) or 4 (its last: the
+    decision to extend again is taken by the resume): the resumed fit equals the
+    uninterrupted one, and so does its progress.jsonl but for the new segments' wall times."""
+    one, _, whole = extended
+    folder = Path(shutil.copytree(whole, tmp_path / "ckpt"))
+    # what a kill while committing the next segment leaves: its state and draws, no record
+    for k in range(segment + 1, 7):
+        os.unlink(folder / f"record_{k:06d}.json")
+        if k > segment + 1:
+            os.unlink(folder / f"state_{k:06d}.npz")
+            os.unlink(folder / f"draws_{k:06d}.npz")
+    model, d, c = _settling_sghmc()
+    resumed = fit(model, d, c, jax.random.key(0), checkpoint_dir=folder, checkpoint_every=1)
+    assert resumed.config["resumed_after_segment"] == segment
+    assert resumed.config["segments"] == 6
+    _assert_same_fit(one, resumed)
+    unwall = lambda lines: [{**p, "wall_seconds": 0} for p in lines]  # noqa: E731
+    assert unwall(_progress(folder)) == unwall(_progress(whole))
+
+
+@pytest.mark.xdist_group("sgmcmc_burn_in")
+def test_the_advice_names_the_extended_burn_in_in_memory_and_checkpointed(
+    extended, tmp_path, monkeypatch
+):
+    """With the burn-in's cap at 25 cycles the run above is extended once (23 -> 25) and stops
+    there, its draws still drifting: both fits warn the same, naming the 25 cycles run."""
+    from bnn_ppl.inference.sgmcmc import recipe
+    from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning
+
+    monkeypatch.setattr(recipe, "BURN_IN_CAP", 25)
+    model, d, c = _settling_sghmc()
+    with pytest.warns(SGMCMCAccuracyWarning, match=r"\(this run: 25\)"):
+        one = fit(model, d, c, jax.random.key(0))
+    with pytest.warns(SGMCMCAccuracyWarning, match=r"\(this run: 25\)"):
+        seg = fit(model, d, c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=1)
+    assert one.config["num_warmup_used"] == 25
+    _assert_same_fit(one, seg)
+    problems = one.config["accuracy"]["problems"]
+    assert problems and all("(this run: 25)" in p for p in problems if "num_warmup=" in p)
