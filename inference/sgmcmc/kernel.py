@@ -293,9 +293,10 @@ class SGMCMCKernel(MCMCKernel):
     def record_burn_in(self, num_steps: int) -> None:
         """Record that the sampling steps whose statistics are judged followed ``num_steps``
         steps of burn-in per chain: ``num_warmup`` and any steps run after it and discarded as
-        burn-in (a run continued from its ``post_warmup_state`` with :func:`stats_reset`
-        statistics, as :func:`~bnn_ppl.inference.sgmcmc.recipe.run_sgmcmc` extends an automatic
-        burn-in). The advice of :meth:`accuracy_problems` names this burn-in as the run's and
+        burn-in (a run continued from its ``post_warmup_state`` with
+        :func:`~bnn_ppl.inference.sgmcmc.kernel.stats_reset` statistics, as
+        :func:`~bnn_ppl.inference.sgmcmc.recipe.run_sgmcmc` extends an automatic burn-in). The
+        advice of :meth:`accuracy_problems` names this burn-in as the run's and
         a longer one to use; every ``init`` (every ``MCMC.run``) records its ``num_warmup``
         again, so call this after the last run. It changes no step (``warmup`` still ends
         after ``num_warmup``).

@@ -106,10 +106,11 @@ def burn_in_extension(c: SGMCMCConfig, burn: int, run_key: PRNGKey) -> Extension
     ``settling_problems`` finds them still settling (the potential energy drifts, or the mean
     kinetic temperature is off 1) and the burn-in with this window stays within
     :data:`BURN_IN_CAP` cycles, the window becomes burn-in and ``extend`` returns the state the
-    next window starts from: ``state`` with its statistics reset (:func:`stats_reset`) and the
-    key ``fold_in(run_key, burn-in cycles)``, split over the chains as ``MCMC.run`` splits a
-    key; else ``None``, and the window's draws are kept. It depends on ``state`` alone, so a
-    checkpointed fit, and its resume at any segment, decides as the in-memory fit does."""
+    next window starts from: ``state`` with its statistics reset
+    (:func:`~bnn_ppl.inference.sgmcmc.kernel.stats_reset`) and the key ``fold_in(run_key,
+    burn-in cycles)``, split over the chains as ``MCMC.run`` splits a key; else ``None``, and
+    the window's draws are kept. It depends on ``state`` alone, so a checkpointed fit, and its
+    resume at any segment, decides as the in-memory fit does."""
     if c.num_warmup is not None:
         return None
 

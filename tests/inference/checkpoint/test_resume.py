@@ -738,3 +738,19 @@ def test_the_advice_names_the_extended_burn_in_in_memory_and_checkpointed(
     _assert_same_fit(one, seg)
     problems = one.config["accuracy"]["problems"]
     assert problems and all("(this run: 25)" in p for p in problems if "num_warmup=" in p)
+
+
+@pytest.mark.slow  # ~20 s of CPU (two chains: two more compilations of both fits)
+def test_an_extended_burn_in_with_chains_is_the_same_checkpointed(tmp_path, monkeypatch):
+    """Two vectorized chains (each window's key split over them): a burn-in of 2 cycles (the
+    rule's, shortened here) from a MAP of 3 Adam steps is extended to 4 in both fits, to the
+    same draws."""
+    from bnn_ppl.inference.sgmcmc import recipe
+
+    monkeypatch.setattr(recipe, "burn_in_cycles", lambda per_cycle: 2)
+    c = cfg.SGHMCConfig(cycle_length=10, num_samples=2, batch_size=8, map_steps=3, num_chains=2)
+    one = fit(_model(), (X, Y), c, jax.random.key(0))
+    seg = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=1)
+    assert one.config["num_warmup_used"] == 4
+    assert seg.samples["Dense_0.kernel"].shape[:2] == (2, 2)
+    _assert_same_fit(one, seg)
