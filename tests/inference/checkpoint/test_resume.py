@@ -463,6 +463,8 @@ CONFIGS = {
     "atmc": cfg.ATMCConfig(
         num_warmup=1, num_samples=6, num_chains=2, cycle_length=4, batch_size=8, step_size=1e-3
     ),
+    # the automatic burn-in (43 cycles) extended by three windows of 2 cycles (to 49)
+    "sghmc-burn-in": cfg.SGHMCConfig(cycle_length=20, num_samples=2, batch_size=8, map_steps=1),
 }
 
 
@@ -525,6 +527,40 @@ def test_a_kill_during_warmup_redoes_warmup_and_stays_bit_exact(tmp_path):
 @pytest.mark.parametrize("method", ["nuts", "atmc"])
 def test_sigkill_resume_is_bit_exact(tmp_path, method):
     _resumed_equals_uninterrupted(tmp_path, method)
+
+
+@pytest.mark.slow
+def test_sigkill_in_a_burn_in_extension_resumes_bit_exact(tmp_path):
+    """Killed once segment 3 is committed (in the windows that extend the automatic burn-in,
+    43 -> 49 cycles), the resumed run's draws and progress.jsonl (but wall times) are an
+    uninterrupted checkpointed run's, each in its own process; the in-memory fit in this one
+    extends the burn-in as much, to the same draws (to float32 rounding: another process)."""
+    from bnn_ppl.inference.sgmcmc.recipe import burn_in_cycles
+
+    config = CONFIGS["sghmc-burn-in"]
+    _kill_after_segment(tmp_path, config, 3)
+    first = (tmp_path / "ckpt" / "record_000003.json").stat()
+    proc = _child(tmp_path, config, tmp_path / "resumed.npz")
+    assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
+    again = (tmp_path / "ckpt" / "record_000003.json").stat()
+    assert (first.st_ino, first.st_mtime_ns) == (again.st_ino, again.st_mtime_ns)  # resumed
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    proc = _child(whole, config, whole / "whole.npz")
+    assert proc.wait(timeout=600) == 0, proc.stderr.read().decode()[-2000:]
+    resumed, uninterrupted = np.load(tmp_path / "resumed.npz"), np.load(whole / "whole.npz")
+    assert set(resumed.files) == set(uninterrupted.files)
+    for name in resumed.files:
+        np.testing.assert_array_equal(resumed[name], uninterrupted[name], err_msg=name)
+    unwall = lambda lines: [{**p, "wall_seconds": 0} for p in lines]  # noqa: E731
+    lines = _progress(tmp_path / "ckpt")
+    assert unwall(lines) == unwall(_progress(whole / "ckpt"))
+    assert [p.get("phase") for p in lines[1:]] == ["burn-in"] * 6 + [None] * 2
+    post = fit(_model(), (X, Y), config, jax.random.key(0))
+    rule = burn_in_cycles(post.config["relaxations_per_cycle"])
+    assert post.config["num_warmup_used"] == rule + 6, (rule, post.config["num_warmup_used"])
+    for name, value in post.samples.items():
+        np.testing.assert_allclose(resumed[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.parametrize(
