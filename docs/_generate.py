@@ -253,6 +253,8 @@ def catalogue() -> str:
         model = record.get("model", {})
         split = f" split {data['split']}" if data.get("split") is not None else ""
         noise = f", noise {model['noise']}" if model.get("noise") is not None else ""
+        if model.get("temperature", 1.0) != 1.0:  # a tempered (cold) posterior
+            noise += f", T = {model['temperature']:g} ({model.get('temper', 'likelihood')})"
         verdict = "yes" if record.get("converged") else f"no ({record.get('stop_reason')})"
         draws = check.get("draws", "")
         rows.append(

@@ -1,14 +1,12 @@
 """Several reference posteriors of one UCI split, each model against a baseline, paired by test row.
 
-The cold-posterior and prior studies on a regression split: each record (written by
-``examples/reference.py`` with ``--temperature``/``--temper`` or ``--prior``) is one model's
-reference posterior of the *same* split; this prints, per record, the model (prior, T, how
-tempered), whether it converged and what it cost (draws per chain, sampling gradients, wall
-time), the test log-likelihood (the BMA's mixture density and the moment-matched Gaussian), RMSE,
-E[(y - m)^2 / s^2] and the learned noise sd; then each model's test LL minus the baseline's,
-paired over the test rows (mean ± SE, ddof 1), with a verdict only beyond 2 paired SE.
-Unconverged records are printed and flagged, never given a verdict. The paired SE is the test
-rows' sampling error on one split; it does not cover the variation between splits.
+The cold-posterior and prior studies on a regression split. Each record (``reference.py`` with
+``--temperature``/``--temper`` or ``--prior``) is one model's reference posterior of the same
+split; per record: the model, whether it converged, its cost (draws per chain, sampling
+gradients, committed wall time), test LL (mixture and moment-matched), RMSE, E[(y - m)^2 / s^2]
+and the learned noise sd; then its test LL minus the baseline's, paired over the test rows
+(mean ± SE, ddof 1; a verdict only beyond 2 SE, only between converged runs). The paired SE is
+the test rows' sampling error on one split, not the variation between splits.
 
     python examples/reference_models.py --baseline uci_boston_split0_learned_prior0.3_init.json \\
         --references examples/references --pattern "uci_boston_split0_learned_*.json"
@@ -88,13 +86,13 @@ def main(args: argparse.Namespace) -> None:
             )
     print(f"{split[0]} split {split[1]}: {len(rows)} reference posteriors, "
           f"{base['y'].size} test rows; baseline {base['label']}")  # fmt: skip
-    print(f"{'model':<40} {'converged':>10} {'draws':>7} {'gradients':>11} {'wall s':>7} "
+    print(f"{'model':<40} {'converged':>10} {'draws':>7} {'gradients':>11} {'time s':>7} "
           f"{'mix LL':>7} {'LL':>7} {'RMSE':>6} {'E[z^2]':>7} {'sigma':>6}")  # fmt: skip
     for r in rows:
         rec, c = r["record"], r["record"]["recipe"]["convergence"]
         noise = f"{r['noise']:>6.3f}" if r["noise"] is not None else f"{'-':>6}"
         print(f"{r['label']:<40} {'yes' if rec['converged'] else 'NO':>10} {c['draws']:>7,} "
-              f"{c['gradients']:>11,} {rec['wall_seconds']:>7.0f} {r['mixture'].mean():>7.3f} "
+              f"{c['gradients']:>11,} {c['seconds']:>7.0f} {r['mixture'].mean():>7.3f} "
               f"{r['gaussian'].mean():>7.3f} {np.sqrt(r['sq_err'].mean()):>6.3f} "
               f"{r['z2']:>7.3f} {noise}")  # fmt: skip
     print(f"\ntest LL minus the baseline's, paired over the {base['y'].size} test rows "

@@ -18,6 +18,7 @@ for ds in ${@:-boston concrete wine-red yacht}; do
       --num-warmup 1500 --segment-draws 500 --max-num-steps 256 --burn-in 0.5 \
       --max-seconds 5400 --max-draws 60000 --init-steps 20000 --name "$name" \
       --out "$OUT/out" --checkpoint-dir "$OUT/ckpt/${ds}_split${k}" > "$OUT/$name.log" 2>&1
-    echo "$(date -u +%T) end $name rc=$?" >> "$OUT/series.log"
+    rc=$?  # (read before the date's command substitution resets it)
+    echo "$(date -u +%T) end $name rc=$rc" >> "$OUT/series.log"
   done
 done

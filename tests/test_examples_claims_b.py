@@ -324,7 +324,7 @@ def _write_record(folder: Path, name: str, log_density, *, split=0, converged=Tr
         "model": {"prior": prior, "temperature": temperature, "temper": "likelihood"},
         "predictions": {"file": f"{name}.npz", "sha256": sha},
         "converged": converged, "wall_seconds": 10.0,
-        "recipe": {"convergence": {"draws": 500, "gradients": 1000}}})  # fmt: skip
+        "recipe": {"convergence": {"draws": 500, "gradients": 1000, "seconds": 12.0}}})  # fmt: skip
 
 
 # per-row log densities of reference_models.py's synthetic records (_check_reference_models)
@@ -513,3 +513,28 @@ def test_against_reference_splits_refuses_what_does_not_pool(tmp_path: Path) -> 
     assert np.isnan(claim["split_se"]) and claim["decided_by"] == "rows"
     assert claim["difference"] == pytest.approx(0.2)  # rows .1 .2 .3: SE .1 / sqrt(3)
     assert claim["row_se"] == pytest.approx(0.1 / np.sqrt(3)) and claim["verdict"] == "supported"
+
+
+def test_reference_py_builds_the_prior_and_temperature_it_is_given(monkeypatch):
+    """``--prior`` and ``--temperature``/``--temper`` reach the model reference_hmc samples;
+    ``--prior`` with ``--prior-scale`` is refused."""
+    mod = _load_example("reference.py")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(model, *args, **kwargs):
+        seen["model"] = model
+        raise Stop
+
+    monkeypatch.setattr(mod, "reference_hmc", capture)
+    args = mod.parse_args(["--dataset", "gap1d", "--width", "4", "--prior", "laplace:0.2",
+                           "--temperature", "0.5", "--temper", "posterior"])  # fmt: skip
+    with pytest.raises(Stop):
+        mod.main(args)
+    model = seen["model"]
+    assert type(model.prior).__name__ == "Laplace" and model.prior.scale == 0.2
+    assert model.temperature == 0.5 and model.temper == "posterior"
+    with pytest.raises(SystemExit):
+        mod.parse_args(["--prior", "laplace:0.2", "--prior-scale", "0.3"])

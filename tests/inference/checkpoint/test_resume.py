@@ -25,6 +25,7 @@ import bnn_ppl as bp
 from bnn_ppl import config as cfg
 from bnn_ppl.inference import fit
 from bnn_ppl.inference.checkpoint.store import (
+    CheckpointDamageWarning,
     CheckpointError,
     CheckpointStore,
     record_checksum,
@@ -185,7 +186,8 @@ def test_every_single_bit_flip_of_the_newest_record_falls_back_and_loses_nothing
         (folder / "record_000003.json").write_bytes(bytes(flipped))
         before = _snapshot(folder)
         with CheckpointStore(folder, {"digest": "run-a"}) as store:
-            rec = store.latest()
+            with pytest.warns(CheckpointDamageWarning, match="resuming after segment 2"):
+                rec = store.latest()
             assert rec.segment == 2, f"bit {bit}"
             assert [d["sample/w"][0, 0] for d in store.load_draws(rec)] == [1.0, 2.0]
             # the resume's next commit never overwrites the moved-aside segment 3
@@ -235,7 +237,8 @@ def test_a_tampered_or_damaged_newest_checkpoint_falls_back(tmp_path, edit):
         os.unlink(tmp_path / "draws_000003.npz")
     before = _snapshot(tmp_path)
     with CheckpointStore(tmp_path, {"digest": "run-a"}) as store:
-        assert store.latest().segment == 2
+        with pytest.warns(CheckpointDamageWarning, match="moved to"):
+            assert store.latest().segment == 2
     _assert_nothing_lost(before, tmp_path)
     assert not (tmp_path / "record_000003.json").exists()
     assert any((tmp_path / "aside").rglob("record_000003.json"))
