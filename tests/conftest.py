@@ -25,6 +25,12 @@ os.environ.setdefault(_NO_OPT, "1")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+# ...and in this process too: pytest imports bnn_ppl (and so JAX, which reads the variable once,
+# at import) to resolve the warning categories of the ini's filterwarnings before this file
+# runs, so the variable alone left the test processes at the default level and their children
+# at level 0 (draws that differ in the last bit between a test and its child process)
+jax.config.update("jax_disable_most_optimizations", os.environ[_NO_OPT] not in ("0", "false", ""))
+
 ROOT = Path(__file__).resolve().parents[1]
 # the UCI standard splits: ../shared/data/uci beside the checkout, or $BNN_PPL_DATA (a checkout
 # elsewhere, e.g. a git worktree)
