@@ -25,7 +25,7 @@ from conjugate import data, linear_model
 
 from bnn_ppl.config import ReferenceHMCConfig
 from bnn_ppl.inference import ReferenceNotConvergedWarning, fit, reference_hmc
-from bnn_ppl.inference.checkpoint.store import CheckpointError
+from bnn_ppl.inference.checkpoint.store import CheckpointDamageWarning, CheckpointError
 from bnn_ppl.inference.reference import checkpoint as rc
 
 KEY = jax.random.key(3)
@@ -211,7 +211,8 @@ def test_a_damaged_segment_file_is_set_aside_and_the_segment_redone(finished, un
     raw = bytearray(damaged.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # one flipped byte: its SHA-256 no longer matches the record
     damaged.write_bytes(bytes(raw))
-    run = _run(folder)
+    with pytest.warns(CheckpointDamageWarning, match="resuming after segment 1"):
+        run = _run(folder)
     assert run.resumed_after == 1  # record 2 failed verification; segment 2 was sampled again
     _assert_same_draws(run, uninterrupted)
     aside = list((folder / "aside").rglob("draws_000002.npz"))
