@@ -87,13 +87,13 @@ def main(args: argparse.Namespace) -> None:
     print(f"{split[0]} split {split[1]}: {len(rows)} reference posteriors, "
           f"{base['y'].size} test rows; baseline {base['label']}")  # fmt: skip
     print(f"{'model':<40} {'converged':>10} {'draws':>7} {'gradients':>11} {'time s':>7} "
-          f"{'mix LL':>7} {'LL':>7} {'RMSE':>6} {'E[z^2]':>7} {'sigma':>6}")  # fmt: skip
+          f"{'mix LL':>9} {'LL':>7} {'RMSE':>6} {'E[z^2]':>7} {'sigma':>7}")  # fmt: skip
     for r in rows:
         rec, c = r["record"], r["record"]["recipe"]["convergence"]
-        noise = f"{r['noise']:>6.3f}" if r["noise"] is not None else f"{'-':>6}"
+        noise = f"{r['noise']:>7.3g}" if r["noise"] is not None else f"{'-':>7}"
         print(f"{r['label']:<40} {'yes' if rec['converged'] else 'NO':>10} {c['draws']:>7,} "
-              f"{c['gradients']:>11,} {c['seconds']:>7.0f} {r['mixture'].mean():>7.3f} "
-              f"{r['gaussian'].mean():>7.3f} {np.sqrt(r['sq_err'].mean()):>6.3f} "
+              f"{c['gradients']:>11,} {c['seconds']:>7.0f} {r['mixture'].mean():>9.4g} "
+              f"{r['gaussian'].mean():>7.4g} {np.sqrt(r['sq_err'].mean()):>6.3f} "
               f"{r['z2']:>7.3f} {noise}")  # fmt: skip
     print(f"\ntest LL minus the baseline's, paired over the {base['y'].size} test rows "
           "(mean ± SE, ddof 1); a difference is called only beyond 2 SE")  # fmt: skip
