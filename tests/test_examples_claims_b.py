@@ -352,6 +352,33 @@ def _check_reference_models(stdout: str, out_dir: Path, variant: str) -> None:
     assert "Normal(0.3), T=0.3 (likelihood)" in stdout
 
 
+def test_reference_models_pools_over_splits(tmp_path, capsys):
+    """--splits: each split's difference, then mean ± SE over the splits' means beside the
+    per-row SE over all rows; the larger decides."""
+    gaps = {0: 0.2, 1: 0.4, 2: 0.3}
+    rng = np.random.default_rng(3)
+    rows = {}
+    for k, gap in gaps.items():
+        base = rng.normal(-1.0, 0.5, 40)
+        rows[k] = gap + rng.normal(0, 0.01, 40)
+        _write_record(tmp_path, f"base{k}", base, split=k)
+        _write_record(tmp_path, f"m{k}_lap", base + rows[k], split=k, prior="laplace:0.2")
+    mod = _load_example("reference_models.py")
+    flags = ["--references", str(tmp_path), "--baseline", "base{k}.json", "--pattern"]
+    mod.main(mod.parse_args([*flags, "m{k}_*.json", "--splits", "0", "1", "2"]))
+    out = capsys.readouterr().out
+    means = np.array([rows[k].mean() for k in gaps])
+    split_se = means.std(ddof=1) / np.sqrt(3)
+    allrows = np.concatenate(list(rows.values()))
+    row_se = allrows.std(ddof=1) / np.sqrt(allrows.size)
+    line = next(x for x in out.splitlines() if x.startswith("laplace:0.2") and "split(s)" in x)
+    assert f"{means.mean():+.3f} (SE over 3 split(s) {split_se:.3f}, per row {row_se:.3f}" in line
+    assert "over 120 rows; better on 3 of 3 splits): better" in line  # 0.3 / 0.058 > 2
+    with pytest.raises(InputValueError, match="needs '{k}'"):
+        mod.main(mod.parse_args(["--references", str(tmp_path), "--splits", "0",
+                                 "--baseline", "base0.json", "--pattern", "m0_*.json"]))
+
+
 def test_reference_models_refuses_another_split_and_no_match(tmp_path):
     _write_record(tmp_path, "base", np.zeros(5))
     _write_record(tmp_path, "m_other", np.zeros(5), split=1)
