@@ -58,7 +58,8 @@ def load(folder: Path, name: str) -> dict[str, Any]:
         "z2": float(np.mean((y - mean) ** 2 / scale**2)),
         "noise": None if noise is None else float(np.mean(np.asarray(noise, np.float64))),
         "label": f"{model['prior']}, T={model.get('temperature', 1.0):g}"
-        + (f" ({model.get('temper', 'likelihood')})" if model.get("temperature", 1.0) != 1 else ""),
+        + (f" ({model.get('temper', 'likelihood')})" if model.get("temperature", 1.0) != 1 else "")
+        + (", prior-draw starts" if not rec["recipe"].get("init_steps", 0) else ""),
     }
 
 
@@ -91,12 +92,12 @@ def one_split(folder: Path, baseline: str, pattern: str) -> dict[str, tuple]:
             )
     print(f"{split[0]} split {split[1]}: {len(rows)} reference posteriors, "
           f"{base['y'].size} test rows; baseline {base['label']}")  # fmt: skip
-    print(f"{'model':<40} {'converged':>10} {'draws':>7} {'gradients':>11} {'time s':>7} "
+    print(f"{'model':<52} {'converged':>10} {'draws':>7} {'gradients':>11} {'time s':>7} "
           f"{'mix LL':>9} {'LL':>7} {'RMSE':>6} {'E[z^2]':>7} {'sigma':>7}")  # fmt: skip
     for r in rows:
         rec, c = r["record"], r["record"]["recipe"]["convergence"]
         noise = f"{r['noise']:>7.3g}" if r["noise"] is not None else f"{'-':>7}"
-        print(f"{r['label']:<40} {'yes' if rec['converged'] else 'NO':>10} {c['draws']:>7,} "
+        print(f"{r['label']:<52} {'yes' if rec['converged'] else 'NO':>10} {c['draws']:>7,} "
               f"{c['gradients']:>11,} {c['seconds']:>7.0f} {r['mixture'].mean():>9.4g} "
               f"{r['gaussian'].mean():>7.4g} {np.sqrt(r['sq_err'].mean()):>6.3f} "
               f"{r['z2']:>7.3f} {noise}")  # fmt: skip
@@ -105,7 +106,7 @@ def one_split(folder: Path, baseline: str, pattern: str) -> dict[str, tuple]:
     diffs = {}
     for r in rows[1:]:
         if not (r["record"]["converged"] and base["record"]["converged"]):
-            print(f"{r['label']:<40} not converged: no verdict")
+            print(f"{r['label']:<52} not converged: no verdict")
             continue
         cells = []
         for key, what in (("mixture", "mixture LL"), ("gaussian", "LL")):
@@ -114,7 +115,7 @@ def one_split(folder: Path, baseline: str, pattern: str) -> dict[str, tuple]:
             cells.append(f"{what} {d:+.3f} ± {se:.3f} ({verdict})")
         d, se = paired(r["sq_err"], base["sq_err"])
         cells.append(f"squared error {d:+.2f} ± {se:.2f}")
-        print(f"{r['label']:<40} " + "; ".join(cells))
+        print(f"{r['label']:<52} " + "; ".join(cells))
         diffs[r["label"]] = r["mixture"] - base["mixture"]
     return diffs
 
@@ -135,7 +136,7 @@ def pooled(per_split: dict[int, dict[str, np.ndarray]]) -> None:
         se = row_se if np.isnan(split_se) else max(split_se, row_se)
         d = float(means.mean())
         verdict = ("better" if d > 0 else "worse") if abs(d) > 2 * se else "undecided"
-        print(f"{label:<40} {d:+.3f} (SE over {means.size} split(s) "
+        print(f"{label:<52} {d:+.3f} (SE over {means.size} split(s) "
               f"{'-' if np.isnan(split_se) else f'{split_se:.3f}'}, per row {row_se:.3f} over "
               f"{rows.size} rows; better on {int(np.sum(means > 0))} of {means.size} "
               f"splits): {verdict}")  # fmt: skip

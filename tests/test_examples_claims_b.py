@@ -324,7 +324,8 @@ def _write_record(folder: Path, name: str, log_density, *, split=0, converged=Tr
         "model": {"prior": prior, "temperature": temperature, "temper": "likelihood"},
         "predictions": {"file": f"{name}.npz", "sha256": sha},
         "converged": converged, "wall_seconds": 10.0,
-        "recipe": {"convergence": {"draws": 500, "gradients": 1000, "seconds": 12.0}}})  # fmt: skip
+        "recipe": {"init_steps": 100,
+                   "convergence": {"draws": 500, "gradients": 1000, "seconds": 12.0}}})  # fmt: skip
 
 
 # per-row log densities of reference_models.py's synthetic records (_check_reference_models)
