@@ -106,20 +106,16 @@ from bnn_ppl.inference.sgmcmc.atmc_integrator import (
     thermostat,
     thermostat_force,
 )
-from bnn_ppl.inference.sgmcmc.gradients import (
-    GradFn,
-    NoiseAverage,
-    noise_average_init,
-    noise_average_update,
-)
+from bnn_ppl.inference.sgmcmc.gradients import GradFn, NoiseAverage, noise_average_init
 from bnn_ppl.inference.sgmcmc.kernel import (
     RunStats,
     SGMCMCKernel,
     SGMCMCOptions,
-    SGMCMCState,
+    allowed_share,
     check_noise_decay,
     check_noise_share,
-    tree_max,
+    heat_share,
+    noise_friction,
     tree_mean,
 )
 from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
@@ -236,12 +232,11 @@ def build_kernel(
         h = step_size
         u, g, sigma2 = grad_fn(state.position)
         if noise_estimate:
-            noise, sigma2 = noise_average_update(state.noise, sigma2, rho)
+            noise, raw = noise_friction(state.noise, sigma2, rho, h, m)
             cap = jnp.maximum(1 / h, d)  # β h <= 1 (the split step's bias (βh)²/12 <= 8 %)
-            raw = jax.tree.map(lambda s: h * s / (2 * m), sigma2)
             offset = jax.tree.map(lambda o: jnp.minimum(o, cap), raw)
             xi = jax.tree.map(lambda z, o: jnp.minimum(z + o, cap), state.xi, offset)
-            kappa_t = jnp.where(warmup, 1.0, kappa)  # warmup: burn in fast
+            kappa_t = allowed_share(kappa, warmup)
             d_i = jax.tree.map(lambda o: jnp.minimum(jnp.maximum(d, o / kappa_t), cap), offset)
         else:
             noise, xi, d_i = state.noise, state.xi, d
@@ -254,9 +249,8 @@ def build_kernel(
             )
         temperature = tree_mean(jax.tree.map(lambda p: p * kinetic_gradient(p, m, c), momentum))
         xi_new = jax.tree.map(lambda z, x, z0: z + (x - z0), zeta, xi, state.xi)
-        share = tree_max(jax.tree.map(lambda o, b: o / b, raw, beta))
         info = ATMCInfo(h, u, temperature, tree_mean(xi_new), tree_mean(alpha), tree_mean(beta),
-                        share)  # fmt: skip
+                        heat_share(raw, beta))  # fmt: skip
         return ATMCState(position, momentum, zeta, noise), info
 
     return step
@@ -298,6 +292,8 @@ class ATMC(SGMCMCKernel):
         True
     """
 
+    _diagnostics = (("T_kin", "kinetic_temperature", ".3f"), ("xi", "xi_mean", ".3g"))
+
     def __init__(
         self,
         potential: FullBatchPotential | BNN | None = None,
@@ -337,10 +333,3 @@ class ATMC(SGMCMCKernel):
                 f"{self._advice(run, 0.4 / bh)}."
             )
         return problems
-
-    def get_diagnostics_str(self, state: SGMCMCState) -> str:
-        i = state.info
-        return (
-            f"step size {float(i.step_size):.2e}, T_kin {float(i.kinetic_temperature):.3f}, "
-            f"xi {float(i.xi_mean):.3g}"
-        )

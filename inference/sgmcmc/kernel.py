@@ -24,8 +24,12 @@
 # SGNHT and ATMC is raised only to the gradient noise's level (not to ten times it), which
 # descends faster from a start far from the typical set.
 #
-# The kernels' shared tree arithmetic (:func:`normal_like`, :func:`tree_mean`, :func:`tree_max`)
-# is here too; the accuracy warnings are :mod:`bnn_ppl.inference.sgmcmc.accuracy`.
+# The kernels' shared step arithmetic is here too: :func:`normal_like`, :func:`tree_mean`,
+# :func:`tree_max`, the measured gradient noise as a friction (:func:`noise_friction`), the noise
+# share a step allows (:func:`allowed_share`: 1 during warmup) and the share it had
+# (:func:`heat_share`, ``Info.noise_share``). The base class formats NumPyro's progress-bar line
+# from the ``Info`` fields a kernel lists in :attr:`SGMCMCKernel._diagnostics`. The accuracy
+# warnings are :mod:`bnn_ppl.inference.sgmcmc.accuracy`.
 
 from __future__ import annotations
 
@@ -46,8 +50,10 @@ from bnn_ppl.inference.potential.minibatch import SCHEMES
 from bnn_ppl.inference.sgmcmc.gradients import (
     GradFn,
     GradientEstimator,
+    NoiseAverage,
     full_batch_estimator,
     gradient_estimator,
+    noise_average_update,
 )
 from bnn_ppl.inference.sgmcmc.schedules import Schedule, as_schedule
 from bnn_ppl.model import BNN
@@ -64,6 +70,9 @@ __all__ = [
     "normal_like",
     "tree_mean",
     "tree_max",
+    "noise_friction",
+    "allowed_share",
+    "heat_share",
     "StepStats",
     "Sums",
     "Trend",
@@ -168,6 +177,8 @@ class SGMCMCKernel(MCMCKernel):
     _step: Step
     _noise: bool = False
     _friction: str | None = None  # the Info field of the friction (kernels with momentum)
+    # the progress bar's fields after the step size: (label, Info field, format)
+    _diagnostics: tuple[tuple[str, str, str], ...] = ()
 
     def __init__(
         self,
@@ -462,7 +473,10 @@ class SGMCMCKernel(MCMCKernel):
         return identity if self.potential is None else self.potential.postprocess_fn
 
     def get_diagnostics_str(self, state: SGMCMCState) -> str:
-        return f"step size {float(state.info.step_size):.2e}"
+        fields = (("step size", "step_size", ".2e"), *self._diagnostics)
+        return ", ".join(
+            f"{label} {float(getattr(state.info, field)):{spec}}" for label, field, spec in fields
+        )
 
 
 # ------------------------------------------------- tree arithmetic shared by the kernels
@@ -492,6 +506,31 @@ def tree_mean(tree: PyTree) -> Array:
 def tree_max(tree: PyTree) -> Array:
     """Largest scalar in ``tree``."""
     return jnp.max(jnp.stack([jnp.max(x) for x in jax.tree.leaves(tree)]))
+
+
+def noise_friction(
+    noise: NoiseAverage, noise_variance: PyTree, noise_decay: float, step_size: Array,
+    mass: float = 1.0,
+) -> tuple[NoiseAverage, PyTree]:  # fmt: skip
+    """The running noise average updated with a step's estimate ``noise_variance`` (the
+    ``σ²`` of :data:`~bnn_ppl.inference.sgmcmc.gradients.GradFn`), and the friction per
+    coordinate that its average ``σ̂²`` supplies at step ``h``: ``h σ̂² / (2·mass)`` (on ``p``;
+    ``mass=1`` gives SGHMC's ``B̂ = h σ̂² / 2``, a friction on ``p/m``)."""
+    noise, sigma2 = noise_average_update(noise, noise_variance, noise_decay)
+    return noise, jax.tree.map(lambda s: step_size * s / (2 * mass), sigma2)
+
+
+def allowed_share(noise_share: float, warmup: Array | bool) -> Array:
+    """The share ``κ`` of a coordinate's heat a step lets the gradient noise supply before its
+    friction is raised: ``noise_share`` when sampling, 1 during ``warmup`` (the friction rises
+    only to the noise's level, which descends faster from a start far out)."""
+    return jnp.where(warmup, 1.0, noise_share)
+
+
+def heat_share(noise: PyTree, friction: PyTree) -> Array:
+    """``Info.noise_share``: the largest share ``noise_i / friction_i`` over the coordinates of
+    the friction that came from the gradient noise."""
+    return tree_max(jax.tree.map(lambda o, b: o / b, noise, friction))
 
 
 # -------------------- step_stats

@@ -57,20 +57,16 @@ import jax.numpy as jnp
 from bnn_ppl import validation
 from bnn_ppl.inference.potential.bnn import FullBatchPotential
 from bnn_ppl.inference.sgmcmc.accuracy import warn_minibatch_settings
-from bnn_ppl.inference.sgmcmc.gradients import (
-    GradFn,
-    NoiseAverage,
-    noise_average_init,
-    noise_average_update,
-)
+from bnn_ppl.inference.sgmcmc.gradients import GradFn, NoiseAverage, noise_average_init
 from bnn_ppl.inference.sgmcmc.kernel import (
     SGMCMCKernel,
     SGMCMCOptions,
-    SGMCMCState,
+    allowed_share,
     check_noise_decay,
     check_noise_share,
+    heat_share,
+    noise_friction,
     normal_like,
-    tree_max,
     tree_mean,
 )
 from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
@@ -166,13 +162,12 @@ def build_kernel(
         position = jax.tree.map(lambda x, p: x + h * p / m, state.position, state.momentum)
         u, g, sigma2 = grad_fn(position)
         if auto:
-            noise_avg, sigma2 = noise_average_update(state.noise, sigma2, rho)
-            b_hat = jax.tree.map(lambda v: h * v / 2, sigma2)
+            noise_avg, b_hat = noise_friction(state.noise, sigma2, rho, h)
         else:
             noise_avg = state.noise
             b_hat = jax.tree.map(lambda x: jnp.full_like(x, b_fixed), position)
         # at least C, at least B̂/κ, at most m/h (the Euler step's limit)
-        kappa_t = jnp.where(warmup, 1.0, kappa)  # warmup: burn in fast
+        kappa_t = allowed_share(kappa, warmup)
         c_i = jax.tree.map(lambda b: jnp.minimum(jnp.maximum(c, b / kappa_t), m / h), b_hat)
         noise = normal_like(rng_key, state.momentum)
         momentum = jax.tree.map(
@@ -181,8 +176,7 @@ def build_kernel(
             state.momentum, g, c_i, b_hat, noise,
         )  # fmt: skip
         temperature = tree_mean(jax.tree.map(lambda p: p**2 / m, momentum))
-        share = tree_max(jax.tree.map(lambda b, ci: b / ci, b_hat, c_i))
-        info = SGHMCInfo(h, u, temperature, tree_mean(c_i), share)
+        info = SGHMCInfo(h, u, temperature, tree_mean(c_i), heat_share(b_hat, c_i))
         return SGHMCState(position, momentum, noise_avg), info
 
     return step
@@ -198,6 +192,8 @@ class SGHMC(SGMCMCKernel):
     ``"auto"``: the running estimate of the minibatch gradient noise; needs
     ``batch_size >= 2``), ``noise_share`` and ``noise_decay`` as in :func:`build_kernel`.
     """
+
+    _diagnostics = (("T_kin", "kinetic_temperature", ".3f"), ("noise share", "noise_share", ".2f"))
 
     def __init__(
         self,
@@ -230,10 +226,3 @@ class SGHMC(SGMCMCKernel):
         self._kernel_init = init
         self._step = step
         warn_minibatch_settings(self, self._noise, thermostat=False)
-
-    def get_diagnostics_str(self, state: SGMCMCState) -> str:
-        i = state.info
-        return (
-            f"step size {float(i.step_size):.2e}, T_kin {float(i.kinetic_temperature):.3f}, "
-            f"noise share {float(i.noise_share):.2f}"
-        )

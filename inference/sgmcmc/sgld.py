@@ -51,7 +51,6 @@ from bnn_ppl.inference.sgmcmc.gradients import (
 from bnn_ppl.inference.sgmcmc.kernel import (
     SGMCMCKernel,
     SGMCMCOptions,
-    SGMCMCState,
     check_noise_decay,
     normal_like,
     tree_max,
@@ -198,6 +197,8 @@ class SGLD(SGMCMCKernel):
         (500, 2)
     """
 
+    _diagnostics = (("U", "potential_energy", ".4g"),)
+
     def __init__(
         self,
         potential: FullBatchPotential | BNN | None = None,
@@ -227,7 +228,3 @@ class SGLD(SGMCMCKernel):
                 "freezes it for sampling; num_warmup=0 leaves nothing to adapt it with: pass "
                 "MCMC(..., num_warmup=k) with k > 0 (a few hundred steps)."
             )
-
-    def get_diagnostics_str(self, state: SGMCMCState) -> str:
-        i = state.info
-        return f"step size {float(i.step_size):.2e}, U {float(i.potential_energy):.4g}"

@@ -37,21 +37,17 @@ import jax.numpy as jnp
 from bnn_ppl import validation
 from bnn_ppl.inference.potential.bnn import FullBatchPotential
 from bnn_ppl.inference.sgmcmc.accuracy import warn_minibatch_settings
-from bnn_ppl.inference.sgmcmc.gradients import (
-    GradFn,
-    NoiseAverage,
-    noise_average_init,
-    noise_average_update,
-)
+from bnn_ppl.inference.sgmcmc.gradients import GradFn, NoiseAverage, noise_average_init
 from bnn_ppl.inference.sgmcmc.kernel import (
     RunStats,
     SGMCMCKernel,
     SGMCMCOptions,
-    SGMCMCState,
+    allowed_share,
     check_noise_decay,
     check_noise_share,
+    heat_share,
+    noise_friction,
     normal_like,
-    tree_max,
     tree_mean,
 )
 from bnn_ppl.inference.sgmcmc.step_size import recommended_friction
@@ -153,9 +149,8 @@ def build_kernel(
         u, g, sigma2 = grad_fn(state.position)
         zeta = state.xi if diagonal else jax.tree.map(lambda _: state.xi, state.momentum)
         if noise_estimate:
-            noise_avg, sigma2 = noise_average_update(state.noise, sigma2, rho)
-            offset = jax.tree.map(lambda s: h * s / (2 * m), sigma2)
-            kappa_t = jnp.where(warmup, 1.0, kappa)  # warmup: burn in fast
+            noise_avg, offset = noise_friction(state.noise, sigma2, rho, h, m)
+            kappa_t = allowed_share(kappa, warmup)
             a_i = jax.tree.map(lambda o: jnp.maximum(a, o * (1 / kappa_t - 1)), offset)
         else:
             noise_avg = state.noise
@@ -179,7 +174,7 @@ def build_kernel(
             new_xi = state.xi + h * (tree_mean(temperature) - 1)
         if noise_estimate:  # during warmup the thermostat waits at A; it starts after warmup
             new_xi = jax.tree.map(lambda z: jnp.where(warmup, jnp.full_like(z, a), z), new_xi)
-        share = tree_max(jax.tree.map(lambda o, z: o / jnp.maximum(z, a), offset, xi))
+        share = heat_share(offset, jax.tree.map(lambda z: jnp.maximum(z, a), xi))
         info = SGNHTInfo(h, u, tree_mean(temperature), tree_mean(xi), share, capped)
         return SGNHTState(position, momentum, new_xi, noise_avg), info
 
@@ -195,6 +190,8 @@ class SGNHT(SGMCMCKernel):
     schedule's first step ``h0``, ``max(1, 0.01·m/h0)``), ``mass`` and ``diagonal`` (default
     True) as in :func:`build_kernel`.
     """
+
+    _diagnostics = (("T_kin", "kinetic_temperature", ".3f"), ("xi", "xi_mean", ".3g"))
 
     def __init__(
         self,
@@ -244,10 +241,3 @@ class SGNHT(SGMCMCKernel):
                 f"Use {self._advice(run, 0.02 / cold)}."
             )
         return problems
-
-    def get_diagnostics_str(self, state: SGMCMCState) -> str:
-        i = state.info
-        return (
-            f"step size {float(i.step_size):.2e}, T_kin {float(i.kinetic_temperature):.3f}, "
-            f"xi {float(i.xi_mean):.3g}"
-        )
