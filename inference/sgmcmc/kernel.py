@@ -153,7 +153,8 @@ class SGMCMCKernel(MCMCKernel):
 
     Subclasses set :attr:`_kernel_init` (``position -> kernel state``) and :attr:`_step` (see
     :data:`Step`) in ``__init__``, and :attr:`_noise` (whether their gradient estimates carry a
-    noise variance) before calling ``super().__init__``.
+    noise variance) before calling ``super().__init__``; ``_diagnostics`` lists the ``Info``
+    fields the progress bar shows after the step size, as ``(label, field, format)``.
 
     Args:
         potential: a :class:`~bnn_ppl.inference.FullBatchPotential`, or a
