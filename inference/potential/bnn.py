@@ -397,7 +397,7 @@ def full_batch_potential(
     devices = default_devices(x.shape[0], chunk_size) if devices is None else list(devices)
     if not devices:
         raise InputValueError(
-            "devices is empty; pass at least one device (default: jax.devices())."
+            "devices is empty; pass at least one device, or None (default_devices)."
         )
     if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
         raise InputValueError(

@@ -465,7 +465,9 @@ def model_potential(
         raise InputValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True).")
     devices = default_devices(n, chunk_size) if devices is None else list(devices)
     if not devices:
-        raise InputValueError("devices is empty; pass at least one (default: jax.devices()).")
+        raise InputValueError(
+            "devices is empty; pass at least one device, or None (default_devices)."
+        )
     if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
         raise InputValueError(
             "chunk_size='auto' is not supported with devices of several processes (each "

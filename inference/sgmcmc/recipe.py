@@ -267,9 +267,8 @@ def check_noise_feasible(sampler: str, scales: Any, step: float, c: SGMCMCConfig
         f"{sampler} at batch_size={scales.batch_size}: the minibatch gradient noise "
         f"(σ²_max = {scales.noise:.3g}, curvature λ_max = {scales.curvature:.3g}) forces the "
         f"step size to {step:.3g}, {free / step:.0f} times below the {free:.3g} the curvature "
-        f"allows, so a burn-in of cycles of {c.cycle_length} steps spans little time per "
-        f"cycle. Use batch_size={need} or more (or None: the full "
-        "batch), or many more cycles.",
+        f"allows, so each cycle of {c.cycle_length} steps spans that many times less time. "
+        f"Use batch_size={need} or more (or None: the full batch), or many more cycles.",
         SGMCMCAccuracyWarning,
         stacklevel=4,
     )
