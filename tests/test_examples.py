@@ -81,6 +81,7 @@ TINY_FLAGS["numpyro_model.py"] = [
 
 # reads the stored references (no sampling): the default pattern, yacht's fixed-noise splits
 TINY_FLAGS["reference_splits.py"] = []
+TINY_FLAGS["noise_defaults.py"] = ["--methods", "map", "svi", "--max-train", "60", "--out", "{out}"]
 
 # script name -> variant name -> extra flags (one run per variant)
 VARIANTS: dict[str, dict[str, list[str]]] = {
@@ -164,7 +165,7 @@ def _check_compare(stdout: str, out_dir: Path, variant: str) -> None:
         y_std = payload["dataset"]["y_std"]
         assert y_std > 10  # diabetes targets: std about 77, so original units are not unit-free
         for r in rows_:
-            assert set(r) == {"rmse", "nll", "rmse_vs_reference", "w2"}
+            assert set(r) == {"rmse", "nll", "mean_sq_std_residual", "rmse_vs_reference", "w2"}
             # a constant prediction of the mean has RMSE ~ y_std; a fit model beats 1.5 x that
             assert 0.0 < r["rmse"] < 1.5 * y_std
             assert r["rmse_vs_reference"] >= 0.0
@@ -273,7 +274,18 @@ def _check_reference_splits(stdout: str, out_dir: Path, variant: str) -> None:
     assert f"{len(lls)} converged" in stdout
 
 
+def _check_noise_defaults(stdout: str, out: Path, variant: str) -> None:
+    """One row per method with its default marked, three LLs and two paired differences."""
+    rows = [r for r in stdout.splitlines() if r.startswith(("| map ", "| svi "))]
+    assert [r.split()[1:3] for r in rows] == [["map", "(held-out)"], ["svi", "(learned)"]]
+    for r in rows:
+        cells = [c.strip() for c in r.strip("|").split("|")]
+        assert len(cells[1].split(" / ")) == 3 and all("±" in c for c in cells[3:])
+    assert (out / "svi_halfnormal1" / "metrics.json").exists()
+
+
 CHECKS: dict[str, Callable[[str, Path, str], None]] = {
+    "noise_defaults.py": _check_noise_defaults,
     "reference_splits.py": _check_reference_splits,
     "rhat.py": _check_rhat,
     "reference.py": _check_reference,
@@ -290,6 +302,7 @@ def _scripts() -> list[str]:
 # runs that repeat another's code path on other data: -m slow only (suite time budget)
 SLOW_RUNS = {
     ("compare_hmc_svi.py", "diabetes"),
+    ("noise_defaults.py", "default"),  # six CLI runs, two with the held-out rule's 25 MAP fits
     ("reference.py", "default"),
     # 30-40 s each on quiet CI cores, mostly compilation of code paths the library tests and
     # compare_hmc_svi's run (which stays) cover: -m slow (the default suite's 8-minute budget)

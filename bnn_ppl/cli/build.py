@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.settings import CNN_MODELS, HELDOUT, NOISE_DEFAULT, RunOptions, parse_noise
+from bnn_ppl.cli.settings import CNN_MODELS, HELDOUT, LEARNED_NOISE, RunOptions, parse_noise
 from bnn_ppl.validation import InputValueError
 
 
@@ -110,7 +110,7 @@ def build_model(
             )
         likelihood: Any = bp.likelihoods.Categorical()
     else:
-        noise = parse_noise(NOISE_DEFAULT if options.noise is None else options.noise)
+        noise = parse_noise(LEARNED_NOISE if options.noise is None else options.noise)
         if noise == HELDOUT:
             if noise_sd is None:
                 raise InputValueError(

@@ -363,7 +363,8 @@ def cmd_compare(ns: CompareOptions) -> int:
     if ref.task == "classification":
         columns = {"accuracy": "accuracy", "nll": "NLL", "agreement": "agreement", "tv": "TV"}
     else:
-        columns = {"rmse": "RMSE", "nll": "NLL", "rmse_vs_reference": "RMSE vs ref mean"}
+        columns = {"rmse": "RMSE", "nll": "NLL", "mean_sq_std_residual": "E[(y-m)²/s²]",
+                   "rmse_vs_reference": "RMSE vs ref mean"}  # fmt: skip
     dataset = runs.dataset_name(ref)
     say(f"test set of {dataset} ({len(ref.targets)} rows); reference: {ref.path}")
     print(

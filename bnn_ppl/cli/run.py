@@ -46,13 +46,12 @@ from bnn_ppl.cli.feasible import check_feasible, check_temperature
 from bnn_ppl.cli.settings import (
     BUDGET_FIELDS,
     HELDOUT,
-    NOISE_DEFAULT,
     PROG,
-    REFERENCE_NOISE_DEFAULT,
     SGMCMC_METHODS,
     Fit,
     RunOptions,
     RunSettings,
+    default_noise,
     parse_noise,
 )
 from bnn_ppl.compile_cache import use_persistent_cache
@@ -225,8 +224,8 @@ def cmd_run(s: RunSettings) -> int:
     data = load_data(o.dataset, split=o.split, data_dir=o.data_dir, max_train=o.max_train)
     data = inputs_for(o.model, data)
     if data.task == "regression" and o.noise is None:
-        default = REFERENCE_NOISE_DEFAULT if s.method == "reference_hmc" else NOISE_DEFAULT
-        o = dataclasses.replace(o, noise=default)  # recorded: a resume must use the same
+        # recorded: a resume must use the same
+        o = dataclasses.replace(o, noise=default_noise(s.method))
     config: Any = s.config
     if s.method in SGMCMC_METHODS and not s.batch_size_given and config.batch_size is not None:
         # the default minibatch, at most the training rows: recorded

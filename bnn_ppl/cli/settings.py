@@ -74,13 +74,16 @@ MODEL_OPTIONS: dict[str, dict[str, int]] = {
 }
 """Option -> the networks it applies to, with each network's default."""
 
-NOISE_DEFAULT = "0.5"
-REFERENCE_NOISE_DEFAULT = "halfnormal:1"
-"""``reference_hmc`` on regression: the noise sd learned, with a HalfNormal(1) prior."""
+LEARNED_NOISE = "halfnormal:1"
+"""Regression's default ``--noise``: the noise sd learned, HalfNormal(1) on the standardised
+targets."""
 HELDOUT = "heldout"
 """``--noise heldout``: the fixed noise sd chosen from the training rows alone
 (:func:`bnn_ppl.inference.heldout_noise`: their 5-fold cross-validated MAP RMSE to one
 significant figure)."""
+HELDOUT_NOISE_METHODS = ("map", "ensemble")
+"""The methods whose default ``--noise`` is ``heldout``: a point estimate's learned noise sd
+shrinks towards 0 as the network fits the training rows (too narrow a predictive)."""
 CNN_MODELS = ("lenet5", "resnet20frn", "resnetpp")
 MAX_COUNT = 2**31 - 1
 """Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
@@ -138,7 +141,7 @@ class RunOptions:
     prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
     temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
     temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
-    noise: str | None = None  # regression sd: 0.5 (reference: halfnormal:1), halfnormal:S, heldout
+    noise: str | None = None  # regression sd: halfnormal:S (learned; map/ensemble: heldout), 0.5
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
     progress: bool | None = None  # live progress bars on stderr
@@ -308,6 +311,13 @@ def _check_iterations(c: configs.Config) -> None:
             f"{what} = {total} iterations is above {MAX_COUNT}, the most the samplers' int32 "
             "iteration counters hold."
         )
+
+
+def default_noise(method: str) -> str:
+    """``--noise`` when a regression run does not give it: the noise sd learned
+    (:data:`LEARNED_NOISE`) by the methods that sample or approximate a posterior, ``heldout``
+    for :data:`HELDOUT_NOISE_METHODS`."""
+    return HELDOUT if method in HELDOUT_NOISE_METHODS else LEARNED_NOISE
 
 
 def parse_noise(text: str) -> float | tuple[str, float] | str:

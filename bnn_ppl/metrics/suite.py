@@ -26,7 +26,7 @@ from bnn_ppl.likelihoods import (
     prediction_from_fields,
 )
 from bnn_ppl.metrics import counts, regression
-from bnn_ppl.model_average import bma
+from bnn_ppl.model_average import _variance, bma
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["flat_draws", "per_chain", "predictive_metrics", "prefix_metrics"]
@@ -75,7 +75,10 @@ def predictive_metrics(
     Classification (Categorical, Bernoulli): accuracy, NLL, ECE (15 equal-width bins) and
     Brier score of the averaged probabilities. Gaussian and Student-t: RMSE of the BMA mean
     and NLL of the BMA (the equal-weight mixture of the draws), both in the targets' original
-    units (``y_std``). Poisson: RMSE of the BMA rate and NLL of the Poisson mixture.
+    units (``y_std``), and ``mean_sq_std_residual``, the mean of (y - m)^2 / s^2 with m and s
+    the BMA's moment-matched mean and sd: 1 when the predictive's width is right on average,
+    below 1 too wide, above 1 too narrow. Poisson: RMSE of the BMA rate and NLL of the Poisson
+    mixture.
 
     Raises:
         ValueError: non-finite predictions (a diverged sampler), or predictions that do not
@@ -97,8 +100,10 @@ def predictive_metrics(
             nll = _metrics.student_t_mixture_nll(loc, scale, fields["df"], targets, y_std)
         else:
             nll = _metrics.mixture_nll(loc, scale, targets, y_scale=y_std)
-        rmse = _metrics.rmse(bma(predictions).mean, targets, y_scale=y_std)
-        return {"rmse": float(rmse), "nll": float(nll)}
+        avg = bma(predictions)
+        rmse = _metrics.rmse(avg.mean, targets, y_scale=y_std)
+        z2 = np.mean((np.asarray(targets) - np.asarray(avg.mean)) ** 2 / np.asarray(avg.scale) ** 2)
+        return {"rmse": float(rmse), "nll": float(nll), "mean_sq_std_residual": float(z2)}
     if isinstance(predictions, PoissonPrediction):
         return {
             "rmse": float(_metrics.rmse(bma(predictions).rate, targets)),
@@ -184,15 +189,28 @@ def prefix_metrics(
     log_units = 0.0 if poisson else float(np.log(y_std)) * int(np.prod(y.shape[1:]))
     mean_sum = np.zeros(first.shape[2:], np.float64)
     log_sum = np.full(logp.shape[2:], -np.inf)
+    # the mixture's second moment about the first draw's mean c, E[(m - c)^2 + s^2] (not
+    # Poisson's; about c: no cancellation for targets far from 0): each draw's in the
+    # predictions' precision, summed in float64 like the mean (the same sums whatever the points)
+    shift = location[0, 0]
+    second = None if poisson else (location - shift) ** 2 + _variance(kind(*fields.values()))
+    second_sum = np.zeros(first.shape[2:], np.float64)
     prev = 0
     for t in draws:
         mean_sum += location[:, prev:t].sum(axis=(0, 1), dtype=np.float64)
         log_sum = np.logaddexp(log_sum, logsumexp(logp[:, prev:t].astype(np.float64), axis=(0, 1)))
+        if second is not None:
+            second_sum += second[:, prev:t].sum(axis=(0, 1), dtype=np.float64)
         prev = t
         count = chains * t
         mean = (mean_sum / count).astype(location.dtype)
         rmse = _metrics.rmse(mean, y) if poisson else _metrics.rmse(mean, y, y_scale=y_std)
         nll = -float(np.mean(log_sum - np.log(count))) + log_units
-        out.append({"rmse": float(rmse), "nll": nll})
+        row = {"rmse": float(rmse), "nll": nll}
+        if second is not None:
+            mu = mean_sum / count
+            var = second_sum / count - (mu - shift) ** 2
+            row["mean_sq_std_residual"] = float(np.mean((y - mu) ** 2 / var))
+        out.append(row)
     return out
 

@@ -301,8 +301,10 @@ class ProgressLog:
         ...            progress_every=1)
         >>> with open(os.path.join(folder, "progress.jsonl")) as f:
         ...     lines = [json.loads(line) for line in f]
-        >>> [(p["segment"], p["draws"]) for p in lines], sorted(k for k in lines[1] if "test" in k)
-        ([(0, 0), (1, 1), (1, 2), (2, 3), (2, 4)], ['test_nll', 'test_rmse'])
+        >>> [(p["segment"], p["draws"]) for p in lines]
+        [(0, 0), (1, 1), (1, 2), (2, 3), (2, 4)]
+        >>> sorted(k for k in lines[1] if "test" in k)
+        ['test_mean_sq_std_residual', 'test_nll', 'test_rmse']
         >>> lines[0]["phase"], lines[0]["iterations"], lines[0]["grad_evals"] > 0
         ('warmup', 10, True)
     """

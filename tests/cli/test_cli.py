@@ -288,7 +288,7 @@ def test_compare_prints_agreement_and_tv(
 
 def test_regression_run_reports_original_units(diabetes_run: Path) -> None:
     record = read_json(diabetes_run / runs.METRICS)
-    assert set(record["metrics"]) == {"rmse", "nll"}
+    assert set(record["metrics"]) == {"rmse", "nll", "mean_sq_std_residual"}
     assert record["metrics"]["rmse"] > 10  # diabetes targets are in the hundreds
     out = ok("evaluate", str(diabetes_run), "--quiet")
     assert "independent, not Markov chains" in out
@@ -873,6 +873,25 @@ def test_evaluate_refuses_more_bins_than_test_rows(ensemble_run: Path) -> None:
     rc, out, err = bnn_ppl("evaluate", str(ensemble_run), "--num-bins", str(10**12))
     assert rc == 2 and "--num-bins 1000000000000 exceeds the 360 test rows" in err
     assert out == "" and not (ensemble_run / runs.EVALUATION).exists()
+
+
+def test_regression_default_noise_is_learned_except_for_point_estimates(
+    folder: Path, diabetes_run: Path
+) -> None:
+    """Without --noise, a method that samples or approximates a posterior learns the noise sd
+    (HalfNormal(1)); map and ensemble, whose learned sd collapses, fix it by the held-out rule.
+    Both recorded (a resume needs them)."""
+    assert {m: cli.default_noise(m) for m in cli.METHODS} == {
+        m: "heldout" if m in ("map", "ensemble") else "halfnormal:1" for m in cli.METHODS
+    }
+    assert read_json(diabetes_run / "config.json")["arguments"]["noise"] == "heldout"
+    assert read_json(diabetes_run / runs.METRICS)["noise_choice"]["rule"] == "heldout_rmse"
+    out = folder / "svi_gap1d"
+    ok("run", "svi", "--model", "mlp", "--width", "4", "--dataset", "gap1d", "--max-train", "40",
+       "--num-steps", "20", "--map-steps", "20", "--num-samples", "5", "--out", str(out),
+       "--quiet")  # fmt: skip
+    assert read_json(out / "config.json")["arguments"]["noise"] == "halfnormal:1"
+    assert "noise_scale" in load_npz(out / "samples.npz")
 
 
 def test_a_regression_reference_learns_its_noise_by_default(folder: Path) -> None:

@@ -744,3 +744,43 @@ def test_public_functions_have_examples_and_hints():
         if inspect.isfunction(obj):
             assert "Example:" in obj.__doc__ and ">>>" in obj.__doc__, name
             assert "return" in obj.__annotations__, name
+
+
+def test_mean_sq_std_residual_hand_computed():
+    """E[(y - m)^2 / s^2] of the BMA's moment-matched Gaussian: one draw, then a mixture whose
+    variance is the law of total variance's (within 1 + spread 1 = 2); 1 for a calibrated
+    predictive on its own draws."""
+    from bnn_ppl.likelihoods import GaussianPrediction
+    from bnn_ppl.metrics.suite import predictive_metrics
+
+    one = GaussianPrediction(np.zeros((1, 4)), np.full((1, 4), 2.0))
+    y = np.array([2.0, -2.0, 0.0, 4.0])
+    m = predictive_metrics(one, y, task="regression", y_std=3.0)  # units do not enter it
+    assert m["mean_sq_std_residual"] == pytest.approx((1 + 1 + 0 + 4) / 4, rel=1e-6)
+    two = GaussianPrediction(np.array([[1.0, 1.0], [-1.0, -1.0]]), np.ones((2, 2)))
+    m = predictive_metrics(two, np.array([2.0, 0.0]), task="regression")
+    assert m["mean_sq_std_residual"] == pytest.approx((4 / 2 + 0) / 2, rel=1e-6)
+    rng = np.random.default_rng(0)
+    y = rng.normal(1.0, 0.5, size=20_000)  # N(1, 0.5^2) targets, the predictive N(1, 0.5^2)
+    m = predictive_metrics(GaussianPrediction(np.ones((1, y.size)), np.full((1, y.size), 0.5)),
+                           y, task="regression")  # fmt: skip
+    assert m["mean_sq_std_residual"] == pytest.approx(1.0, abs=4 * math.sqrt(2 / y.size))
+
+
+def test_running_mean_sq_std_residual_far_from_zero():
+    """The streamed E[(y - m)^2 / s^2] of progress lines (float32 draws, float64 sums) keeps
+    its digits for targets near 1e4 with sd 0.5: the moments are taken about the first draw."""
+    from bnn_ppl.likelihoods import GaussianPrediction
+    from bnn_ppl.metrics.suite import predictive_metrics, prefix_metrics
+
+    rng = np.random.default_rng(1)
+    mean = (1e4 + 0.3 * rng.normal(size=(2, 50, 30))).astype(np.float32)
+    scale = np.full((2, 50, 30), 0.5, np.float32)
+    y = 1e4 + 0.6 * rng.normal(size=30)
+    got = prefix_metrics(GaussianPrediction(mean, scale), y, [50], task="regression")[0]
+    flat = GaussianPrediction(mean.reshape(100, 30), scale.reshape(100, 30))
+    want = predictive_metrics(flat, y, task="regression")["mean_sq_std_residual"]
+    m64, s64 = mean.astype(np.float64).reshape(100, 30), 0.5
+    exact = np.mean((y - m64.mean(0)) ** 2 / (s64**2 + m64.var(0)))
+    assert got["mean_sq_std_residual"] == pytest.approx(exact, rel=1e-5)
+    assert want == pytest.approx(exact, rel=1e-3)  # float32 BMA mean: ulp(1e4) ~ 1e-3
