@@ -343,7 +343,7 @@ class SGMCMCKernel(MCMCKernel):
             return problems
         name, limit = type(self).__name__, getattr(self, "noise_share", None)
         share = run.peak.get("noise_share")
-        where = f"in {run.capped / run.steps:.1%} of the {run.steps} sampling steps"
+        where = f"in {int(run.capped):,} of the {int(run.steps):,} sampling steps"
         if share is not None and self.batch_size is not None:
             # a capped friction (~1/h) leaves the share ∝ h²; SGLD's share is ∝ h
             if share > 1.0:
