@@ -5,8 +5,8 @@ Runs each method on one regression data set three times with ``--noise`` fixed a
 else at the command line's defaults, into ``--out/<method>_<noise>`` (an existing run is
 reused), and prints per method the test log likelihood of each (the BMA's mixture, original
 units), E[(y - m)^2 / s^2] (1: the predictive's width is right) and the learned noise's test LL
-minus the others', paired over the test rows with its standard error. The command line's
-default (:func:`bnn_ppl.cli.default_noise`) is marked.
+minus the others', paired over the test rows with its standard error, and the learned noise
+sd's draws. The command line's default (:func:`bnn_ppl.cli.default_noise`) is marked.
 
     python examples/noise_defaults.py --dataset diabetes --out runs/noise_defaults
 """
@@ -58,6 +58,13 @@ def row_scores(folder: str) -> tuple[np.ndarray, np.ndarray]:
     return ll, (y - mu) ** 2 / var
 
 
+def learned_sd(folder: str) -> str:
+    """The learned noise sd's median and 5-95 % range over the run's draws (standardised)."""
+    sd = np.asarray(runs.load_run(folder, samples=True).samples["noise_scale"]).ravel()
+    lo, mid, hi = np.quantile(sd, [0.05, 0.5, 0.95])
+    return f"{mid:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
 def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     """Mean of ``a - b`` over the rows and its standard error (sd ddof 1 / sqrt(rows))."""
     d = np.asarray(a) - np.asarray(b)
@@ -66,8 +73,8 @@ def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
 
 def table(folders: dict[str, dict[str, str]]) -> list[str]:
     head = ("| method (default) | test LL: fixed 0.5 / learned / held-out | E[z²]: fixed 0.5 / "
-            "learned / held-out | learned − fixed 0.5 | learned − held-out |")  # fmt: skip
-    lines = [head, "|" + "---|" * 5]
+            "learned / held-out | learned σ | learned − fixed 0.5 | learned − held-out |")
+    lines = [head, "|" + "---|" * 6]
     for method, by_noise in folders.items():
         scores = {n: row_scores(f) for n, f in by_noise.items()}
         ll = " / ".join(f"{scores[n][0].mean():.3f}" for n in NOISES)
@@ -76,7 +83,8 @@ def table(folders: dict[str, dict[str, str]]) -> list[str]:
         diffs = [paired(learned, scores[n][0]) for n in ("0.5", "heldout")]
         cells = " | ".join(f"{m:+.3f} ± {se:.3f}" for m, se in diffs)
         default = NOISES[cli.default_noise(method)]
-        lines.append(f"| {method} ({default}) | {ll} | {z2} | {cells} |")
+        sd = learned_sd(by_noise["halfnormal:1"])
+        lines.append(f"| {method} ({default}) | {ll} | {z2} | {sd} | {cells} |")
     return lines
 
 

@@ -280,7 +280,8 @@ def _check_noise_defaults(stdout: str, out: Path, variant: str) -> None:
     assert [r.split()[1:3] for r in rows] == [["map", "(held-out)"], ["svi", "(learned)"]]
     for r in rows:
         cells = [c.strip() for c in r.strip("|").split("|")]
-        assert len(cells[1].split(" / ")) == 3 and all("±" in c for c in cells[3:])
+        assert len(cells[1].split(" / ")) == 3 and "[" in cells[3]  # the learned σ's range
+        assert all("±" in c for c in cells[4:]) and len(cells) == 6
     assert (out / "svi_halfnormal1" / "metrics.json").exists()
 
 

@@ -81,9 +81,11 @@ HELDOUT = "heldout"
 """``--noise heldout``: the fixed noise sd chosen from the training rows alone
 (:func:`bnn_ppl.inference.heldout_noise`: their 5-fold cross-validated MAP RMSE to one
 significant figure)."""
-HELDOUT_NOISE_METHODS = ("map", "ensemble")
+HELDOUT_NOISE_METHODS = ("map", "ensemble", *SGMCMC_METHODS)
 """The methods whose default ``--noise`` is ``heldout``: a point estimate's learned noise sd
-shrinks towards 0 as the network fits the training rows (too narrow a predictive)."""
+shrinks towards 0 as the network fits the training rows, and the SG-MCMC samplers, started at
+such a MAP estimate, sample a learned sd below the posterior's in their default runs (too
+narrow a predictive)."""
 CNN_MODELS = ("lenet5", "resnet20frn", "resnetpp")
 MAX_COUNT = 2**31 - 1
 """Largest count or iteration total: NumPyro's and our loops count iterations in int32."""
@@ -141,7 +143,7 @@ class RunOptions:
     prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
     temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
     temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
-    noise: str | None = None  # regression sd: halfnormal:S (learned; map/ensemble: heldout), 0.5
+    noise: str | None = None  # regression sd: halfnormal:S (hmc, nuts, svi default), heldout, 0.5
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
     progress: bool | None = None  # live progress bars on stderr
