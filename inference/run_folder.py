@@ -168,7 +168,7 @@ def fit_run(
         >>> post, record = fit_run(folder, model, data, MAPConfig(num_steps=50), jax.random.key(0),
         ...                        options={"width": 0})
         >>> sorted(record["metrics"]), record["method"], bp.runs.load_run(folder).num_draws
-        (['nll', 'rmse'], 'map', 1)
+        (['mean_sq_std_residual', 'nll', 'rmse'], 'map', 1)
     """
     if not isinstance(data, Dataset):
         raise InputTypeError(
