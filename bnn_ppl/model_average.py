@@ -43,7 +43,7 @@ from bnn_ppl.likelihoods import (
 from bnn_ppl.types import Array
 from bnn_ppl.validation import InputValueError
 
-__all__ = ["Average", "bma", "summarize", "merge", "result", "log_density"]
+__all__ = ["Average", "bma", "summarize", "merge", "result", "log_density", "predictive_variance"]
 
 KINDS = ("probs", "gaussian", "poisson")
 """What an :class:`Average` averages (a Student-t mixture is moment-matched: ``"gaussian"``).
@@ -70,8 +70,16 @@ def _xp(a: Any) -> Any:
     return np if isinstance(a, np.ndarray | np.generic) else jnp
 
 
-def _variance(pred: GaussianPrediction | StudentTPrediction) -> Any:
-    """Each draw's predictive variance (a Student-t with ``df <= 2``: infinite)."""
+def predictive_variance(pred: GaussianPrediction | StudentTPrediction) -> Any:
+    """Each draw's predictive variance, ``scale²`` (a Student-t: ``scale² df / (df - 2)``,
+    infinite where ``df <= 2``).
+
+    Example:
+        >>> import numpy as np
+        >>> from bnn_ppl.likelihoods import StudentTPrediction
+        >>> predictive_variance(StudentTPrediction(np.zeros(2), np.ones(2), np.array([4.0, 2.0])))
+        array([ 2., inf])
+    """
     xp = _xp(pred.scale)
     var = pred.scale**2
     if isinstance(pred, StudentTPrediction):
@@ -105,7 +113,7 @@ def summarize(predictions: Prediction) -> Average:
         # round at ulp(count * 1e4) and move the mean by several ulps (and merge's delta with it)
         mean = means[0] + (means - means[0]).mean(axis=0)
         spread = ((means - mean) ** 2).sum(axis=0)
-        within = _variance(predictions).mean(axis=0)
+        within = predictive_variance(predictions).mean(axis=0)
         return Average("gaussian", means.shape[0], mean, within, spread)
     return Average("probs", predictions.shape[0], predictions.mean(axis=0))
 

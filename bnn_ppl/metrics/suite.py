@@ -26,7 +26,7 @@ from bnn_ppl.likelihoods import (
     prediction_from_fields,
 )
 from bnn_ppl.metrics import counts, regression
-from bnn_ppl.model_average import _variance, bma
+from bnn_ppl.model_average import bma, predictive_variance
 from bnn_ppl.validation import InputValueError
 
 __all__ = ["flat_draws", "per_chain", "predictive_metrics", "prefix_metrics"]
@@ -193,7 +193,9 @@ def prefix_metrics(
     # Poisson's; about c: no cancellation for targets far from 0): each draw's in the
     # predictions' precision, summed in float64 like the mean (the same sums whatever the points)
     shift = location[0, 0]
-    second = None if poisson else (location - shift) ** 2 + _variance(kind(*fields.values()))
+    second = None
+    if not poisson:
+        second = (location - shift) ** 2 + predictive_variance(kind(*fields.values()))
     second_sum = np.zeros(first.shape[2:], np.float64)
     prev = 0
     for t in draws:
