@@ -68,6 +68,20 @@ def test_blocks_parser_reads_markers():
 PAGES = [p for p in _pages() if blocks(p.read_text())]
 
 
+def _script(page: Path) -> str:
+    return "\n\n".join(code for m, code in blocks(page.read_text()) if m != "skip")
+
+
+def _same_as_earlier(page: Path) -> Path | None:
+    """An earlier page of PAGES whose runnable blocks are exactly this page's (the README's
+    quickstart repeated on Getting started): the same script, run once."""
+    script = _script(page)
+    for other in PAGES[: PAGES.index(page)]:
+        if _script(other) == script:
+            return other
+    return None
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_page_blocks_run(page: Path, tmp_path: Path):
@@ -75,6 +89,8 @@ def test_page_blocks_run(page: Path, tmp_path: Path):
     run = [(m, code) for m, code in found if m != "skip"]
     if not run:
         pytest.skip("every block of this page is marked skip")
+    if (same := _same_as_earlier(page)) is not None:
+        pytest.skip(f"the same blocks as {same.relative_to(ROOT)}, which runs them")
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
     if any(m == "uci" for m, _ in run):
         if not UCI_DIR.is_dir():
