@@ -40,6 +40,7 @@ import jax
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl.cli.settings import parse_noise
 from bnn_ppl.config import Config, EnsembleConfig, HMCConfig, SVIConfig
 from bnn_ppl.inference import fit_run, heldout_noise
 from bnn_ppl.io import write_json
@@ -148,14 +149,14 @@ def main(args: argparse.Namespace) -> None:
 
 
 def _noise(text: str) -> str | float:
-    if text == "heldout":
-        return text
+    """``--noise``: a fixed sd or ``heldout``, as ``bnn-ppl run`` reads it (a prior on the sd is
+    ``--noise-prior`` here)."""
     try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not (value > 0 and np.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a noise sd > 0 or 'heldout'")
+        value = parse_noise(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if isinstance(value, tuple):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a prior on the sd as --noise-prior S")
     return value
 
 

@@ -18,8 +18,11 @@ import os
 
 import numpy as np
 from scipy.special import logsumexp
+from scipy.stats import norm
 
+import bnn_ppl as bp
 from bnn_ppl import cli, runs
+from bnn_ppl.metrics.splits import mean_se
 
 NOISES = {"0.5": "fixed 0.5", "halfnormal:1": "learned", "heldout": "held-out"}
 
@@ -44,31 +47,21 @@ def run_all(args: argparse.Namespace) -> dict[str, dict[str, str]]:
     return folders
 
 
-def row_scores(folder: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per test row: the BMA's log density (original units) and (y - m)^2 / s^2 of its
-    moment-matched Gaussian."""
-    run = runs.load_run(folder)
+def row_scores(run: runs.Run) -> tuple[np.ndarray, np.ndarray]:
+    """Per test row: the BMA's log density (the mixture over draws, original units) and
+    (y - m)^2 / s^2 of its moment-matched Gaussian (:func:`bnn_ppl.bma`)."""
     pred = runs.flat_draws(run.predictions, run.chains)
-    mean, scale = np.asarray(pred.mean, np.float64), np.asarray(pred.scale, np.float64)
     y = np.asarray(run.targets, np.float64)
-    logp = -0.5 * ((y - mean) / scale) ** 2 - np.log(scale) - 0.5 * np.log(2 * np.pi)
-    ll = logsumexp(logp, axis=0) - np.log(len(mean)) - np.log(run.y_std)
-    mu = mean.mean(axis=0)
-    var = (scale**2 + mean**2).mean(axis=0) - mu**2
-    return ll, (y - mu) ** 2 / var
+    logp = norm.logpdf(y, np.asarray(pred.mean, np.float64), np.asarray(pred.scale, np.float64))
+    ll = logsumexp(logp, axis=0) - np.log(len(logp)) - np.log(run.y_std)
+    avg = bp.bma(pred)
+    return ll, (y - np.asarray(avg.mean)) ** 2 / np.asarray(avg.scale) ** 2
 
 
-def learned_sd(folder: str) -> str:
+def learned_sd(run: runs.Run) -> str:
     """The learned noise sd's median and 5-95 % range over the run's draws (standardised)."""
-    sd = np.asarray(runs.load_run(folder, samples=True).samples["noise_scale"]).ravel()
-    lo, mid, hi = np.quantile(sd, [0.05, 0.5, 0.95])
+    lo, mid, hi = np.quantile(np.asarray(run.samples["noise_scale"]).ravel(), [0.05, 0.5, 0.95])
     return f"{mid:.3f} [{lo:.3f}, {hi:.3f}]"
-
-
-def paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
-    """Mean of ``a - b`` over the rows and its standard error (sd ddof 1 / sqrt(rows))."""
-    d = np.asarray(a) - np.asarray(b)
-    return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
 
 
 def table(folders: dict[str, dict[str, str]]) -> list[str]:
@@ -76,14 +69,15 @@ def table(folders: dict[str, dict[str, str]]) -> list[str]:
             "learned / held-out | learned σ | learned − fixed 0.5 | learned − held-out |")
     lines = [head, "|" + "---|" * 6]
     for method, by_noise in folders.items():
-        scores = {n: row_scores(f) for n, f in by_noise.items()}
+        loaded = {n: runs.load_run(f, samples=n == "halfnormal:1") for n, f in by_noise.items()}
+        scores = {n: row_scores(run) for n, run in loaded.items()}
         ll = " / ".join(f"{scores[n][0].mean():.3f}" for n in NOISES)
         z2 = " / ".join(f"{scores[n][1].mean():.2f}" for n in NOISES)
         learned = scores["halfnormal:1"][0]
-        diffs = [paired(learned, scores[n][0]) for n in ("0.5", "heldout")]
+        diffs = [mean_se(learned - scores[n][0]) for n in ("0.5", "heldout")]
         cells = " | ".join(f"{m:+.3f} ± {se:.3f}" for m, se in diffs)
         default = NOISES[cli.default_noise(method)]
-        sd = learned_sd(by_noise["halfnormal:1"])
+        sd = learned_sd(loaded["halfnormal:1"])
         lines.append(f"| {method} ({default}) | {ll} | {z2} | {sd} | {cells} |")
     return lines
 
