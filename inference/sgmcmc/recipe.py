@@ -17,11 +17,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.flatten_util import ravel_pytree
 from numpyro.infer import MCMC
 
 from bnn_ppl import validation
 from bnn_ppl.config import BURN_IN_CAP, MIN_BURN_IN, SGMCMCConfig
+from bnn_ppl.diagnostics.rank import rhat_bulk_ess
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
@@ -38,6 +41,7 @@ from bnn_ppl.inference.sgmcmc.step_size import (
     recommended_friction,
     recommended_step_size,
 )
+from bnn_ppl.likelihoods import NOISE_SITE
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import Params, PRNGKey
@@ -46,10 +50,14 @@ __all__ = [
     "BURN_IN_CAP",
     "BURN_IN_RELAXATIONS",
     "KERNELS",
+    "LATENT_MAX_RHAT",
+    "LATENT_MIN_RELAXATIONS",
     "MIN_BURN_IN",
     "burn_in_cycles",
     "burn_in_extension",
     "check_noise_feasible",
+    "latent_curvatures",
+    "latent_problems",
     "relaxations_per_cycle",
     "run_sgmcmc",
     "sgmcmc_posterior",
@@ -62,6 +70,16 @@ KERNELS = {"sgld": SGLD, "sghmc": SGHMC, "sgnht": SGNHT, "atmc": ATMC}
 BURN_IN_RELAXATIONS = 3.0
 """Relaxation times of the stiffest direction an automatic burn-in (``num_warmup=None``) spans
 at least (its variance then lacks ``exp(-6)``, 0.25 %, of the stationary one)."""
+
+
+LATENT_MIN_RELAXATIONS = 20.0
+"""Relaxation times of a site outside the network's coordinate that the sampled cycles must
+span: about 10 independent draws per chain (an Ornstein-Uhlenbeck coordinate's effective
+sample size is half the relaxation times it spans)."""
+
+LATENT_MAX_RHAT = 1.1
+"""The largest R-hat over chains (rank-normalised, split) that the draws of a site outside the
+network (a learned noise sd, a hierarchical prior's scale) may show before the fit warns."""
 
 
 def relaxations_per_cycle(sampler: str, curvature: float, step: float, friction: float | None,
@@ -188,14 +206,18 @@ def sgmcmc_setup(
                  "scales_at_map": at_map._asdict()}  # fmt: skip
     friction = recommended_friction(name, step)
     burn = MIN_BURN_IN if c.num_warmup is None else c.num_warmup
+    least = next(iter(friction.values()), None)
     if c.step_size is None:
-        least = next(iter(friction.values()), None)
         per_cycle = relaxations_per_cycle(name, scales.curvature, step, least, n)
         if c.num_warmup is None:
             burn = min(burn_in_cycles(per_cycle), BURN_IN_CAP)
         extra["relaxations_per_cycle"] = per_cycle
         check_noise_feasible(name, scales, step, c, per_cycle, pot.num_data)
     extra["num_warmup_used"] = burn
+    curvatures = latent_curvatures(pot, model, x, first(init))
+    extra["latent_relaxations_per_cycle"] = {
+        k: relaxations_per_cycle(name, v, step, least, n) for k, v in curvatures.items()
+    } or None
     extra = {k: (float(v) if isinstance(v, np.floating | float) else v) for k, v in extra.items()}
     for field in ("scales", "scales_at_map"):
         extra[field] = {k: (None if v is None else float(v))
@@ -298,13 +320,101 @@ def _pilot_cycle(
     return mcmc.last_state.z
 
 
+def latent_curvatures(pot: FullBatchPotential, model: BNN, x: Any, position: Params
+                      ) -> dict[str, float]:  # fmt: skip
+    """The full-batch potential's curvature along each site outside the network (a learned
+    noise sd, a hierarchical prior's scales) at ``position`` (one chain's, unconstrained): the
+    Hessian's diagonal entries there, the smallest of each site's elements.
+
+    A Gaussian likelihood's noise sd σ (unconstrained ``s = log σ``) with a ``HalfNormal(a)``
+    prior has ``2 Σ r² / σ² + 2 σ² / a²`` (``r`` the training residuals): about twice the
+    number of rows, far below the network's stiffest direction, which sets the step size."""
+    weights = model.priors(x)
+    names = [k for k in model.sites(x) if k not in weights and k in position]
+    if not names:
+        return {}
+    flat, unravel = ravel_pytree(position)
+    u = pot.potential_fn_gen(pot.data)
+    grad = jax.grad(lambda v: u(unravel(v)))
+
+    @jax.jit
+    def diagonal(index: jax.Array) -> jax.Array:  # reverse over reverse (custom_vjp layers)
+        e = jnp.zeros_like(flat).at[index].set(1.0)
+        return jax.grad(lambda w: jnp.vdot(grad(w), e))(flat)[index]
+
+    marks = ravel_pytree({k: jnp.full(jnp.shape(v), k in names, bool)
+                          for k, v in position.items()})[0]  # fmt: skip
+    owners = ravel_pytree({k: jnp.full(jnp.shape(v), i, jnp.int32)
+                           for i, (k, v) in enumerate(position.items())})[0]  # fmt: skip
+    keys = list(position)
+    out: dict[str, float] = {}
+    for index in np.flatnonzero(np.asarray(marks)):
+        name = keys[int(owners[index])]
+        value = abs(float(diagonal(jnp.asarray(index))))
+        out[name] = min(out.get(name, math.inf), value)
+    return out
+
+
+def latent_problems(c: SGMCMCConfig, samples: dict, extra: dict) -> list[str]:
+    """What the draws of the sites outside the network show went wrong: their coordinates
+    relax over more than the sampled cycles can span (``extra["latent_relaxations_per_cycle"]``
+    from :func:`sgmcmc_setup`: fewer than :data:`LATENT_MIN_RELAXATIONS` relaxation times in
+    ``c.num_samples`` cycles), or their chains disagree (R-hat above
+    :data:`LATENT_MAX_RHAT`). Either way those draws are not a sample of its posterior."""
+    name = c.method.upper()
+    problems = []
+    rates = extra.get("latent_relaxations_per_cycle") or {}
+    for site, per_cycle in rates.items():
+        span = c.num_samples * per_cycle
+        if span >= LATENT_MIN_RELAXATIONS:
+            continue
+        need = math.ceil(LATENT_MIN_RELAXATIONS / max(per_cycle, 1e-300))
+        problems.append(
+            f"{name}: {site!r} is barely sampled: at the step size the network's stiffest "
+            f"direction allows, its coordinate relaxes over about {1 / per_cycle:,.3g} cycles, "
+            f"so the {c.num_samples} sampled cycles give about {span / 2:.2g} independent "
+            "draws of it per chain (fewer than 10; below 1 its draws stay where the chains "
+            f"started). {_latent_advice(site)} (more cycles, {need:,} at least, let it relax "
+            "but not the network's slow directions it depends on)."
+        )
+    for site, value in samples.items():
+        if site not in rates or np.ndim(value) < 2 or value.shape[0] < 2 or value.shape[1] < 4:
+            continue
+        rhat = float(np.nanmax(rhat_bulk_ess(value)[0]))
+        if rhat > LATENT_MAX_RHAT:
+            means = ", ".join(f"{float(np.mean(v)):.3g}" for v in value)
+            problems.append(
+                f"{name}: the chains' draws of {site!r} disagree (R-hat {rhat:.2f} > "
+                f"{LATENT_MAX_RHAT}; chain means {means}): its draws do not yet sample its "
+                f"posterior. "
+                f"{_latent_advice(site)}."
+            )
+    return problems
+
+
+def _latent_advice(site: str) -> str:
+    if site == NOISE_SITE:
+        return ("Fix the noise sd (bnn_ppl.inference.heldout_noise, what `bnn-ppl run` does for "
+                "SG-MCMC) or sample it with HMC or NUTS")  # fmt: skip
+    return "Fix this hyper-parameter (a prior without one) or sample it with HMC or NUTS"
+
+
 def sgmcmc_posterior(c: SGMCMCConfig, samples: dict, extra: dict) -> Posterior:
-    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite)."""
+    """The Posterior of SG-MCMC cycle-end ``samples`` (refused if not finite); what
+    :func:`latent_problems` finds is warned about (:class:`SGMCMCAccuracyWarning`) and added
+    to ``config["accuracy"]["problems"]``."""
     for name, value in samples.items():
         if not np.all(np.isfinite(value)):
             raise DivergedError(
                 c.method, f"the draws of {name!r}", value, np.argwhere(~np.isfinite(value))[0]
             )
+    problems = latent_problems(c, samples, extra)
+    for problem in problems:
+        warnings.warn(problem, SGMCMCAccuracyWarning, stacklevel=3)
+    if problems and extra.get("accuracy") is not None:
+        accuracy = dict(extra["accuracy"])
+        accuracy["problems"] = [*accuracy.get("problems", []), *problems]
+        extra = extra | {"accuracy": accuracy}
     return Posterior(c.method, samples, config=c.to_dict() | extra)
 
 

@@ -212,3 +212,76 @@ def test_kernel_classes_default_to_the_recommended_friction_at_their_first_step(
     z = np.asarray(mcmc.get_samples())
     ess = float(np.min(effective_sample_size(z[None])))
     assert abs(z.var() - 1) < Z * math.sqrt(2 / ess), (z.var(), ess)
+
+
+# ------------------------------------------------------------- sites outside the network
+def _learned_noise_model(scale=1.0):
+    import numpyro.distributions as dist
+
+    return bp.BNN(MLP(hidden=(), out=1), bp.priors.Normal(1.0),
+                  bp.likelihoods.Gaussian(scale=dist.HalfNormal(scale)))  # fmt: skip
+
+
+def test_latent_curvature_of_a_learned_noise_sd_is_its_closed_form():
+    """At s = log σ the potential's curvature along s is 2 Σr²/σ² + 2σ²/a² (likelihood and
+    HalfNormal(a) prior; the Jacobian's s is linear), r the residuals at the weights."""
+    from bnn_ppl.inference.potential.bnn import full_batch_potential
+    from bnn_ppl.inference.sgmcmc.recipe import latent_curvatures
+
+    x, y = data(n=60, seed=2)
+    model, a = _learned_noise_model(0.7), 0.7
+    pot = full_batch_potential(model, x, y)
+    params = {"Dense_0.kernel": np.array([[0.5], [-0.2]], np.float32),
+              "Dense_0.bias": np.array([0.1], np.float32), "noise_scale": np.float32(0.4)}
+    got = latent_curvatures(pot, model, x, pot.unconstrain(params))
+    r = y.astype(np.float64) - (x.astype(np.float64) @ [0.5, -0.2] + 0.1)
+    want = 2 * np.sum(r**2) / 0.4**2 + 2 * 0.4**2 / a**2
+    assert list(got) == ["noise_scale"]
+    # float32: the curvature sums 60 rows' terms of this size
+    assert got["noise_scale"] == pytest.approx(want, rel=1e-5 * math.sqrt(60) * 10)
+
+
+def test_sgmcmc_fit_warns_when_a_learned_noise_sd_cannot_relax_in_the_sampled_cycles():
+    """A step size far below what σ's coordinate needs: its draws are where the chains began,
+    and the fit says so (warning and record), naming the site and the cycles it needs."""
+    x, y = data(n=60, seed=2)
+    c = cfg.SGLDConfig(step_size=1e-6, num_warmup=2, num_samples=10, num_chains=2,
+                       cycle_length=50, batch_size=None, map_steps=200)  # fmt: skip
+    with pytest.warns(SGMCMCAccuracyWarning) as caught:
+        post = fit(_learned_noise_model(), (x, y), c, KEY)
+    texts = [str(w.message) for w in caught if "'noise_scale' is barely" in str(w.message)]
+    assert len(texts) == 1 and "heldout_noise" in texts[0]
+    per_cycle = post.config["latent_relaxations_per_cycle"]["noise_scale"]
+    assert 10 * per_cycle < 1  # the ten cycles span less than one relaxation time
+    assert f"{math.ceil(20 / per_cycle):,} at least" in texts[0]
+    assert texts[0] in post.config["accuracy"]["problems"]
+
+
+def test_sgmcmc_fit_samples_a_learned_noise_sd_that_relaxes_without_warning():
+    """Linear regression (σ's curvature comparable to the weights'): the default recipe samples
+    σ with no warning, and its draws' mean is the residual sd within four posterior sds."""
+    x, y = data(n=500, seed=3)
+    c = cfg.SGLDConfig(num_samples=60, num_chains=2, batch_size=128)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SGMCMCAccuracyWarning)
+        post = fit(_learned_noise_model(), (x, y), c, KEY)
+    assert all(20 <= 60 * v for v in post.config["latent_relaxations_per_cycle"].values())
+    sigma = np.asarray(post.samples["noise_scale"], np.float64)
+    phi = np.concatenate([x, np.ones((len(x), 1))], axis=1).astype(np.float64)
+    beta = np.linalg.lstsq(phi, y.astype(np.float64), rcond=None)[0]
+    ols = np.sqrt(np.sum((y - phi @ beta) ** 2) / (len(y) - 3))
+    # σ's posterior sd is about σ/√(2n); the draws' mean is within 4 of it
+    assert abs(sigma.mean() - ols) < 4 * ols / math.sqrt(2 * len(y))
+
+
+def test_latent_problems_flag_chains_whose_draws_of_a_hyper_site_disagree():
+    from bnn_ppl.inference.sgmcmc.recipe import latent_problems
+
+    rng = np.random.default_rng(0)
+    c = cfg.SGLDConfig(num_samples=20, num_chains=2)
+    apart = np.stack([0.2 + 0.01 * rng.normal(size=20), 0.3 + 0.01 * rng.normal(size=20)])
+    mixed = 0.25 + 0.01 * rng.normal(size=(2, 20))
+    extra = {"latent_relaxations_per_cycle": {"Dense_0.prior_scale": 10.0}}
+    (problem,) = latent_problems(c, {"Dense_0.prior_scale": apart}, extra)
+    assert "'Dense_0.prior_scale' disagree" in problem and "a prior without one" in problem
+    assert latent_problems(c, {"Dense_0.prior_scale": mixed}, extra) == []
