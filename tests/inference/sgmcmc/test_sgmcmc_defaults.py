@@ -231,8 +231,11 @@ def test_latent_curvature_of_a_learned_noise_sd_is_its_closed_form():
     x, y = data(n=60, seed=2)
     model, a = _learned_noise_model(0.7), 0.7
     pot = full_batch_potential(model, x, y)
-    params = {"Dense_0.kernel": np.array([[0.5], [-0.2]], np.float32),
-              "Dense_0.bias": np.array([0.1], np.float32), "noise_scale": np.float32(0.4)}
+    params = {
+        "Dense_0.kernel": np.array([[0.5], [-0.2]], np.float32),
+        "Dense_0.bias": np.array([0.1], np.float32),
+        "noise_scale": np.float32(0.4),
+    }
     got = latent_curvatures(pot, model, x, pot.unconstrain(params))
     r = y.astype(np.float64) - (x.astype(np.float64) @ [0.5, -0.2] + 0.1)
     want = 2 * np.sum(r**2) / 0.4**2 + 2 * 0.4**2 / a**2
