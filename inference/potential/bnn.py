@@ -133,6 +133,13 @@ class FullBatchPotential:
             )
         }
 
+    @cached_property
+    def outside_network(self) -> tuple[str, ...]:
+        """The sites that are not network parameters: hierarchical priors' scales and the
+        likelihood's latents (a learned noise sd), in sampling order."""
+        weights = self.model.priors(self._x_spec)
+        return tuple(k for k in self.model.sites(self._x_spec) if k not in weights)
+
     @property
     def num_params(self) -> int:
         """Number of scalar parameters HMC moves (the flat dimension)."""

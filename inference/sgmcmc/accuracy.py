@@ -21,13 +21,20 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from bnn_ppl.diagnostics.rank import rhat_bulk_ess
 from bnn_ppl.inference.sgmcmc.kernel import RunStats, SGMCMCKernel, pool, pool_fields
+from bnn_ppl.likelihoods import NOISE_SITE
 from bnn_ppl.validation import InputTypeError
 
 __all__ = [
+    "LATENT_MAX_RHAT",
     "SGMCMCAccuracyWarning",
     "accuracy_summary",
     "check_accuracy",
+    "latent_advice",
+    "latent_rhat_problems",
     "stats_accuracy_summary",
     "warn_minibatch_settings",
 ]
@@ -83,6 +90,41 @@ def warn_minibatch_settings(kernel: SGMCMCKernel, noise_estimate: bool, thermost
         )
 
 
+LATENT_MAX_RHAT = 1.1
+"""The largest R-hat over chains (rank-normalised, split) that the draws of a site outside the
+network (a learned noise sd, a hierarchical prior's scale) may show before a check warns."""
+
+
+def latent_rhat_problems(sampler: str, samples: Mapping[str, Any], sites: Any) -> list[str]:
+    """The ``sites`` (outside the network) whose draws in ``samples`` (``(chains, draws,
+    ...)``; two chains or more, four draws or more) have an R-hat above
+    :data:`LATENT_MAX_RHAT`: their chains disagree, so their draws are not yet a sample of
+    their posterior."""
+    problems = []
+    for site in sites:
+        value = samples.get(site)
+        if value is None or np.ndim(value) < 2 or value.shape[0] < 2 or value.shape[1] < 4:
+            continue
+        value = np.asarray(value)
+        rhat = float(np.nanmax(rhat_bulk_ess(value)[0]))
+        if rhat > LATENT_MAX_RHAT:
+            means = ", ".join(f"{float(np.mean(v)):.3g}" for v in value)
+            problems.append(
+                f"{sampler}: the chains' draws of {site!r} disagree (R-hat {rhat:.2f} > "
+                f"{LATENT_MAX_RHAT}; chain means {means}): its draws do not yet sample its "
+                f"posterior. {latent_advice(site)}."
+            )
+    return problems
+
+
+def latent_advice(site: str) -> str:
+    """What to do about a site outside the network that SG-MCMC does not sample."""
+    if site == NOISE_SITE:
+        return ("Fix the noise sd (bnn_ppl.inference.heldout_noise, what `bnn-ppl run` does for "
+                "SG-MCMC) or sample it with HMC or NUTS")  # fmt: skip
+    return "Fix this hyper-parameter (a prior without one) or sample it with HMC or NUTS"
+
+
 def check_accuracy(mcmc: Any) -> list[str]:
     """Warn (:class:`SGMCMCAccuracyWarning`) about what a finished ``numpyro.infer.MCMC`` run of
     an SG-MCMC kernel shows went wrong, and return the messages.
@@ -92,7 +134,8 @@ def check_accuracy(mcmc: Any) -> list[str]:
     gradient noise's share of the heat (``info.noise_share``: above the kernel's
     ``noise_share`` the friction hit its limit; above 1 the noise is not compensated), the mean
     kinetic temperature (1 at equilibrium) and kernel-specific biases (SGNHT's ``hξ/2``,
-    ATMC's ``(βh)²/12``).
+    ATMC's ``(βh)²/12``); and, on a BNN's potential with two chains or more, the R-hat of the
+    draws of each site outside the network (:func:`latent_rhat_problems`).
 
     Example:
         >>> import jax, jax.numpy as jnp
@@ -108,7 +151,12 @@ def check_accuracy(mcmc: Any) -> list[str]:
         SGNHT: the Euler friction makes the chai
     """
     kernel = _kernel(mcmc)
-    return _warned(kernel.accuracy_problems(pool(mcmc.last_state.stats)))
+    problems = kernel.accuracy_problems(pool(mcmc.last_state.stats))
+    sites = getattr(kernel.potential, "outside_network", ())
+    if sites:
+        samples = mcmc.get_samples(group_by_chain=True)
+        problems += latent_rhat_problems(type(kernel).__name__, samples, sites)
+    return _warned(problems)
 
 
 def accuracy_summary(mcmc: Any) -> dict[str, Any]:

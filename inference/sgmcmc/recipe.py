@@ -24,11 +24,15 @@ from numpyro.infer import MCMC
 
 from bnn_ppl import validation
 from bnn_ppl.config import BURN_IN_CAP, MIN_BURN_IN, SGMCMCConfig
-from bnn_ppl.diagnostics.rank import rhat_bulk_ess
 from bnn_ppl.divergence import DivergedError
 from bnn_ppl.inference.ensemble import deep_ensemble, map_estimate
 from bnn_ppl.inference.potential.bnn import FullBatchPotential, full_batch_potential
-from bnn_ppl.inference.sgmcmc.accuracy import SGMCMCAccuracyWarning, accuracy_summary
+from bnn_ppl.inference.sgmcmc.accuracy import (
+    SGMCMCAccuracyWarning,
+    accuracy_summary,
+    latent_advice,
+    latent_rhat_problems,
+)
 from bnn_ppl.inference.sgmcmc.atmc import ATMC
 from bnn_ppl.inference.sgmcmc.kernel import SGMCMCKernel, SGMCMCState, pool, stats_reset
 from bnn_ppl.inference.sgmcmc.schedules import cycle_end_samples, cyclical_cosine
@@ -41,7 +45,6 @@ from bnn_ppl.inference.sgmcmc.step_size import (
     recommended_friction,
     recommended_step_size,
 )
-from bnn_ppl.likelihoods import NOISE_SITE
 from bnn_ppl.model import BNN
 from bnn_ppl.posterior import Posterior
 from bnn_ppl.types import Params, PRNGKey
@@ -50,7 +53,6 @@ __all__ = [
     "BURN_IN_CAP",
     "BURN_IN_RELAXATIONS",
     "KERNELS",
-    "LATENT_MAX_RHAT",
     "LATENT_MIN_RELAXATIONS",
     "MIN_BURN_IN",
     "burn_in_cycles",
@@ -76,11 +78,6 @@ LATENT_MIN_RELAXATIONS = 20.0
 """Relaxation times of a site outside the network's coordinate that the sampled cycles must
 span: about 10 independent draws per chain (an Ornstein-Uhlenbeck coordinate's effective
 sample size is half the relaxation times it spans)."""
-
-LATENT_MAX_RHAT = 1.1
-"""The largest R-hat over chains (rank-normalised, split) that the draws of a site outside the
-network (a learned noise sd, a hierarchical prior's scale) may show before the fit warns."""
-
 
 def relaxations_per_cycle(sampler: str, curvature: float, step: float, friction: float | None,
                           cycle_length: int) -> float:  # fmt: skip
@@ -214,7 +211,7 @@ def sgmcmc_setup(
         extra["relaxations_per_cycle"] = per_cycle
         check_noise_feasible(name, scales, step, c, per_cycle, pot.num_data)
     extra["num_warmup_used"] = burn
-    curvatures = latent_curvatures(pot, model, x, first(init))
+    curvatures = latent_curvatures(pot, first(init))
     extra["latent_relaxations_per_cycle"] = {
         k: relaxations_per_cycle(name, v, step, least, n) for k, v in curvatures.items()
     } or None
@@ -320,8 +317,7 @@ def _pilot_cycle(
     return mcmc.last_state.z
 
 
-def latent_curvatures(pot: FullBatchPotential, model: BNN, x: Any, position: Params
-                      ) -> dict[str, float]:  # fmt: skip
+def latent_curvatures(pot: FullBatchPotential, position: Params) -> dict[str, float]:
     """The full-batch potential's curvature along each site outside the network (a learned
     noise sd, a hierarchical prior's scales) at ``position`` (one chain's, unconstrained): the
     Hessian's diagonal entries there, the smallest of each site's elements.
@@ -329,8 +325,7 @@ def latent_curvatures(pot: FullBatchPotential, model: BNN, x: Any, position: Par
     A Gaussian likelihood's noise sd σ (unconstrained ``s = log σ``) with a ``HalfNormal(a)``
     prior has ``2 Σ r² / σ² + 2 σ² / a²`` (``r`` the training residuals): about twice the
     number of rows, far below the network's stiffest direction, which sets the step size."""
-    weights = model.priors(x)
-    names = [k for k in model.sites(x) if k not in weights and k in position]
+    names = [k for k in pot.outside_network if k in position]
     if not names:
         return {}
     flat, unravel = ravel_pytree(position)
@@ -360,7 +355,8 @@ def latent_problems(c: SGMCMCConfig, samples: dict, extra: dict) -> list[str]:
     relax over more than the sampled cycles can span (``extra["latent_relaxations_per_cycle"]``
     from :func:`sgmcmc_setup`: fewer than :data:`LATENT_MIN_RELAXATIONS` relaxation times in
     ``c.num_samples`` cycles), or their chains disagree (R-hat above
-    :data:`LATENT_MAX_RHAT`). Either way those draws are not a sample of its posterior."""
+    :data:`~bnn_ppl.inference.sgmcmc.accuracy.LATENT_MAX_RHAT`). Either way those draws are
+    not a sample of its posterior."""
     name = c.method.upper()
     problems = []
     rates = extra.get("latent_relaxations_per_cycle") or {}
@@ -374,29 +370,10 @@ def latent_problems(c: SGMCMCConfig, samples: dict, extra: dict) -> list[str]:
             f"direction allows, its coordinate relaxes over about {1 / per_cycle:,.3g} cycles, "
             f"so the {c.num_samples} sampled cycles give about {span / 2:.2g} independent "
             "draws of it per chain (fewer than 10; below 1 its draws stay where the chains "
-            f"started). {_latent_advice(site)} (more cycles, {need:,} at least, let it relax "
+            f"started). {latent_advice(site)} (more cycles, {need:,} at least, let it relax "
             "but not the network's slow directions it depends on)."
         )
-    for site, value in samples.items():
-        if site not in rates or np.ndim(value) < 2 or value.shape[0] < 2 or value.shape[1] < 4:
-            continue
-        rhat = float(np.nanmax(rhat_bulk_ess(value)[0]))
-        if rhat > LATENT_MAX_RHAT:
-            means = ", ".join(f"{float(np.mean(v)):.3g}" for v in value)
-            problems.append(
-                f"{name}: the chains' draws of {site!r} disagree (R-hat {rhat:.2f} > "
-                f"{LATENT_MAX_RHAT}; chain means {means}): its draws do not yet sample its "
-                f"posterior. "
-                f"{_latent_advice(site)}."
-            )
-    return problems
-
-
-def _latent_advice(site: str) -> str:
-    if site == NOISE_SITE:
-        return ("Fix the noise sd (bnn_ppl.inference.heldout_noise, what `bnn-ppl run` does for "
-                "SG-MCMC) or sample it with HMC or NUTS")  # fmt: skip
-    return "Fix this hyper-parameter (a prior without one) or sample it with HMC or NUTS"
+    return problems + latent_rhat_problems(name, samples, rates)
 
 
 def sgmcmc_posterior(c: SGMCMCConfig, samples: dict, extra: dict) -> Posterior:

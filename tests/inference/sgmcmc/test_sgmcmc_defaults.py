@@ -236,7 +236,7 @@ def test_latent_curvature_of_a_learned_noise_sd_is_its_closed_form():
         "Dense_0.bias": np.array([0.1], np.float32),
         "noise_scale": np.float32(0.4),
     }
-    got = latent_curvatures(pot, model, x, pot.unconstrain(params))
+    got = latent_curvatures(pot, pot.unconstrain(params))
     r = y.astype(np.float64) - (x.astype(np.float64) @ [0.5, -0.2] + 0.1)
     want = 2 * np.sum(r**2) / 0.4**2 + 2 * 0.4**2 / a**2
     assert list(got) == ["noise_scale"]
@@ -288,3 +288,30 @@ def test_latent_problems_flag_chains_whose_draws_of_a_hyper_site_disagree():
     (problem,) = latent_problems(c, {"Dense_0.prior_scale": apart}, extra)
     assert "'Dense_0.prior_scale' disagree" in problem and "a prior without one" in problem
     assert latent_problems(c, {"Dense_0.prior_scale": mixed}, extra) == []
+
+
+def test_check_accuracy_flags_a_learned_noise_sd_whose_chains_stay_apart():
+    """SGLD inside numpyro's MCMC at a step far too small for σ: two chains started at σ 0.2
+    and 0.8 keep them, and check_accuracy (on the run, not only fit) says so."""
+    from numpyro.infer import MCMC
+
+    from bnn_ppl.inference import SGLD, check_accuracy
+    from bnn_ppl.inference.potential.bnn import full_batch_potential
+
+    x, y = data(n=60, seed=2)
+    pot = full_batch_potential(_learned_noise_model(), x, y)
+    assert pot.outside_network == ("noise_scale",)
+    init = pot.init_params(jax.random.key(0), num_chains=2)
+    init["noise_scale"] = np.log(np.array([0.2, 0.8], np.float32))  # unconstrained: log σ
+    mcmc = MCMC(SGLD(pot, step_size=1e-7), num_warmup=10, num_samples=40, num_chains=2,
+                chain_method="vectorized", progress_bar=False)  # fmt: skip
+    mcmc.run(jax.random.key(1), *pot.args, init_params=init)
+    with warnings.catch_warnings(record=True) as caught:  # (also: the weights still settle)
+        warnings.simplefilter("always")
+        problems = check_accuracy(mcmc)
+    (problem,) = [p for p in problems if "noise_scale" in p]
+    assert any(str(w.message) == problem for w in caught)
+    import re
+
+    means = [float(v) for v in re.search(r"chain means ([\d.]+), ([\d.]+)", problem).groups()]
+    assert means == pytest.approx([0.2, 0.8], abs=0.05) and "heldout_noise" in problem
