@@ -260,3 +260,21 @@ def test_prior_predictive_draws_functions():
     assert f.mean.shape == (64, 41)
     # prior functions vary: the spread across draws is of the order of the prior's output scale
     assert 0.3 < float(jnp.std(f.mean[:, 20])) < 10.0
+
+
+def test_the_potential_names_the_sites_outside_the_network_in_sampling_order():
+    """Hierarchical scales first, the likelihood's learned noise sd last; network parameters
+    are not among them (what the SG-MCMC checks of slow sites read)."""
+    import numpyro.distributions as dist
+
+    from bnn_ppl.inference.potential.bnn import full_batch_potential
+    from bnn_ppl.models import MLP
+    from bnn_ppl.priors import Hierarchical
+
+    model = bp.BNN(MLP(hidden=(3,), out=1), Hierarchical(scale_prior=dist.HalfNormal(0.5)),
+                   bp.likelihoods.Gaussian(scale=dist.HalfNormal(1.0)))  # fmt: skip
+    x, y = np.zeros((6, 2), np.float32), np.zeros(6, np.float32)
+    pot = full_batch_potential(model, x, y)
+    assert pot.outside_network == ("Dense_0.prior_scale", "Dense_1.prior_scale", "noise_scale")
+    fixed = bp.BNN(MLP(hidden=(3,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
+    assert full_batch_potential(fixed, x, y).outside_network == ()
