@@ -102,10 +102,11 @@ def latent_rhat_problems(sampler: str, samples: Mapping[str, Any], sites: Any) -
     their posterior."""
     problems = []
     for site in sites:
-        value = samples.get(site)
-        if value is None or np.ndim(value) < 2 or value.shape[0] < 2 or value.shape[1] < 4:
+        if site not in samples:
             continue
-        value = np.asarray(value)
+        value = np.asarray(samples[site])
+        if value.ndim < 2 or value.shape[0] < 2 or value.shape[1] < 4:
+            continue
         rhat = float(np.nanmax(rhat_bulk_ess(value)[0]))
         if rhat > LATENT_MAX_RHAT:
             means = ", ".join(f"{float(np.mean(v)):.3g}" for v in value)

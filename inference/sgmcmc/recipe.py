@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.flatten_util import ravel_pytree
 from numpyro.infer import MCMC
 
 from bnn_ppl import validation
@@ -326,28 +326,20 @@ def latent_curvatures(pot: FullBatchPotential, position: Params) -> dict[str, fl
     prior has ``2 Σ r² / σ² + 2 σ² / a²`` (``r`` the training residuals): about twice the
     number of rows, far below the network's stiffest direction, which sets the step size."""
     names = [k for k in pot.outside_network if k in position]
-    if not names:
+    if not names:  # (most models: nothing to compile)
         return {}
-    flat, unravel = ravel_pytree(position)
     u = pot.potential_fn_gen(pot.data)
-    grad = jax.grad(lambda v: u(unravel(v)))
 
-    @jax.jit
-    def diagonal(index: jax.Array) -> jax.Array:  # reverse over reverse (custom_vjp layers)
-        e = jnp.zeros_like(flat).at[index].set(1.0)
-        return jax.grad(lambda w: jnp.vdot(grad(w), e))(flat)[index]
+    @partial(jax.jit, static_argnums=0)
+    def diagonal(name: str, index: jax.Array) -> jax.Array:  # reverse over reverse
+        def along(w: Params) -> jax.Array:  # the gradient's entry of the element
+            return jax.grad(u)(w)[name].ravel()[index]
 
-    marks = ravel_pytree({k: jnp.full(jnp.shape(v), k in names, bool)
-                          for k, v in position.items()})[0]  # fmt: skip
-    owners = ravel_pytree({k: jnp.full(jnp.shape(v), i, jnp.int32)
-                           for i, (k, v) in enumerate(position.items())})[0]  # fmt: skip
-    keys = list(position)
-    out: dict[str, float] = {}
-    for index in np.flatnonzero(np.asarray(marks)):
-        name = keys[int(owners[index])]
-        value = abs(float(diagonal(jnp.asarray(index))))
-        out[name] = min(out.get(name, math.inf), value)
-    return out
+        return jax.grad(along)(position)[name].ravel()[index]
+
+    return {name: min(abs(float(diagonal(name, jnp.asarray(i))))
+                      for i in range(np.size(position[name])))
+            for name in names}  # fmt: skip
 
 
 def latent_problems(c: SGMCMCConfig, samples: dict, extra: dict) -> list[str]:
