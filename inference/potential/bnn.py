@@ -75,6 +75,8 @@ __all__ = [
     "DATA_AXIS",
     "CHUNK_RULES",
     "default_devices",
+    "mesh_devices",
+    "accumulation_dtype",
     "MEMORY_RULES",
     "PROBE_ROWS",
     "SAFETY",
@@ -393,24 +395,8 @@ def full_batch_potential(
     chunk_size = validation.check_chunk_size(chunk_size)
     vectorized_chains = validation.check_int("vectorized_chains", vectorized_chains)
     validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
-    acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
-    if not jnp.issubdtype(acc, jnp.floating):
-        raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")
-    if acc == jnp.float64 and not jax.config.jax_enable_x64:
-        raise InputValueError(
-            "dtype=float64 needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) "
-            "before creating arrays."
-        )
-    devices = default_devices(x.shape[0], chunk_size) if devices is None else list(devices)
-    if not devices:
-        raise InputValueError(
-            "devices is empty; pass at least one device, or None (default_devices)."
-        )
-    if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
-        raise InputValueError(
-            "chunk_size='auto' is not supported with devices of several processes (each "
-            "process's free memory may differ); pass an int."
-        )
+    acc = accumulation_dtype(dtype)
+    devices = mesh_devices(x.shape[0], chunk_size, devices)
 
     # x and y each keep their own kind: integer inputs (token ids) stay integers, and float
     # targets stay floats whatever the inputs are
@@ -455,6 +441,40 @@ def full_batch_potential(
         chunk_rule=rule,
         chain_batching=chain_batching,
     )
+
+
+def accumulation_dtype(dtype: Any) -> jnp.dtype:
+    """The dtype a potential accumulates its sums in: ``dtype``, float32 when ``None``; an
+    :class:`~bnn_ppl.validation.InputError` for a non-floating dtype, or float64 without 64-bit
+    JAX."""
+    acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
+    if not jnp.issubdtype(acc, jnp.floating):
+        raise InputTypeError(f"dtype must be a floating dtype, got {acc}.")
+    if acc == jnp.float64 and not jax.config.jax_enable_x64:
+        raise InputValueError(
+            "dtype=float64 needs 64-bit JAX: call jax.config.update('jax_enable_x64', True) "
+            "before creating arrays."
+        )
+    return acc
+
+
+def mesh_devices(
+    num_rows: int, chunk_size: int | str | None, devices: Sequence[jax.Device] | None
+) -> list[jax.Device]:
+    """The devices a potential's mesh holds: ``devices``, or :func:`default_devices` when
+    ``None``; an :class:`~bnn_ppl.validation.InputError` when the list is empty, or when the
+    memory rule (``chunk_size="auto"``) would meet devices of several processes."""
+    devices = default_devices(num_rows, chunk_size) if devices is None else list(devices)
+    if not devices:
+        raise InputValueError(
+            "devices is empty; pass at least one device, or None (default_devices)."
+        )
+    if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
+        raise InputValueError(
+            "chunk_size='auto' is not supported with devices of several processes (each "
+            "process's free memory may differ); pass an int."
+        )
+    return devices
 
 
 def default_devices(num_rows: int, chunk_size: int | str | None) -> list[jax.Device]:

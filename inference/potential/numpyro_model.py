@@ -84,9 +84,10 @@ from bnn_ppl import validation
 from bnn_ppl.flat_draws import init_to_prior_draw
 from bnn_ppl.inference.potential.bnn import (
     FullBatchPotential,
-    default_devices,
+    accumulation_dtype,
     is_real,
     memory_chunk,
+    mesh_devices,
 )
 from bnn_ppl.inference.potential.bnn import compute_dtype as data_dtype
 from bnn_ppl.inference.potential.distributed import (
@@ -460,19 +461,8 @@ def model_potential(
     validation.check_choice("chain_batching", chain_batching, CHAIN_BATCHING)
     low = check_compute_dtype(compute_dtype)
     chunk_size = validation.check_chunk_size(chunk_size)
-    acc = jnp.dtype(jnp.float32 if dtype is None else dtype)
-    if acc == jnp.float64 and not jax.config.jax_enable_x64:
-        raise InputValueError("dtype=float64 needs jax.config.update('jax_enable_x64', True).")
-    devices = default_devices(n, chunk_size) if devices is None else list(devices)
-    if not devices:
-        raise InputValueError(
-            "devices is empty; pass at least one device, or None (default_devices)."
-        )
-    if chunk_size == "auto" and len({d.process_index for d in devices}) > 1:
-        raise InputValueError(
-            "chunk_size='auto' is not supported with devices of several processes (each "
-            "process's free memory may differ); pass an int."
-        )
+    acc = accumulation_dtype(dtype)
+    devices = mesh_devices(n, chunk_size, devices)
 
     layout = None
     if len({d.process_index for d in devices}) > 1:  # several processes: this process's rows

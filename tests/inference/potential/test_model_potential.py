@@ -23,6 +23,7 @@ from numpyro.infer import MCMC, NUTS, Predictive
 from numpyro.infer.util import constrain_fn, log_density, potential_energy
 
 from bnn_ppl.inference import FullBatchPotential, model_potential
+from bnn_ppl.validation import InputTypeError
 
 
 # ------------------------------------------------------------------------------ models
@@ -353,10 +354,15 @@ def test_bad_data_and_arguments_are_refused():
         (dict(data=d, temper="prior"), "temper"),
         (dict(data=d, chunk_size=0), "chunk_size"),
         (dict(data={"x": d["x"], "y": np.where(np.arange(37) == 3, np.nan, d["y"])}), "NaN"),
+        (dict(data=d, dtype=jnp.float64), "needs 64-bit JAX"),
+        (dict(data=d, devices=[]), "devices is empty"),
     ]
     for kwargs, match in cases:
         with pytest.raises(ValueError, match=match):
             model_potential(mlp_model, **kwargs)
+    # the same argument checks as full_batch_potential's, with the same InputError kinds
+    with pytest.raises(InputTypeError, match="dtype must be a floating dtype, got int32"):
+        model_potential(mlp_model, data=d, dtype=jnp.int32)
 
 
 SHARDED_SCRIPT = textwrap.dedent(
