@@ -223,8 +223,10 @@ findings (reference runs, against the converged reference).
 
 Columns: *converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min_share` of the
 predictions and bulk ESS >= `min_ess`) at the last check, else the reason the run stopped;
-*draws/chain* counts the sampling draws of the last check; *metrics* are on the test split
-(standardised targets; `orig.` in the targets' units).
+*draws/chain* counts the sampling draws of the last check; *wall* is the time its checks
+committed (warmup, the starts and every segment, over all the calls that resumed the run; older
+records without it: the writing call's time); *metrics* are on the test split (standardised
+targets; `orig.` in the targets' units).
 """
 
 
@@ -257,10 +259,12 @@ def catalogue() -> str:
             noise += f", T = {model['temperature']:g} ({model.get('temper', 'likelihood')})"
         verdict = "yes" if record.get("converged") else f"no ({record.get('stop_reason')})"
         draws = check.get("draws", "")
+        # the checks' committed time: a resumed run's writing call saw only its own part
+        seconds = check.get("seconds") or record.get("wall_seconds", 0)
         rows.append(
             f"| `{path.stem}` | {data.get('name', '')}{split} | {model.get('network', '')}, "
             f"{model.get('prior', '')}, {model.get('likelihood', '')}{noise} | {verdict} | "
-            f"{draws} x {recipe.get('num_chains', '')} | {record.get('wall_seconds', 0):,.0f} s | "
+            f"{draws} x {recipe.get('num_chains', '')} | {seconds:,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
         )
     table = [

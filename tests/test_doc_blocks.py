@@ -11,6 +11,7 @@ An HTML comment on the line before a block changes what happens to it:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -142,3 +143,22 @@ def test_reference_catalogue_is_generated_from_the_records():
     assert len(records) > 0
     for record in records:  # one row per record
         assert f"| `{record.stem}` |" in stored
+
+
+def test_the_catalogue_gives_a_resumed_run_the_time_every_call_committed(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _generate
+    finally:
+        sys.path.pop(0)
+    # a run resumed once: the writing call took 8 s, its checks committed 2,380 s in all
+    resumed = {"converged": False, "stop_reason": "max_seconds", "wall_seconds": 7.6,
+               "recipe": {"num_chains": 4, "convergence": {"draws": 6000, "seconds": 2380.2}}}
+    older = {"converged": True, "wall_seconds": 1234.0, "recipe": {"num_chains": 4}}
+    (tmp_path / "resumed.json").write_text(json.dumps(resumed))
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
+    rows = {line.split(" | ")[0]: line for line in _generate.catalogue().splitlines()
+            if line.startswith("| `")}  # fmt: skip
+    assert "| 6000 x 4 | 2,380 s |" in rows["| `resumed`"]
+    assert "| 1,234 s |" in rows["| `older`"]  # no committed time stored: the call's
