@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.settings import CNN_MODELS, HELDOUT, LEARNED_NOISE, RunOptions, parse_noise
+from bnn_ppl.cli.settings import (
+    CNN_MODELS,
+    HELDOUT,
+    LEARNED_NOISE,
+    RunOptions,
+    noise_prior,
+    parse_noise,
+)
 from bnn_ppl.validation import InputValueError
 
 
@@ -119,9 +126,7 @@ def build_model(
                 )
             noise = noise_sd
         elif isinstance(noise, tuple):
-            import numpyro.distributions as dist
-
-            noise = dist.HalfNormal(noise[1])
+            noise = noise_prior(*noise)
         likelihood = bp.likelihoods.Gaussian(scale=noise)
     model = bp.BNN(
         network,

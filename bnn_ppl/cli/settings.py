@@ -143,7 +143,9 @@ class RunOptions:
     prior: str = "normal:0.3"  # family:args[,fan_in], e.g. laplace:0.1, student_t:3,0.1
     temperature: float = 1.0  # T > 0; T < 1 is a cold posterior
     temper: Literal["likelihood", "posterior"] = "likelihood"  # what 1/T scales
-    noise: str | None = None  # regression sd: halfnormal:S (hmc, nuts, svi default), heldout, 0.5
+    # regression sd: a prior (halfnormal:S, the hmc/nuts/svi default; halfcauchy:S,
+    # lognormal:LOC,SCALE, inversegamma:A,B), fixed (0.5) or heldout
+    noise: str | None = None
     seed: int = 0  # random seed; the data split is fixed
     quiet: bool = False  # print nothing on success (errors still go to stderr)
     progress: bool | None = None  # live progress bars on stderr
@@ -322,25 +324,64 @@ def default_noise(method: str) -> str:
     return HELDOUT if method in HELDOUT_NOISE_METHODS else LEARNED_NOISE
 
 
-def parse_noise(text: str) -> float | tuple[str, float] | str:
-    """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", 1.0)``;
-    ``"heldout"`` -> ``"heldout"`` (a fixed noise sd chosen from the training rows)."""
+NOISE_PRIORS: dict[str, tuple[str, ...]] = {
+    "halfnormal": ("scale",),
+    "halfcauchy": ("scale",),
+    "lognormal": ("loc", "scale"),
+    "inversegamma": ("concentration", "rate"),
+}
+"""``--noise FAMILY:ARGS``: the priors on the noise sd, with their parameters in order (NumPyro's
+``HalfNormal``, ``HalfCauchy``, ``LogNormal`` (of log sd: ``loc``, ``scale``), ``InverseGamma``)."""
+
+
+def parse_noise(text: str) -> float | tuple[str, tuple[float, ...]] | str:
+    """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", (1.0,))``, or any
+    prior of :data:`NOISE_PRIORS` (``"lognormal:-3,0.5"`` -> ``("lognormal", (-3.0, 0.5))``);
+    ``"heldout"`` -> ``"heldout"`` (a fixed noise sd chosen from the training rows).
+
+    Example:
+        >>> parse_noise("inversegamma:3,0.05")
+        ('inversegamma', (3.0, 0.05))
+    """
     if str(text).strip().lower() == HELDOUT:
         return HELDOUT
     family, sep, arg = str(text).partition(":")
-    number = arg if sep else family
+    family = family.strip().lower().replace("_", "")
     try:
-        value = float(number)
+        values = [float(v) for v in (arg if sep else family).split(",")]
     except ValueError:
-        value = None
-    if value is None or (sep and family.strip().lower().replace("_", "") != "halfnormal"):
+        values = None
+    names = NOISE_PRIORS.get(family, ()) if sep else ("sd",)
+    if values is None or not names or len(values) != len(names):
+        priors = ", ".join(f"'{f}:{','.join(a.upper() for a in args)}'"
+                           for f, args in NOISE_PRIORS.items())  # fmt: skip
         raise InputValueError(
             f"--noise must be a positive number (the fixed noise sd of the standardised targets), "
-            f"'halfnormal:S' (a HalfNormal(S) prior on it) or 'heldout' (fixed at the training "
-            f"rows' 5-fold held-out MAP RMSE), got {text!r}."
+            f"a prior on it ({priors}) or 'heldout' (fixed at the training rows' 5-fold held-out "
+            f"MAP RMSE), got {text!r}."
         )
-    scale = validation.check_positive("--noise", value)
-    return ("halfnormal", scale) if sep else scale
+    if not sep:
+        return validation.check_positive("--noise", values[0])
+    checked = tuple(
+        validation.check_number(f"--noise {family} {name}", v)
+        if name == "loc"
+        else validation.check_positive(f"--noise {family} {name}", v)
+        for name, v in zip(names, values, strict=True)
+    )
+    return family, checked
+
+
+def noise_prior(family: str, args: Sequence[float]) -> Any:
+    """The NumPyro distribution of a parsed ``--noise`` prior (:func:`parse_noise`)."""
+    import numpyro.distributions as dist
+
+    make = {
+        "halfnormal": dist.HalfNormal,
+        "halfcauchy": dist.HalfCauchy,
+        "lognormal": dist.LogNormal,
+        "inversegamma": dist.InverseGamma,
+    }
+    return make[family](*args)
 
 
 class Fit(NamedTuple):

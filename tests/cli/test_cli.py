@@ -517,6 +517,14 @@ BAD_RUNS = {
     "noise for classification": (["--noise", "0.3"], "--noise applies to regression"),
     "held-out noise for classification": (["--noise", "heldout"], "--noise applies to regression"),
     "malformed noise": (["--dataset", "diabetes", "--noise", "gamma:1"], "--noise must be a "),
+    "noise prior missing a parameter": (
+        ["--dataset", "diabetes", "--noise", "lognormal:-3"],
+        "a prior on it ('halfnormal:SCALE', 'halfcauchy:SCALE', 'lognormal:LOC,SCALE'",
+    ),
+    "noise prior with a zero rate": (
+        ["--dataset", "diabetes", "--noise", "inversegamma:3,0"],
+        "--noise inversegamma rate must be a finite number > 0",
+    ),
     "zero noise": (["--dataset", "diabetes", "--noise", "0"], "--noise must be a finite number"),
     "seed out of range": (["--seed", "-1"], "--seed must be an integer in [0, 2**32)"),
     "too many training rows": (["--max-train", "5000"], "exceeds the 1437 training rows"),
@@ -893,6 +901,37 @@ def test_regression_default_noise_is_learned_except_for_point_estimates(
        "--quiet")  # fmt: skip
     assert read_json(out / "config.json")["arguments"]["noise"] == "halfnormal:1"
     assert "noise_scale" in load_npz(out / "samples.npz")
+
+
+@pytest.mark.parametrize(
+    ("text", "family", "params"),
+    [
+        ("halfnormal:0.5", "HalfNormal", {"scale": 0.5}),
+        ("halfcauchy:0.1", "HalfCauchy", {"scale": 0.1}),
+        ("lognormal:-3,0.5", "LogNormal", {"loc": -3.0, "scale": 0.5}),
+        ("inversegamma:3,0.05", "InverseGamma", {"concentration": 3.0, "rate": 0.05}),
+    ],
+)
+def test_noise_takes_each_prior_family_on_the_sd(text: str, family: str, params: dict) -> None:
+    from bnn_ppl.cli.parser import parse_run
+
+    o = parse_run(["hmc", "--dataset", "diabetes", "--noise", text, "--out", "unused"]).options
+    data = cli.inputs_for(o.model, cli.load_data(o.dataset, max_train=o.max_train))
+    prior = cli.build_model(o, data).likelihood.scale
+    assert type(prior).__name__ == family
+    assert {k: float(getattr(prior, k)) for k in params} == pytest.approx(params)
+
+
+def test_a_noise_prior_is_the_sampled_sds_prior(folder: Path) -> None:
+    """--noise lognormal:-1,0.01: the run samples the noise sd under that prior (so close to
+    e^-1 whatever the data say) and records it for a resume."""
+    out = folder / "svi_lognormal"
+    ok("run", "svi", "--model", "mlp", "--width", "4", "--dataset", "gap1d", "--max-train", "40",
+       "--num-steps", "20", "--map-steps", "20", "--num-samples", "5", "--noise",
+       "lognormal:-1,0.01", "--out", str(out), "--quiet")  # fmt: skip
+    assert read_json(out / "config.json")["arguments"]["noise"] == "lognormal:-1,0.01"
+    sd = load_npz(out / "samples.npz")["noise_scale"]
+    assert np.all(np.abs(np.log(sd) + 1.0) < 0.1), sd
 
 
 def test_a_regression_reference_learns_its_noise_by_default(folder: Path) -> None:
