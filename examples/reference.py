@@ -46,6 +46,8 @@ import jax
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl.cli.settings import NOISE_PRIORS, parse_noise
+from bnn_ppl.cli.settings import noise_prior as make_noise_prior
 from bnn_ppl.inference import ReferenceNotConvergedWarning, heldout_noise, reference_hmc
 from bnn_ppl.io import save_npz, write_json
 from bnn_ppl.models import mlp_bnn
@@ -145,7 +147,10 @@ def main(args: argparse.Namespace) -> None:
         args.noise = choice.noise
         print(f"noise: {choice.noise:g}, the training rows' {len(choice.fold_rmse)}-fold held-out "
               f"MAP RMSE {choice.rmse:.4f} (folds {np.round(choice.fold_rmse, 3).tolist()})")
-    model = mlp_bnn(data, args.width, prior, noise=args.noise, noise_prior=args.noise_prior,
+    noise_prior = args.noise_prior
+    if isinstance(noise_prior, tuple):  # a family and its parameters
+        noise_prior = make_noise_prior(*noise_prior)
+    model = mlp_bnn(data, args.width, prior, noise=args.noise, noise_prior=noise_prior,
                     temperature=args.temperature, temper=args.temper)  # fmt: skip
     t0 = time.time()
     with warnings.catch_warnings(record=True) as caught:
@@ -196,7 +201,7 @@ def main(args: argparse.Namespace) -> None:
                   or f"Normal({args.prior_scale})",
                   "temperature": args.temperature, "temper": args.temper,
                   "likelihood": type(model.likelihood).__name__,
-                  "noise": f"HalfNormal({args.noise_prior:g})" if args.noise is None
+                  "noise": noise_record(args.noise_prior) if args.noise is None
                            else args.noise}
                  | ({"noise_choice": choice.record()} if choice else {}),
         "predictions": {"file": os.path.basename(npz), "sha256": sha, "arrays": sorted(arrays)},
@@ -229,6 +234,34 @@ def noise_value(text: str) -> float | str:
     return value
 
 
+def noise_prior_value(text: str) -> float | tuple[str, tuple[float, ...]]:
+    """``--noise-prior``: a HalfNormal's scale, or a prior of ``bnn-ppl run --noise``'s form."""
+    try:
+        value = parse_noise(text)
+    except ValueError as e:
+        if "--noise must be" not in str(e):  # a known family with a bad parameter: its message
+            raise argparse.ArgumentTypeError(str(e).replace("--noise", "--noise-prior")) from None
+        value = "heldout"
+    if value == "heldout":
+        priors = ", ".join(f"'{f}:{','.join(a.upper() for a in args)}'"
+                           for f, args in NOISE_PRIORS.items())  # fmt: skip
+        raise argparse.ArgumentTypeError(
+            f"a HalfNormal's scale (a positive number) or a prior ({priors}), got {text!r}"
+        ) from None
+    return value
+
+
+def noise_record(noise_prior: float | tuple[str, tuple[float, ...]]) -> str:
+    """The record's ``model.noise`` of a learned noise sd: ``HalfNormal(1)``,
+    ``LogNormal(loc=-4, scale=0.5)``."""
+    if not isinstance(noise_prior, tuple):
+        return f"HalfNormal({noise_prior:g})"
+    family, args = noise_prior
+    name = type(make_noise_prior(family, args)).__name__
+    named = zip(NOISE_PRIORS[family], args, strict=True)
+    return f"{name}(" + ", ".join(f"{k}={v:g}" for k, v in named) + ")"
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -253,9 +286,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "HalfNormal(1) prior, whose chains sit at different noise scales on UCI; "
                    "'heldout': the training rows' 5-fold cross-validated MAP RMSE to one "
                    "significant figure (bnn_ppl.inference.heldout_noise)")
-    p.add_argument("--noise-prior", type=float, default=1.0,
+    p.add_argument("--noise-prior", type=noise_prior_value, default=1.0,
                    help="regression, learned noise: the scale of the noise sd's HalfNormal "
-                   "prior (standardised targets)")
+                   "prior (standardised targets), or another prior on it as bnn-ppl run's "
+                   "--noise takes it ('lognormal:LOC,SCALE', 'inversegamma:A,B', ...)")
     p.add_argument("--quantity", default=None,
                    help="the checked values (default: regression the predictive mean, each "
                    "test row's log density and the learned noise, 'mean_log_density'; 'mean': "

@@ -34,7 +34,7 @@ def mlp_bnn(
     width: int,
     prior: float | Any,
     *,
-    noise_prior: float = 1.0,
+    noise_prior: float | Any = 1.0,
     noise: float | None = None,
     temperature: float = 1.0,
     temper: str = "likelihood",
@@ -44,11 +44,13 @@ def mlp_bnn(
     Args:
         data: the :class:`~bnn_ppl.data.Dataset` it is for: classification gets
             ``Categorical`` and ``data.num_classes`` outputs; regression one output and a
-            ``Gaussian`` likelihood whose noise sd has a ``HalfNormal(noise_prior)`` prior.
+            ``Gaussian`` likelihood whose noise sd has a ``HalfNormal(noise_prior)`` prior
+            (or ``noise_prior`` itself, a distribution).
         width: hidden units.
         prior: a float (the scale of an isotropic ``Normal`` prior) or a prior of
             :mod:`bnn_ppl.priors` (e.g. ``bp.priors.from_string("laplace:0.3")``).
-        noise_prior: regression only: the HalfNormal's scale (standardised targets).
+        noise_prior: regression only: the HalfNormal's scale (standardised targets), or the
+            noise sd's prior itself (a NumPyro distribution with positive support).
         noise: regression only: a fixed noise sd instead of the HalfNormal prior
             (``None``, the default: the sd is inferred).
         temperature, temper: as :class:`~bnn_ppl.BNN`'s.
@@ -71,7 +73,9 @@ def mlp_bnn(
     if data.task == "classification":
         likelihood, out = likelihoods.Categorical(), data.num_classes
     else:
-        scale = dist.HalfNormal(noise_prior) if noise is None else noise
+        learned = noise_prior if isinstance(noise_prior, dist.Distribution) else (
+            dist.HalfNormal(noise_prior))
+        scale = learned if noise is None else noise
         likelihood, out = likelihoods.Gaussian(scale=scale), 1
     if isinstance(prior, int | float) and not isinstance(prior, bool):
         prior = priors.Normal(prior)

@@ -566,3 +566,41 @@ def test_reference_py_builds_the_prior_and_temperature_it_is_given(monkeypatch):
     assert model.temperature == 0.5 and model.temper == "posterior"
     with pytest.raises(SystemExit):
         mod.parse_args(["--prior", "laplace:0.2", "--prior-scale", "0.3"])
+
+
+@pytest.mark.parametrize(
+    ("flag", "family", "params", "record"),
+    [
+        ("2", "HalfNormal", {"scale": 2.0}, "HalfNormal(2)"),
+        ("lognormal:-4,0.5", "LogNormal", {"loc": -4.0, "scale": 0.5},
+         "LogNormal(loc=-4, scale=0.5)"),
+        ("inversegamma:3,0.05", "InverseGamma", {"concentration": 3.0, "rate": 0.05},
+         "InverseGamma(concentration=3, rate=0.05)"),
+    ],
+)  # fmt: skip
+def test_reference_py_learns_the_noise_under_the_prior_it_is_given(
+    monkeypatch, flag, family, params, record
+):
+    """``--noise-prior``: a HalfNormal's scale or any prior ``bnn-ppl run --noise`` takes; the
+    model reference_hmc samples has it, and the record names it. A bad one is refused."""
+    mod = _load_example("reference.py")
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(model, *args, **kwargs):
+        seen["model"] = model
+        raise Stop
+
+    monkeypatch.setattr(mod, "reference_hmc", capture)
+    args = mod.parse_args(["--dataset", "gap1d", "--width", "4", "--noise-prior", flag])
+    with pytest.raises(Stop):
+        mod.main(args)
+    prior = seen["model"].likelihood.scale
+    assert type(prior).__name__ == family
+    assert {k: float(getattr(prior, k)) for k in params} == pytest.approx(params)
+    assert mod.noise_record(args.noise_prior) == record
+    for bad in ("gamma:1", "lognormal:-4", "inversegamma:3,0", "heldout", "0"):
+        with pytest.raises(SystemExit):
+            mod.parse_args(["--noise-prior", bad])
