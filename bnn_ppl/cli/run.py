@@ -262,7 +262,9 @@ def _claimed_run(s: RunSettings, data: Any, model: Any, config_record: dict, bud
     say(
         f"{o.dataset} ({data.task}): {len(data.x_train)} train / {len(data.x_test)} test rows; "
         f"{_describe_model(o)}, {num_params} parameters; prior {o.prior}, "
-        f"T={o.temperature:g} ({o.temper})" + ("; reusing the run folder" if reused else "")
+        + (f"noise {o.noise}, " if data.task == "regression" else "")
+        + f"T={o.temperature:g} ({o.temper})"
+        + ("; reusing the run folder" if reused else "")
     )
     say(_plan(s))
     choice = choose_noise(o, data) if heldout else None

@@ -923,12 +923,14 @@ def test_noise_takes_each_prior_family_on_the_sd(text: str, family: str, params:
 
 
 def test_a_noise_prior_is_the_sampled_sds_prior(folder: Path) -> None:
-    """--noise lognormal:-1,0.01: the run samples the noise sd under that prior (so close to
-    e^-1 whatever the data say) and records it for a resume."""
+    """--noise lognormal:-1,0.01: the run says so, samples the noise sd under that prior (so
+    close to e^-1 whatever the data say) and records it for a resume."""
     out = folder / "svi_lognormal"
-    ok("run", "svi", "--model", "mlp", "--width", "4", "--dataset", "gap1d", "--max-train", "40",
-       "--num-steps", "20", "--map-steps", "20", "--num-samples", "5", "--noise",
-       "lognormal:-1,0.01", "--out", str(out), "--quiet")  # fmt: skip
+    printed = ok("run", "svi", "--model", "mlp", "--width", "4", "--dataset", "gap1d",
+                 "--max-train", "40", "--num-steps", "20", "--map-steps", "20",
+                 "--num-samples", "5", "--noise", "lognormal:-1,0.01", "--out", str(out),
+                 "--no-progress")  # fmt: skip
+    assert "prior normal:0.3, noise lognormal:-1,0.01, T=1 (likelihood)" in printed
     assert read_json(out / "config.json")["arguments"]["noise"] == "lognormal:-1,0.01"
     sd = load_npz(out / "samples.npz")["noise_scale"]
     assert np.all(np.abs(np.log(sd) + 1.0) < 0.1), sd
