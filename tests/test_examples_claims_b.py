@@ -543,9 +543,9 @@ def test_against_reference_splits_refuses_what_does_not_pool(tmp_path: Path) -> 
     assert claim["row_se"] == pytest.approx(0.1 / np.sqrt(3)) and claim["verdict"] == "supported"
 
 
-def test_reference_py_builds_the_prior_and_temperature_it_is_given(monkeypatch):
-    """``--prior`` and ``--temperature``/``--temper`` reach the model reference_hmc samples;
-    ``--prior`` with ``--prior-scale`` is refused."""
+def _reference_py_model(monkeypatch, argv: list[str]):
+    """``examples/reference.py`` run with ``argv`` up to its ``reference_hmc`` call: the
+    module, its parsed arguments and the model it would sample."""
     mod = _load_example("reference.py")
     seen = {}
 
@@ -557,11 +557,18 @@ def test_reference_py_builds_the_prior_and_temperature_it_is_given(monkeypatch):
         raise Stop
 
     monkeypatch.setattr(mod, "reference_hmc", capture)
-    args = mod.parse_args(["--dataset", "gap1d", "--width", "4", "--prior", "laplace:0.2",
-                           "--temperature", "0.5", "--temper", "posterior"])  # fmt: skip
+    args = mod.parse_args(argv)
     with pytest.raises(Stop):
         mod.main(args)
-    model = seen["model"]
+    return mod, args, seen["model"]
+
+
+def test_reference_py_builds_the_prior_and_temperature_it_is_given(monkeypatch):
+    """``--prior`` and ``--temperature``/``--temper`` reach the model reference_hmc samples;
+    ``--prior`` with ``--prior-scale`` is refused."""
+    mod, _, model = _reference_py_model(
+        monkeypatch, ["--dataset", "gap1d", "--width", "4", "--prior", "laplace:0.2",
+                      "--temperature", "0.5", "--temper", "posterior"])  # fmt: skip
     assert type(model.prior).__name__ == "Laplace" and model.prior.scale == 0.2
     assert model.temperature == 0.5 and model.temper == "posterior"
     with pytest.raises(SystemExit):
@@ -583,21 +590,10 @@ def test_reference_py_learns_the_noise_under_the_prior_it_is_given(
 ):
     """``--noise-prior``: a HalfNormal's scale or any prior ``bnn-ppl run --noise`` takes; the
     model reference_hmc samples has it, and the record names it. A bad one is refused."""
-    mod = _load_example("reference.py")
-    seen = {}
-
-    class Stop(Exception):
-        pass
-
-    def capture(model, *args, **kwargs):
-        seen["model"] = model
-        raise Stop
-
-    monkeypatch.setattr(mod, "reference_hmc", capture)
-    args = mod.parse_args(["--dataset", "gap1d", "--width", "4", "--noise-prior", flag])
-    with pytest.raises(Stop):
-        mod.main(args)
-    prior = seen["model"].likelihood.scale
+    mod, args, model = _reference_py_model(
+        monkeypatch, ["--dataset", "gap1d", "--width", "4", "--noise-prior", flag]
+    )
+    prior = model.likelihood.scale
     assert type(prior).__name__ == family
     assert {k: float(getattr(prior, k)) for k in params} == pytest.approx(params)
     assert mod.noise_record(args.noise_prior) == record
