@@ -244,7 +244,7 @@ def noise_prior_value(text: str) -> float | tuple[str, tuple[float, ...]]:
         value = "heldout"
     if value == "heldout":
         priors = ", ".join(f"'{f}:{','.join(a.upper() for a in args)}'"
-                           for f, args in NOISE_PRIORS.items())  # fmt: skip
+                           for f, (_, args) in NOISE_PRIORS.items())  # fmt: skip
         raise argparse.ArgumentTypeError(
             f"a HalfNormal's scale (a positive number) or a prior ({priors}), got {text!r}"
         ) from None
@@ -257,8 +257,8 @@ def noise_record(noise_prior: float | tuple[str, tuple[float, ...]]) -> str:
     if not isinstance(noise_prior, tuple):
         return f"HalfNormal({noise_prior:g})"
     family, args = noise_prior
-    name = type(make_noise_prior(family, args)).__name__
-    named = zip(NOISE_PRIORS[family], args, strict=True)
+    name, names = NOISE_PRIORS[family]
+    named = zip(names, args, strict=True)
     return f"{name}(" + ", ".join(f"{k}={v:g}" for k, v in named) + ")"
 
 

@@ -324,14 +324,14 @@ def default_noise(method: str) -> str:
     return HELDOUT if method in HELDOUT_NOISE_METHODS else LEARNED_NOISE
 
 
-NOISE_PRIORS: dict[str, tuple[str, ...]] = {
-    "halfnormal": ("scale",),
-    "halfcauchy": ("scale",),
-    "lognormal": ("loc", "scale"),
-    "inversegamma": ("concentration", "rate"),
+NOISE_PRIORS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "halfnormal": ("HalfNormal", ("scale",)),
+    "halfcauchy": ("HalfCauchy", ("scale",)),
+    "lognormal": ("LogNormal", ("loc", "scale")),
+    "inversegamma": ("InverseGamma", ("concentration", "rate")),
 }
-"""``--noise FAMILY:ARGS``: the priors on the noise sd, with their parameters in order (NumPyro's
-``HalfNormal``, ``HalfCauchy``, ``LogNormal`` (of log sd: ``loc``, ``scale``), ``InverseGamma``)."""
+"""``--noise FAMILY:ARGS``: the priors on the noise sd, each NumPyro's distribution of that name
+with its parameters in order (``LogNormal``'s are those of log sd)."""
 
 
 def parse_noise(text: str) -> float | tuple[str, tuple[float, ...]] | str:
@@ -351,10 +351,10 @@ def parse_noise(text: str) -> float | tuple[str, tuple[float, ...]] | str:
         values = [float(v) for v in (arg if sep else family).split(",")]
     except ValueError:
         values = None
-    names = NOISE_PRIORS.get(family, ()) if sep else ("sd",)
+    names = NOISE_PRIORS.get(family, ("", ()))[1] if sep else ("sd",)
     if values is None or not names or len(values) != len(names):
         priors = ", ".join(f"'{f}:{','.join(a.upper() for a in args)}'"
-                           for f, args in NOISE_PRIORS.items())  # fmt: skip
+                           for f, (_, args) in NOISE_PRIORS.items())  # fmt: skip
         raise InputValueError(
             f"--noise must be a positive number (the fixed noise sd of the standardised targets), "
             f"a prior on it ({priors}) or 'heldout' (fixed at the training rows' 5-fold held-out "
@@ -373,15 +373,9 @@ def parse_noise(text: str) -> float | tuple[str, tuple[float, ...]] | str:
 
 def noise_prior(family: str, args: Sequence[float]) -> Any:
     """The NumPyro distribution of a parsed ``--noise`` prior (:func:`parse_noise`)."""
-    import numpyro.distributions as dist
+    import numpyro.distributions as dist  # start-up time: only when a model is built
 
-    make = {
-        "halfnormal": dist.HalfNormal,
-        "halfcauchy": dist.HalfCauchy,
-        "lognormal": dist.LogNormal,
-        "inversegamma": dist.InverseGamma,
-    }
-    return make[family](*args)
+    return getattr(dist, NOISE_PRIORS[family][0])(*args)
 
 
 class Fit(NamedTuple):
