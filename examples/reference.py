@@ -46,7 +46,7 @@ import jax
 import numpy as np
 
 import bnn_ppl as bp
-from bnn_ppl.cli.settings import NOISE_PRIORS, parse_noise
+from bnn_ppl.cli.settings import NOISE_PRIOR_FORMS, NOISE_PRIORS, parse_noise
 from bnn_ppl.cli.settings import noise_prior as make_noise_prior
 from bnn_ppl.inference import ReferenceNotConvergedWarning, heldout_noise, reference_hmc
 from bnn_ppl.io import save_npz, write_json
@@ -243,10 +243,9 @@ def noise_prior_value(text: str) -> float | tuple[str, tuple[float, ...]]:
             raise argparse.ArgumentTypeError(str(e).replace("--noise", "--noise-prior")) from None
         value = "heldout"
     if value == "heldout":
-        priors = ", ".join(f"'{f}:{','.join(a.upper() for a in args)}'"
-                           for f, (_, args) in NOISE_PRIORS.items())  # fmt: skip
         raise argparse.ArgumentTypeError(
-            f"a HalfNormal's scale (a positive number) or a prior ({priors}), got {text!r}"
+            f"a HalfNormal's scale (a positive number) or a prior ({NOISE_PRIOR_FORMS}), got "
+            f"{text!r}"
         ) from None
     return value
 

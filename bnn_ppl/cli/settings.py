@@ -333,6 +333,11 @@ NOISE_PRIORS: dict[str, tuple[str, tuple[str, ...]]] = {
 """``--noise FAMILY:ARGS``: the priors on the noise sd, each NumPyro's distribution of that name
 with its parameters in order (``LogNormal``'s are those of log sd)."""
 
+NOISE_PRIOR_FORMS = ", ".join(
+    f"'{family}:{','.join(a.upper() for a in args)}'" for family, (_, args) in NOISE_PRIORS.items()
+)
+"""The ``FAMILY:ARGS`` forms of :data:`NOISE_PRIORS`, as messages list them."""
+
 
 def parse_noise(text: str) -> float | tuple[str, tuple[float, ...]] | str:
     """``"0.5"`` -> 0.5 (fixed noise); ``"halfnormal:1"`` -> ``("halfnormal", (1.0,))``, or any
@@ -353,12 +358,10 @@ def parse_noise(text: str) -> float | tuple[str, tuple[float, ...]] | str:
         values = None
     names = NOISE_PRIORS.get(family, ("", ()))[1] if sep else ("sd",)
     if values is None or not names or len(values) != len(names):
-        priors = ", ".join(f"'{f}:{','.join(a.upper() for a in args)}'"
-                           for f, (_, args) in NOISE_PRIORS.items())  # fmt: skip
         raise InputValueError(
             f"--noise must be a positive number (the fixed noise sd of the standardised targets), "
-            f"a prior on it ({priors}) or 'heldout' (fixed at the training rows' 5-fold held-out "
-            f"MAP RMSE), got {text!r}."
+            f"a prior on it ({NOISE_PRIOR_FORMS}) or 'heldout' (fixed at the training rows' "
+            f"5-fold held-out MAP RMSE), got {text!r}."
         )
     if not sep:
         return validation.check_positive("--noise", values[0])
