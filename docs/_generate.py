@@ -225,8 +225,9 @@ Columns: *converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min
 predictions and bulk ESS >= `min_ess`) at the last check, else the reason the run stopped;
 *draws/chain* counts the sampling draws of the last check; *wall* is the time its checks
 committed (warmup, the starts and every segment, over all the calls that resumed the run; older
-records without it: the writing call's time); *metrics* are on the test split (standardised
-targets; `orig.` in the targets' units).
+records without it: the writing call's time); *metrics* are on the test split, in the targets'
+units where the record has them (`orig.`; the standardised figures are in its JSON), else on
+standardised targets.
 """
 
 
@@ -239,7 +240,16 @@ def _fmt_metrics(metrics: dict) -> str:
         "rmse_original": "RMSE orig.",
         "test_ll_original": "test LL orig.",
     }
+    if "rmse_original" in metrics:  # the targets' own units: the standardised ones are in the JSON
+        names = {k: v for k, v in names.items() if k.endswith("_original")}
     return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items() if k in metrics)
+
+
+def _network(text: str) -> str:
+    """``MLP(hidden=(50,))`` as ``MLP(50)``, ``MLP(hidden=(50, 50))`` as ``MLP(50, 50)``."""
+    import re
+
+    return re.sub(r"MLP\(hidden=\(([\d, ]+?),?\)\)", r"MLP(\1)", text)
 
 
 def catalogue() -> str:
@@ -262,7 +272,7 @@ def catalogue() -> str:
         # the checks' committed time: a resumed run's writing call saw only its own part
         seconds = check.get("seconds") or record.get("wall_seconds", 0)
         rows.append(
-            f"| `{path.stem}` | {data.get('name', '')}{split} | {model.get('network', '')}, "
+            f"| `{path.stem}` | {data.get('name', '')}{split} | {_network(model.get('network', ''))}, "
             f"{model.get('prior', '')}, {model.get('likelihood', '')}{noise} | {verdict} | "
             f"{draws} x {recipe.get('num_chains', '')} | {seconds:,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
