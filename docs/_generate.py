@@ -271,8 +271,9 @@ def catalogue() -> str:
         draws = check.get("draws", "")
         # the checks' committed time: a resumed run's writing call saw only its own part
         seconds = check.get("seconds") or record.get("wall_seconds", 0)
+        network = _network(model.get("network", ""))
         rows.append(
-            f"| `{path.stem}` | {data.get('name', '')}{split} | {_network(model.get('network', ''))}, "
+            f"| `{path.stem}` | {data.get('name', '')}{split} | {network}, "
             f"{model.get('prior', '')}, {model.get('likelihood', '')}{noise} | {verdict} | "
             f"{draws} x {recipe.get('num_chains', '')} | {seconds:,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
