@@ -200,9 +200,10 @@ def main(args: argparse.Namespace) -> None:
         "model": {"network": f"MLP(hidden=({args.width},))", "prior": args.prior
                   or f"Normal({args.prior_scale})",
                   "temperature": args.temperature, "temper": args.temper,
-                  "likelihood": type(model.likelihood).__name__,
-                  "noise": noise_record(args.noise_prior) if args.noise is None
-                           else args.noise}
+                  "likelihood": type(model.likelihood).__name__}
+                 | ({} if data.task == "classification"  # a classifier has no noise sd
+                    else {"noise": noise_record(args.noise_prior) if args.noise is None
+                          else args.noise})
                  | ({"noise_choice": choice.record()} if choice else {}),
         "predictions": {"file": os.path.basename(npz), "sha256": sha, "arrays": sorted(arrays)},
         "converged": run.converged,

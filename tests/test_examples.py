@@ -220,6 +220,7 @@ def _check_reference(stdout: str, out_dir: Path, variant: str) -> None:
     assert "NOT converged" in stdout and "WARNING (not converged)" in stdout
     assert record["command"].startswith("python ") and record["seed"] == 0
     assert {"bnn_ppl", "jax", "numpyro"} <= set(record["versions"])
+    assert record["model"]["likelihood"] == "Categorical" and "noise" not in record["model"]
     assert len(record["recipe"]["convergence"]["checks"]) == 2
     arrays = load_npz(out_dir / "digits.npz", sha256=record["predictions"]["sha256"])
     assert arrays["probs"].shape == (30, 10) and arrays["chain_probs"].shape == (2, 30, 10)
