@@ -252,6 +252,18 @@ def _network(text: str) -> str:
     return re.sub(r"MLP\(hidden=\(([\d, ]+?),?\)\)", r"MLP(\1)", text)
 
 
+def _prior(spec: str) -> str:
+    """A ``--prior`` spec as its family, like the Normal rows: ``laplace:0.212`` as
+    ``Laplace(0.212)``, ``student_t:3,0.173`` as ``StudentT(3, 0.173)``."""
+    import re
+
+    if ":" not in spec:
+        return spec
+    from bnn_ppl.priors import from_string
+
+    return re.sub(r"\w+=", "", repr(from_string(spec))).replace(".0,", ",")
+
+
 def catalogue() -> str:
     """The catalogue of ``examples/references/*.json`` as Markdown (one row per record)."""
     import json
@@ -274,7 +286,7 @@ def catalogue() -> str:
         network = _network(model.get("network", ""))
         rows.append(
             f"| `{path.stem}` | {data.get('name', '')}{split} | {network}, "
-            f"{model.get('prior', '')}, {model.get('likelihood', '')}{noise} | {verdict} | "
+            f"{_prior(model.get('prior', ''))}, {model.get('likelihood', '')}{noise} | {verdict} | "
             f"{draws} x {recipe.get('num_chains', '')} | {seconds:,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
         )

@@ -164,7 +164,7 @@ def test_the_catalogue_gives_a_resumed_run_the_time_every_call_committed(tmp_pat
     assert "| 1,234 s |" in rows["| `older`"]  # no committed time stored: the call's
 
 
-def test_the_catalogue_shortens_mlps_and_keeps_regression_metrics_in_the_targets_units(
+def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_target_units(
     tmp_path, monkeypatch
 ):
     sys.path.insert(0, str(ROOT / "docs"))
@@ -172,17 +172,17 @@ def test_the_catalogue_shortens_mlps_and_keeps_regression_metrics_in_the_targets
         import _generate
     finally:
         sys.path.pop(0)
-    regression = {"model": {"network": "MLP(hidden=(50, 50))"},
+    regression = {"model": {"network": "MLP(hidden=(50, 50))", "prior": "student_t:3,0.173"},
                   "metrics": {"gaussian_nll": 0.1, "rmse": 0.25, "rmse_original": 2.5,
                               "test_ll_original": -2.3}}  # fmt: skip
-    classifier = {"model": {"network": "MLP(hidden=(50,))"},
+    classifier = {"model": {"network": "MLP(hidden=(50,))", "prior": "Normal(0.3)"},
                   "metrics": {"nll": 0.15, "accuracy": 0.97}}  # fmt: skip
     (tmp_path / "regression.json").write_text(json.dumps(regression))
     (tmp_path / "classifier.json").write_text(json.dumps(classifier))
     monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
     rows = {line.split(" | ")[0]: line for line in _generate.catalogue().splitlines()
             if line.startswith("| `")}  # fmt: skip
-    assert "| MLP(50, 50), " in rows["| `regression`"]
+    assert "| MLP(50, 50), StudentT(3, 0.173), " in rows["| `regression`"]  # as the Normal rows
     assert "| RMSE orig. 2.5, test LL orig. -2.3 |" in rows["| `regression`"]
-    assert "| MLP(50), " in rows["| `classifier`"]
+    assert "| MLP(50), Normal(0.3), " in rows["| `classifier`"]
     assert "| NLL 0.15, accuracy 0.97 |" in rows["| `classifier`"]
