@@ -221,7 +221,8 @@ measures other methods against any of them; the `command` field of a record's JS
 the command that made it. What the runs taught is in the documentation's
 findings (reference runs, against the converged reference).
 
-Columns: *converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min_share` of the
+One table per data set, by split (UCI: Hernández-Lobato & Adams's standard splits).
+*converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min_share` of the
 predictions and bulk ESS >= `min_ess`) at the last check, else the reason the run stopped;
 *draws/chain* counts the sampling draws of the last check; *wall* is the time its checks
 committed (warmup, the starts and every segment, over all the calls that resumed the run; older
@@ -268,14 +269,13 @@ def catalogue() -> str:
     """The catalogue of ``examples/references/*.json`` as Markdown (one row per record)."""
     import json
 
-    rows = []
+    sections: dict[str, list[tuple[int, str, str]]] = {}  # one table per data set
     for path in sorted(REFERENCES.glob("*.json")):
         record = json.loads(path.read_text())
         recipe = record.get("recipe", {})
         check = recipe.get("convergence") or {}
         data = record.get("data", {})
         model = record.get("model", {})
-        split = f" split {data['split']}" if data.get("split") is not None else ""
         noise = f", noise {model['noise']}" if model.get("noise") is not None else ""
         if model.get("temperature", 1.0) != 1.0:  # a tempered (cold) posterior
             noise += f", T = {model['temperature']:g} ({model.get('temper', 'likelihood')})"
@@ -284,18 +284,26 @@ def catalogue() -> str:
         # the checks' committed time: a resumed run's writing call saw only its own part
         seconds = check.get("seconds") or record.get("wall_seconds", 0)
         network = _network(model.get("network", ""))
-        rows.append(
-            f"| `{path.stem}` | {data.get('name', '')}{split} | {network}, "
+        split_order = data["split"] if isinstance(data.get("split"), int) else -1
+        sections.setdefault(data.get("name", "other"), []).append((split_order, path.stem,
+            f"| `{path.stem}` | {data.get('split', '')} | {network}, "
             f"{_prior(model.get('prior', ''))}, {model.get('likelihood', '')}{noise} | {verdict} | "
             f"{draws} x {recipe.get('num_chains', '')} | {seconds:,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
-        )
-    table = [
-        "| record | data | model | converged | draws/chain x chains | wall | metrics | commit |",
-        "|---|---|---|---|---|---|---|---|",
-        *rows,
-    ]
-    return CATALOGUE_HEAD + "\n" + "\n".join(table) + "\n"
+        ))
+    header = ("| record | split | model | converged | draws/chain x chains | wall | metrics "
+              "| commit |")
+    out = []
+    for name in sorted(sections):
+        out += [
+            "",
+            f"## {name} ({len(sections[name])} record{'s' if len(sections[name]) > 1 else ''})",
+            "",
+            header,
+            "|---|---|---|---|---|---|---|---|",
+            *(row for _, _, row in sorted(sections[name])),  # by split, then name
+        ]
+    return CATALOGUE_HEAD + "\n".join(out) + "\n"
 
 
 def cli_reference() -> str:

@@ -186,3 +186,20 @@ def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_
     assert "| RMSE orig. 2.5, test LL orig. -2.3 |" in rows["| `regression`"]
     assert "| MLP(50), Normal(0.3), " in rows["| `classifier`"]
     assert "| NLL 0.15, accuracy 0.97 |" in rows["| `classifier`"]
+
+
+def test_the_catalogue_has_one_table_per_data_set_in_split_order(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import _generate
+    finally:
+        sys.path.pop(0)
+    for stem, name, split in [("b_split10", "uci/b", 10), ("b_split2", "uci/b", 2),
+                              ("a", "a", None)]:  # fmt: skip
+        (tmp_path / f"{stem}.json").write_text(json.dumps({"data": {"name": name, "split": split}}))
+    monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
+    lines = _generate.catalogue().splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
+    assert [lines[i] for i in heads] == ["## a (1 record)", "## uci/b (2 records)"]
+    rows = [line.split(" | ")[:2] for line in lines[heads[1]:] if line.startswith("| `")]
+    assert rows == [["| `b_split2`", "2"], ["| `b_split10`", "10"]]  # by split, not by name
