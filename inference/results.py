@@ -83,7 +83,7 @@ def from_mcmc(
 
     Args:
         mcmc: after ``run``; its sample statistics are the ``extra_fields`` it collected
-            (:func:`~bnn_ppl.inference.hmc` collects all of them by default; for an SG-MCMC
+            (:func:`~bnn_ppl.inference.fit` collects all of them for HMC and NUTS; for an SG-MCMC
             kernel run by hand pass ``extra_fields=("info",)`` to get ``step_size`` and ``lp``).
         method: the method's name (default from the kernel: ``"hmc"``, ``"nuts"``, ``"sgld"``,
             ...).

@@ -102,7 +102,8 @@ def test_page_blocks_run(page: Path, tmp_path: Path):
         env["BNN_PPL_DATA"] = str(UCI_DIR)
     script = "\n\n".join(code for _, code in run)
     result = subprocess.run(
-        [sys.executable, "-c", script],
+        # a page that calls a deprecated API (bnn_ppl's or another library's) fails
+        [sys.executable, "-W", "error::DeprecationWarning:__main__", "-c", script],
         cwd=tmp_path,
         env=env,
         capture_output=True,

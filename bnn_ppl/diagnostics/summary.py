@@ -308,8 +308,8 @@ def sampler_summary(mcmc: Any, *, warn: bool = True) -> list[dict[str, Any]]:
     other chains', NaN with one chain) and ``warning`` (the problems found, ``""`` if none). Where
     available it also has ``accept_prob`` (mean), ``divergences``, ``step_size`` (final,
     adapted) and ``num_steps`` (mean leapfrog steps): collect ``accept_prob``, ``diverging`` and
-    ``num_steps`` through ``extra_fields`` (:func:`bnn_ppl.inference.hmc` does). Works for any
-    ``numpyro.infer.MCMC`` after ``run``, SG-MCMC kernels included.
+    ``num_steps`` through ``extra_fields`` (:func:`~bnn_ppl.inference.fit` does for HMC and
+    NUTS). Works for any ``numpyro.infer.MCMC`` after ``run``, SG-MCMC kernels included.
 
     A chain that is not moving is never reported as a success: its row says so and, with
     ``warn``, a :class:`StuckChainWarning` is raised.

@@ -116,7 +116,8 @@ WORKER = textwrap.dedent(
     import jax
     import numpy as np
     import bnn_ppl as bp
-    from bnn_ppl.inference import full_batch_potential, hmc
+    from numpyro.infer import MCMC
+    from bnn_ppl.inference import HMC, full_batch_potential
     from bnn_ppl.io import save_npz
     from bnn_ppl.models import MLP
 
@@ -128,9 +129,13 @@ WORKER = textwrap.dedent(
     rows = distributed.process_rows(n, chunk_size=chunk)
     x, y = x[rows], y[rows]  # this process holds only its own rows from here on
     model = bp.BNN(MLP(hidden=(5,), out=1), bp.priors.Normal(1.0), bp.likelihoods.Gaussian(0.5))
-    mcmc = hmc(model, x, y, num_warmup=15, num_samples=15, chunk_size=chunk,
-               trajectory_length=0.3, rng_key=jax.random.key(42))
-    pot = mcmc.sampler.potential
+    # as docs/howto/multi_host.md runs it: NumPyro's MCMC, the data as jit arguments
+    pot = full_batch_potential(model, x, y, chunk_size=chunk)
+    mcmc = MCMC(HMC(pot, trajectory_length=0.3), num_warmup=15, num_samples=15,
+                progress_bar=False, jit_model_args=True)
+    init_key, run_key = jax.random.split(jax.random.key(42))
+    mcmc.run(run_key, *pot.args, init_params=pot.init_params(init_key),
+             extra_fields=("accept_prob",))
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples().items()}
     samples["accept_prob"] = np.asarray(mcmc.get_extra_fields()["accept_prob"])
     save_npz(out + ".npz", samples)
