@@ -221,13 +221,15 @@ measures other methods against any of them; the `command` field of a record's JS
 the command that made it. What the runs taught is in the documentation's
 findings (reference runs, against the converged reference).
 
-One table per data set, by split (UCI: Hernández-Lobato & Adams's standard splits).
+One table per data set, by split (UCI: Hernández-Lobato & Adams's standard splits). *model*:
+the network, the prior on every weight, the likelihood (`noise`: a Gaussian likelihood with
+that noise sd, fixed or with that prior).
 *converged* is the recipe's rule (R-hat <= `max_rhat` for at least `min_share` of the
 predictions and bulk ESS >= `min_ess`) at the last check, else the reason the run stopped;
 *draws/chain* counts the sampling draws of the last check; *wall* is the time its checks
 committed (warmup, the starts and every segment, over all the calls that resumed the run; older
 records without it: the writing call's time); *metrics* are on the test split, in the targets'
-units where the record has them (`orig.`; the standardised figures are in its JSON), else on
+units where the record has them (`(orig.)`; the standardised figures are in its JSON), else on
 standardised targets.
 """
 
@@ -238,11 +240,13 @@ def _fmt_metrics(metrics: dict) -> str:
         "accuracy": "accuracy",
         "gaussian_nll": "NLL",
         "rmse": "RMSE",
-        "rmse_original": "RMSE orig.",
-        "test_ll_original": "test LL orig.",
+        "rmse_original": "RMSE",
+        "test_ll_original": "test LL",
     }
     if "rmse_original" in metrics:  # the targets' own units: the standardised ones are in the JSON
         names = {k: v for k, v in names.items() if k.endswith("_original")}
+        return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items()
+                         if k in metrics) + " (orig.)"
     return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items() if k in metrics)
 
 
@@ -277,6 +281,9 @@ def catalogue() -> str:
         data = record.get("data", {})
         model = record.get("model", {})
         noise = f", noise {model['noise']}" if model.get("noise") is not None else ""
+        likelihood = model.get("likelihood", "")
+        if noise and likelihood == "Gaussian":  # "noise ..." says it: a Gaussian likelihood
+            likelihood = ""
         if model.get("temperature", 1.0) != 1.0:  # a tempered (cold) posterior
             noise += f", T = {model['temperature']:g} ({model.get('temper', 'likelihood')})"
         verdict = "yes" if record.get("converged") else f"no ({record.get('stop_reason')})"
@@ -287,7 +294,8 @@ def catalogue() -> str:
         split_order = data["split"] if isinstance(data.get("split"), int) else -1
         sections.setdefault(data.get("name", "other"), []).append((split_order, path.stem,
             f"| `{path.stem}` | {data.get('split', '')} | {network}, "
-            f"{_prior(model.get('prior', ''))}, {model.get('likelihood', '')}{noise} | {verdict} | "
+            f"{_prior(model.get('prior', ''))}{', ' + likelihood if likelihood else ''}{noise} | "
+            f"{verdict} | "
             f"{draws} x {recipe.get('num_chains', '')} | {seconds:,.0f} s | "
             f"{_fmt_metrics(record.get('metrics', {}))} | `{str(record.get('commit', ''))[:7]}` |"
         ))

@@ -173,19 +173,22 @@ def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_
         import _generate
     finally:
         sys.path.pop(0)
-    regression = {"model": {"network": "MLP(hidden=(50, 50))", "prior": "student_t:3,0.173"},
+    regression = {"model": {"network": "MLP(hidden=(50, 50))", "prior": "student_t:3,0.173",
+                            "likelihood": "Gaussian", "noise": "HalfNormal(1)"},
                   "metrics": {"gaussian_nll": 0.1, "rmse": 0.25, "rmse_original": 2.5,
                               "test_ll_original": -2.3}}  # fmt: skip
-    classifier = {"model": {"network": "MLP(hidden=(50,))", "prior": "Normal(0.3)"},
+    classifier = {"model": {"network": "MLP(hidden=(50,))", "prior": "Normal(0.3)",
+                            "likelihood": "Categorical"},
                   "metrics": {"nll": 0.15, "accuracy": 0.97}}  # fmt: skip
     (tmp_path / "regression.json").write_text(json.dumps(regression))
     (tmp_path / "classifier.json").write_text(json.dumps(classifier))
     monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
     rows = {line.split(" | ")[0]: line for line in _generate.catalogue().splitlines()
             if line.startswith("| `")}  # fmt: skip
-    assert "| MLP(50, 50), StudentT(3, 0.173), " in rows["| `regression`"]  # as the Normal rows
-    assert "| RMSE orig. 2.5, test LL orig. -2.3 |" in rows["| `regression`"]
-    assert "| MLP(50), Normal(0.3), " in rows["| `classifier`"]
+    # the prior as its family (as the Normal rows); "noise ..." stands for the Gaussian likelihood
+    assert "| MLP(50, 50), StudentT(3, 0.173), noise HalfNormal(1) |" in rows["| `regression`"]
+    assert "| RMSE 2.5, test LL -2.3 (orig.) |" in rows["| `regression`"]
+    assert "| MLP(50), Normal(0.3), Categorical |" in rows["| `classifier`"]
     assert "| NLL 0.15, accuracy 0.97 |" in rows["| `classifier`"]
 
 
