@@ -243,11 +243,11 @@ def _fmt_metrics(metrics: dict) -> str:
         "rmse_original": "RMSE",
         "test_ll_original": "test LL",
     }
-    if "rmse_original" in metrics:  # the targets' own units: the standardised ones are in the JSON
+    original = "rmse_original" in metrics  # the targets' own units: standardised in the JSON
+    if original:
         names = {k: v for k, v in names.items() if k.endswith("_original")}
-        return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items()
-                         if k in metrics) + " (orig.)"
-    return ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items() if k in metrics)
+    text = ", ".join(f"{label} {metrics[k]:.4g}" for k, label in names.items() if k in metrics)
+    return text + " (orig.)" if original else text
 
 
 def _network(text: str) -> str:

@@ -132,12 +132,32 @@ def test_readme_is_one_screen():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 150
 
 
-def test_reference_catalogue_is_generated_from_the_records():
+def _generate_module():
+    """``docs/_generate.py``, imported from the docs folder."""
     sys.path.insert(0, str(ROOT / "docs"))
     try:
         import _generate
     finally:
         sys.path.pop(0)
+    return _generate
+
+
+def _catalogue(records: dict[str, dict], folder: Path, monkeypatch) -> list[str]:
+    """The generated catalogue's lines for these records (stem -> JSON), written to ``folder``."""
+    generate = _generate_module()
+    for stem, record in records.items():
+        (folder / f"{stem}.json").write_text(json.dumps(record))
+    monkeypatch.setattr(generate, "REFERENCES", folder)
+    return generate.catalogue().splitlines()
+
+
+def _rows(lines: list[str]) -> dict[str, str]:
+    """The catalogue's table rows by their first cell (``| `stem```)."""
+    return {line.split(" | ")[0]: line for line in lines if line.startswith("| `")}
+
+
+def test_reference_catalogue_is_generated_from_the_records():
+    _generate = _generate_module()
     stored = (ROOT / "examples" / "references" / "README.md").read_text()
     assert stored == _generate.catalogue(), "run: python docs/_generate.py"
     records = sorted((ROOT / "examples" / "references").glob("*.json"))
@@ -147,20 +167,11 @@ def test_reference_catalogue_is_generated_from_the_records():
 
 
 def test_the_catalogue_gives_a_resumed_run_the_time_every_call_committed(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "docs"))
-    try:
-        import _generate
-    finally:
-        sys.path.pop(0)
     # a run resumed once: the writing call took 8 s, its checks committed 2,380 s in all
     resumed = {"converged": False, "stop_reason": "max_seconds", "wall_seconds": 7.6,
                "recipe": {"num_chains": 4, "convergence": {"draws": 6000, "seconds": 2380.2}}}
     older = {"converged": True, "wall_seconds": 1234.0, "recipe": {"num_chains": 4}}
-    (tmp_path / "resumed.json").write_text(json.dumps(resumed))
-    (tmp_path / "older.json").write_text(json.dumps(older))
-    monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
-    rows = {line.split(" | ")[0]: line for line in _generate.catalogue().splitlines()
-            if line.startswith("| `")}  # fmt: skip
+    rows = _rows(_catalogue({"resumed": resumed, "older": older}, tmp_path, monkeypatch))
     assert "| 6000 x 4 | 2,380 s |" in rows["| `resumed`"]
     assert "| 1,234 s |" in rows["| `older`"]  # no committed time stored: the call's
 
@@ -168,11 +179,6 @@ def test_the_catalogue_gives_a_resumed_run_the_time_every_call_committed(tmp_pat
 def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_target_units(
     tmp_path, monkeypatch
 ):
-    sys.path.insert(0, str(ROOT / "docs"))
-    try:
-        import _generate
-    finally:
-        sys.path.pop(0)
     regression = {"model": {"network": "MLP(hidden=(50, 50))", "prior": "student_t:3,0.173",
                             "likelihood": "Gaussian", "noise": "HalfNormal(1)"},
                   "metrics": {"gaussian_nll": 0.1, "rmse": 0.25, "rmse_original": 2.5,
@@ -180,11 +186,8 @@ def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_
     classifier = {"model": {"network": "MLP(hidden=(50,))", "prior": "Normal(0.3)",
                             "likelihood": "Categorical"},
                   "metrics": {"nll": 0.15, "accuracy": 0.97}}  # fmt: skip
-    (tmp_path / "regression.json").write_text(json.dumps(regression))
-    (tmp_path / "classifier.json").write_text(json.dumps(classifier))
-    monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
-    rows = {line.split(" | ")[0]: line for line in _generate.catalogue().splitlines()
-            if line.startswith("| `")}  # fmt: skip
+    records = {"regression": regression, "classifier": classifier}
+    rows = _rows(_catalogue(records, tmp_path, monkeypatch))
     # the prior as its family (as the Normal rows); "noise ..." stands for the Gaussian likelihood
     assert "| MLP(50, 50), StudentT(3, 0.173), noise HalfNormal(1) |" in rows["| `regression`"]
     assert "| RMSE 2.5, test LL -2.3 (orig.) |" in rows["| `regression`"]
@@ -193,16 +196,9 @@ def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_
 
 
 def test_the_catalogue_has_one_table_per_data_set_in_split_order(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "docs"))
-    try:
-        import _generate
-    finally:
-        sys.path.pop(0)
-    for stem, name, split in [("b_split10", "uci/b", 10), ("b_split2", "uci/b", 2),
-                              ("a", "a", None)]:  # fmt: skip
-        (tmp_path / f"{stem}.json").write_text(json.dumps({"data": {"name": name, "split": split}}))
-    monkeypatch.setattr(_generate, "REFERENCES", tmp_path)
-    lines = _generate.catalogue().splitlines()
+    data = {"b_split10": ("uci/b", 10), "b_split2": ("uci/b", 2), "a": ("a", None)}
+    records = {stem: {"data": {"name": name, "split": k}} for stem, (name, k) in data.items()}
+    lines = _catalogue(records, tmp_path, monkeypatch)
     heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
     assert [lines[i] for i in heads] == ["## a (1 record)", "## uci/b (2 records)"]
     rows = [line.split(" | ")[:2] for line in lines[heads[1]:] if line.startswith("| `")]
