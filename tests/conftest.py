@@ -12,6 +12,7 @@ import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # XLA's backend at optimization level 0, without LLVM's expensive passes: the suite's programs
@@ -96,6 +97,45 @@ def subprocess_env(**extra: str) -> dict[str, str]:
         str(jax.config.jax_persistent_cache_min_compile_time_secs),
     )
     return {**env, **extra}
+
+
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS)
+"""Signals by which a child Python process crashes in native code (XLA's compiler or runtime,
+not Python: a Python error exits with a status, an XLA check failure aborts)."""
+
+
+def run_child(args: list[str], node: pytest.Item, **kwargs: Any) -> subprocess.CompletedProcess:
+    """``subprocess.run(args, **kwargs)`` with Python's fault handler on in the child; a child
+    killed by one of :data:`CRASH_SIGNALS` is run once more. The crash, with the fault
+    handler's traceback, is kept on the test's report and listed in the run's summary
+    (``pytest_terminal_summary``), so that a crash the second run does not repeat is seen, not
+    lost; a second crash is the test's result."""
+    env = {**(kwargs.pop("env", None) or os.environ), "PYTHONFAULTHANDLER": "1"}
+    result = subprocess.run(args, env=env, **kwargs)
+    if -result.returncode in CRASH_SIGNALS:
+        err = result.stderr if isinstance(result.stderr, str) else (result.stderr or b"").decode()
+        node.user_properties.append(
+            ("child_crash", f"{signal.Signals(-result.returncode).name}, run again:\n{err[-3000:]}")
+        )
+        result = subprocess.run(args, env=env, **kwargs)
+    return result
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Lists every child process that crashed in native code and was run again (see
+    :func:`run_child`), whatever the test's outcome."""
+    crashes = [
+        (report.nodeid, text)
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, text in getattr(report, "user_properties", ())
+        if name == "child_crash"
+    ]
+    if crashes:
+        terminalreporter.section("child processes that crashed and were run again")
+        for nodeid, text in crashes:
+            terminalreporter.write_line(f"{nodeid}: {text}")
 
 
 def sigkill_when(proc: subprocess.Popen, path: Path, timeout: float = 300.0) -> None:
@@ -186,8 +226,9 @@ class ReleaseCompiledPrograms:
         self.clears = 0
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item,
-                                nextitem: pytest.Item | None) -> Iterator[None]:
+    def pytest_runtest_teardown(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Iterator[None]:
         yield  # (the file's module fixtures are torn down by now when the next test is elsewhere)
         if nextitem is not None and nextitem.path == item.path:
             return

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, UCI_DIR
+from conftest import ROOT, UCI_DIR, run_child
 
 MARKER = re.compile(r"<!--\s*docs-test:\s*(skip|uci)\b[^>]*-->")
 FENCE = re.compile(r"^```python\s*$")
@@ -88,7 +88,7 @@ def _same_as_earlier(page: Path) -> Path | None:
 @pytest.mark.run_bound
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
-def test_page_blocks_run(page: Path, tmp_path: Path):
+def test_page_blocks_run(page: Path, tmp_path: Path, request: pytest.FixtureRequest):
     found = blocks(page.read_text())
     run = [(m, code) for m, code in found if m != "skip"]
     if not run:
@@ -101,9 +101,10 @@ def test_page_blocks_run(page: Path, tmp_path: Path):
             pytest.skip(f"needs the UCI files ({UCI_DIR} absent; set $BNN_PPL_DATA)")
         env["BNN_PPL_DATA"] = str(UCI_DIR)
     script = "\n\n".join(code for _, code in run)
-    result = subprocess.run(
+    result = run_child(
         # a page that calls a deprecated API (bnn_ppl's or another library's) fails
         [sys.executable, "-W", "error::DeprecationWarning:__main__", "-c", script],
+        request.node,
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -168,8 +169,12 @@ def test_reference_catalogue_is_generated_from_the_records():
 
 def test_the_catalogue_gives_a_resumed_run_the_time_every_call_committed(tmp_path, monkeypatch):
     # a run resumed once: the writing call took 8 s, its checks committed 2,380 s in all
-    resumed = {"converged": False, "stop_reason": "max_seconds", "wall_seconds": 7.6,
-               "recipe": {"num_chains": 4, "convergence": {"draws": 6000, "seconds": 2380.2}}}
+    resumed = {
+        "converged": False,
+        "stop_reason": "max_seconds",
+        "wall_seconds": 7.6,
+        "recipe": {"num_chains": 4, "convergence": {"draws": 6000, "seconds": 2380.2}},
+    }
     older = {"converged": True, "wall_seconds": 1234.0, "recipe": {"num_chains": 4}}
     rows = _rows(_catalogue({"resumed": resumed, "older": older}, tmp_path, monkeypatch))
     assert "| 6000 x 4 | 2,380 s |" in rows["| `resumed`"]
@@ -201,5 +206,5 @@ def test_the_catalogue_has_one_table_per_data_set_in_split_order(tmp_path, monke
     lines = _catalogue(records, tmp_path, monkeypatch)
     heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
     assert [lines[i] for i in heads] == ["## a (1 record)", "## uci/b (2 records)"]
-    rows = [line.split(" | ")[:2] for line in lines[heads[1]:] if line.startswith("| `")]
+    rows = [line.split(" | ")[:2] for line in lines[heads[1] :] if line.startswith("| `")]
     assert rows == [["| `b_split2`", "2"], ["| `b_split10`", "10"]]  # by split, not by name

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import subprocess_env
+from conftest import run_child, subprocess_env
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -325,9 +325,11 @@ def _runs() -> list[Any]:
     ]
 
 
-def _run(script: str, flags: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def _run(script: str, flags: list[str], cwd: Path,
+         node: pytest.Item) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    return run_child(
         [sys.executable, str(EXAMPLES / script), *flags],
+        node,
         capture_output=True,
         text=True,
         env=subprocess_env(),  # sharing the tests' persistent compilation cache
@@ -376,11 +378,12 @@ def test_every_example_is_registered() -> None:
 
 
 @pytest.mark.parametrize(("script", "variant"), _runs())
-def test_example_runs(script: str, variant: str, tmp_path: Path) -> None:
+def test_example_runs(script: str, variant: str, tmp_path: Path,
+                      request: pytest.FixtureRequest) -> None:  # fmt: skip
     out_dir = tmp_path / "out"
     extra = VARIANTS.get(script, {"default": []})[variant]
     flags = [f.replace("{out}", str(out_dir)) for f in [*TINY_FLAGS[script], *extra]]
-    proc = _run(script, flags, cwd=tmp_path)
+    proc = _run(script, flags, cwd=tmp_path, node=request.node)
     _check_ok(proc)
     for row in EXPECTED_ROWS.get(script, []):
         assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
 import types
 from pathlib import Path
 
 import jax
 import pytest
-from conftest import ReleaseCompiledPrograms
+from conftest import ReleaseCompiledPrograms, run_child
 
 
 def _teardown(plugin: ReleaseCompiledPrograms, item: object, nextitem: object) -> None:
@@ -54,3 +56,32 @@ def test_the_persistent_cache_writes_entries_whole(tmp_path):
     cache.put("k", b"other")  # an existing entry is kept, as JAX's put keeps it
     assert cache.get("k") == b"x" * 1000
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k-cache"]  # no temporary left
+
+
+def test_a_child_that_crashes_in_native_code_is_run_once_more_and_the_crash_reported(
+    tmp_path: Path,
+):
+    """A child killed by SIGSEGV is run again; the crash, with the fault handler's traceback,
+    stays on the test's report. A child that crashes twice returns the crash."""
+    once = (
+        "import ctypes, os, sys\n"
+        "if not os.path.exists(sys.argv[1]):\n"
+        "    open(sys.argv[1], 'w').close()\n"
+        "    ctypes.string_at(0)\n"  # a read at address 0: SIGSEGV in native code
+        "print('ran')\n"
+    )
+    node = types.SimpleNamespace(user_properties=[])
+    args = [sys.executable, "-c", once, str(tmp_path / "crashed")]
+    result = run_child(args, node, capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout == "ran\n"
+    [(name, text)] = node.user_properties
+    assert name == "child_crash" and text.startswith("SIGSEGV, run again")
+    assert "Segmentation fault" in text  # the fault handler's report of the first run
+
+    node.user_properties.clear()
+    always = [sys.executable, "-c", "import ctypes; ctypes.string_at(0)"]
+    result = run_child(always, node, capture_output=True)
+    assert result.returncode == -signal.SIGSEGV and len(node.user_properties) == 1
+    # an ordinary failure is not run again
+    result = run_child([sys.executable, "-c", "raise SystemExit(3)"], node)
+    assert result.returncode == 3 and len(node.user_properties) == 1
