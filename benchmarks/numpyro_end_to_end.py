@@ -9,7 +9,8 @@ several row counts, run by
   :func:`bnn_ppl.inference.model_potential` and bnn_ppl's ``NUTS`` (data sharded over the
   devices, summed in chunks, passed as arguments of the compiled loop);
 * ``BNN``: ``bp.BNN(MLP(hidden=(50, 50), activation=tanh))`` with N(0, 1) weights and biases
-  and a HalfNormal(1) noise scale, run by :func:`bnn_ppl.inference.nuts` (what ``fit`` runs).
+  and a HalfNormal(1) noise scale: its :func:`bnn_ppl.inference.full_batch_potential` run by
+  bnn_ppl's ``NUTS`` in NumPyro's ``MCMC`` (the programs ``fit`` runs).
 
 Each in a fresh process (no persistent cache), with 1 or 4 devices (4 simulated on the CPU:
 ``--xla_force_host_platform_device_count=4``), the same warmup, draws, tree depth and seed.
@@ -73,7 +74,7 @@ def _child(variant: str, n: int, warmup: int, draws: int, depth: int) -> dict:
     import bnn_ppl as bp
     from bnn_ppl._compat import ReusingMCMC
     from bnn_ppl.inference import NUTS as OurNUTS
-    from bnn_ppl.inference import model_potential, nuts
+    from bnn_ppl.inference import full_batch_potential, model_potential
     from bnn_ppl.models import MLP
 
     x, y = get_data(n)
@@ -99,9 +100,13 @@ def _child(variant: str, n: int, warmup: int, draws: int, depth: int) -> dict:
 
         net = MLP(hidden=(50, 50), out=1, activation=nn.tanh)
         bnn = bp.BNN(net, bp.priors.Normal(1.0), bp.likelihoods.Gaussian(dist.HalfNormal(1.0)))
-        mcmc = nuts(bnn, x, y, num_warmup=warmup, num_samples=draws, max_tree_depth=depth,
-                    rng_key=key, extra_fields=("num_steps",))  # fmt: skip
-        args = mcmc.sampler.potential.args
+        pot = full_batch_potential(bnn, x, y)
+        mcmc = ReusingMCMC(OurNUTS(pot, max_tree_depth=depth), num_warmup=warmup,
+                           num_samples=draws, progress_bar=False, jit_model_args=True)  # fmt: skip
+        init_key, run_key = jax.random.split(key)
+        mcmc.run(run_key, *pot.args, init_params=pot.init_params(init_key),
+                 extra_fields=("num_steps",))  # fmt: skip
+        args = pot.args
     jax.block_until_ready(mcmc.get_samples())
     first, first_cpu = time.perf_counter() - start, time.process_time() - cpu
     for _ in range(2):  # the first continuation compiles its (warmup-free) loop; time the second

@@ -1,7 +1,7 @@
 """Benchmark: identity or adapted diagonal mass matrix for reference HMC runs?
 
 Izmailov et al. ran HMC with an identity mass matrix and the fixed trajectory length
-(π/2)·σ_prior·√T: a quarter period of the prior. ``bnn_ppl.inference.hmc`` adapts a diagonal
+(π/2)·σ_prior·√T: a quarter period of the prior. ``bp.fit`` with an ``HMCConfig`` adapts a diagonal
 mass matrix by default and keeps the trajectory a quarter period *in the current metric*
 ((π/2)·σ_prior·√T while it is the identity, π/2 once it holds the posterior's variances). The
 reference recipe (:func:`bnn_ppl.inference.reference_hmc`) must pick one; this measures both,
@@ -37,7 +37,8 @@ import numpy as np
 import bnn_ppl as bp
 from bnn_ppl.diagnostics import convergence
 from bnn_ppl.diagnostics.function_values import CLASSIFICATION_QUANTITIES, function_values
-from bnn_ppl.inference import default_trajectory_length, hmc
+from bnn_ppl.config import HMCConfig
+from bnn_ppl.inference import default_trajectory_length
 from bnn_ppl.models import MLP
 
 KERNELS = ("identity", "diagonal", "diagonal-fixed")
@@ -45,7 +46,7 @@ KERNELS = ("identity", "diagonal", "diagonal-fixed")
 
 def kernel_kwargs(name: str, model: bp.BNN, x: np.ndarray) -> dict:
     if name == "identity":
-        return {"adapt_mass_matrix": False}
+        return {"mass_matrix": "identity"}
     if name == "diagonal":
         return {}
     return {"trajectory_length": default_trajectory_length(model, x)}
@@ -63,13 +64,12 @@ def run(args: argparse.Namespace, name: str, seed: int) -> dict:
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a slow chain is a result here, not an error
-        mcmc = hmc(model, x, y, rng_key=jax.random.key(seed), num_warmup=args.warmup,
-                   num_samples=args.samples, num_chains=args.chains,
-                   **kernel_kwargs(name, model, x))  # fmt: skip
-        samples = mcmc.get_samples(group_by_chain=True)
-        jax.block_until_ready(samples)
+        config = HMCConfig(num_warmup=args.warmup, num_samples=args.samples,
+                           num_chains=args.chains, **kernel_kwargs(name, model, x))  # fmt: skip
+        post = bp.fit(model, (x, y), config, jax.random.key(seed), progress_bar=False)
+        samples = jax.block_until_ready(post.samples)
     wall = time.perf_counter() - t
-    steps = np.asarray(mcmc.get_extra_fields()["num_steps"])
+    steps = np.asarray(post.sample_stats["n_steps"])  # (ArviZ's name for num_steps)
     grads = float(steps.sum())  # every chain's sampling-phase gradients
     row = {"kernel": name, "seed": seed, "leapfrog": float(steps.mean()), "wall_s": wall}
     for q in CLASSIFICATION_QUANTITIES:

@@ -2,8 +2,9 @@
 
 For each model (an MLP on digits, LeNet-5 on 28x28 images, a small ResNet-FRN on 32x32
 images) and each sampler, a fresh process (nothing compiled, no persistent cache) times
-``hmc``/``nuts`` with one warmup iteration and one draw (HMC: a short fixed trajectory; NUTS:
-trees of depth at most 2), then, in the same process, the reference: ``jax.jit`` of
+``bp.fit`` with one warmup iteration and one draw (HMC: a short fixed trajectory; NUTS:
+trees of depth at most 2) up to its ``Posterior`` (the draws and their per-row
+log-likelihoods), then, in the same process, the reference: ``jax.jit`` of
 ``value_and_grad`` of the same potential (data as arguments), compiled and run once. It prints
 ``ratio = first draw / reference`` (target <= 2), the XLA compilations during the run (all,
 and those of programs holding the network's gradient, by a marker on the network's output)
@@ -34,7 +35,8 @@ def _child(model_name: str, algo: str) -> dict:
     import numpy as np
 
     import bnn_ppl as bp
-    from bnn_ppl.inference import full_batch_potential, hmc, nuts
+    from bnn_ppl.config import HMCConfig, NUTSConfig
+    from bnn_ppl.inference import full_batch_potential
     from bnn_ppl.models import MLP, LeNet5, ResNet20FRN
 
     mark = 7654321.0  # exact in float32; the backward pass of the marker puts it in a program
@@ -79,13 +81,14 @@ def _child(model_name: str, algo: str) -> dict:
     jax.monitoring.register_event_duration_secs_listener(on_duration)
     dumps = tempfile.mkdtemp()
     jax.config.update("jax_dump_ir_to", os.path.join(dumps, "run"))
-    kw = dict(num_warmup=1, num_samples=1, rng_key=jax.random.key(0))
-    cpu, wall = time.process_time(), time.perf_counter()
+    kw = dict(num_warmup=1, num_samples=1)
     if algo == "hmc":
-        m = hmc(model, x, y, trajectory_length=0.05, step_size=0.01, **kw)
+        config = HMCConfig(trajectory_length=0.05, step_size=0.01, **kw)
     else:
-        m = nuts(model, x, y, max_tree_depth=2, **kw)
-    jax.block_until_ready(m.get_samples())
+        config = NUTSConfig(max_tree_depth=2, **kw)
+    cpu, wall = time.process_time(), time.perf_counter()
+    post = bp.fit(model, (x, y), config, jax.random.key(0), progress_bar=False)
+    jax.block_until_ready((post.samples, post.log_likelihood))
     first = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu}
     run_log, log[:] = list(log), []
     jax.config.update("jax_dump_ir_to", "")
