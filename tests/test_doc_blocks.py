@@ -143,28 +143,53 @@ def _generate_module():
     return _generate
 
 
-def _catalogue(records: dict[str, dict], folder: Path, monkeypatch) -> list[str]:
-    """The generated catalogue's lines for these records (stem -> JSON), written to ``folder``."""
+def _catalogue(records: dict[str, dict], folder: Path, monkeypatch) -> dict[str, str]:
+    """The generated catalogue for these records (stem -> JSON), written to ``folder``: file name
+    -> Markdown, for ``README.md``, ``catalogue.md`` and each data set's page."""
     generate = _generate_module()
     for stem, record in records.items():
         (folder / f"{stem}.json").write_text(json.dumps(record))
     monkeypatch.setattr(generate, "REFERENCES", folder)
-    return generate.catalogue().splitlines()
+    return {path.name: text for path, text in generate.catalogue_pages().items()}
 
 
-def _rows(lines: list[str]) -> dict[str, str]:
-    """The catalogue's table rows by their first cell (``| `stem```)."""
-    return {line.split(" | ")[0]: line for line in lines if line.startswith("| `")}
+def _rows(pages: dict[str, str]) -> dict[str, str]:
+    """The data sets' pages' table rows by their first cell (``| `stem```)."""
+    return {
+        line.split(" | ")[0]: line
+        for name, text in pages.items()
+        if name not in ("README.md", "catalogue.md")
+        for line in text.splitlines()
+        if line.startswith("| `")
+    }
 
 
 def test_reference_catalogue_is_generated_from_the_records():
-    _generate = _generate_module()
-    stored = (ROOT / "examples" / "references" / "README.md").read_text()
-    assert stored == _generate.catalogue(), "run: python docs/_generate.py"
+    generate = _generate_module()
+    pages = generate.catalogue_pages()
+    for path, text in pages.items():  # the README, the index page, one page per data set
+        assert path.exists() and path.read_text() == text, (
+            f"{path.relative_to(ROOT)} is stale: run python docs/_generate.py"
+        )
+    assert generate.stale_catalogue_pages(pages) == [], "run: python docs/_generate.py"
+    docs = generate.CATALOGUE_DOCS
+    slugs = [generate.catalogue_slug(name) for name in generate.catalogue_sections()]
+    per_set = [docs / f"{slug}.md" for slug in slugs]
+    assert set(pages) == {generate.REFERENCES / "README.md", docs / "catalogue.md", *per_set}
     records = sorted((ROOT / "examples" / "references").glob("*.json"))
     assert len(records) > 0
-    for record in records:  # one row per record
-        assert f"| `{record.stem}` |" in stored
+    for record in records:  # one row per record, on one data set's page
+        rows = [p for p in per_set for line in pages[p].splitlines()
+                if line.startswith(f"| `{record.stem}` |")]  # fmt: skip
+        assert len(rows) == 1, f"{record.stem}: {len(rows)} rows"
+    # every data set's page linked from the README (GitHub) and the docs' index and toctree
+    readme = pages[generate.REFERENCES / "README.md"]
+    links = re.findall(r"\]\((\.\./\.\./docs/references/[^)]+)\)", readme)
+    assert [(generate.REFERENCES / link).resolve() for link in links] == per_set
+    index = pages[docs / "catalogue.md"]
+    assert re.findall(r"\{doc\}`[^`<]+ <([^>]+)>`", index) == slugs
+    toctree = index.split("```{toctree}\n", 1)[1].split("```", 1)[0].splitlines()
+    assert toctree == [":hidden:", ":maxdepth: 1", "", *slugs]
 
 
 def test_the_catalogue_gives_a_resumed_run_the_time_every_call_committed(tmp_path, monkeypatch):
@@ -203,8 +228,34 @@ def test_the_catalogue_shortens_mlps_and_priors_and_keeps_regression_metrics_in_
 def test_the_catalogue_has_one_table_per_data_set_in_split_order(tmp_path, monkeypatch):
     data = {"b_split10": ("uci/b", 10), "b_split2": ("uci/b", 2), "a": ("a", None)}
     records = {stem: {"data": {"name": name, "split": k}} for stem, (name, k) in data.items()}
-    lines = _catalogue(records, tmp_path, monkeypatch)
-    heads = [i for i, line in enumerate(lines) if line.startswith("## ")]
-    assert [lines[i] for i in heads] == ["## a (1 record)", "## uci/b (2 records)"]
-    rows = [line.split(" | ")[:2] for line in lines[heads[1] :] if line.startswith("| `")]
+    records["b_split10"]["converged"] = True
+    pages = _catalogue(records, tmp_path, monkeypatch)
+    assert list(pages) == ["README.md", "catalogue.md", "a.md", "uci_b.md"]  # by name
+    assert pages["a.md"].startswith("# Stored references: a\n")
+    assert pages["uci_b.md"].startswith("# Stored references: uci/b\n")
+    assert "\n1 record, 0 converged, by split;" in pages["a.md"]
+    assert "\n2 records, 1 converged, by split;" in pages["uci_b.md"]
+    # the index: a row per data set, its records and how many converged
+    assert "\n| [a](../../docs/references/a.md) | 1 | 0 |\n" in pages["README.md"]
+    assert "\n| [uci/b](../../docs/references/uci_b.md) | 2 | 1 |\n" in pages["README.md"]
+    assert "\n| {doc}`uci/b <uci_b>` | 2 | 1 |\n" in pages["catalogue.md"]
+    lines = pages["uci_b.md"].splitlines()
+    rows = [line.split(" | ")[:2] for line in lines if line.startswith("| `")]
     assert rows == [["| `b_split2`", "2"], ["| `b_split10`", "10"]]  # by split, not by name
+
+
+def test_the_catalogue_removes_only_generated_pages_of_data_sets_gone(tmp_path, monkeypatch):
+    generate = _generate_module()
+    references, docs = tmp_path / "references", tmp_path / "docs"
+    references.mkdir()
+    docs.mkdir()
+    (references / "r.json").write_text(json.dumps({"data": {"name": "uci/x", "split": 0}}))
+    gone = docs / "uci_gone.md"  # a data set without records any more: its generated page
+    gone.write_text(f"# Stored references: uci/gone\n\n{generate.CATALOGUE_MARKER}\n")
+    written = docs / "notes.md"  # a page somebody wrote
+    written.write_text("# Notes\n")
+    monkeypatch.setattr(generate, "REFERENCES", references)
+    monkeypatch.setattr(generate, "CATALOGUE_DOCS", docs)
+    generate.write_catalogue()
+    assert sorted(p.name for p in docs.iterdir()) == ["catalogue.md", "notes.md", "uci_x.md"]
+    assert (references / "README.md").exists()
