@@ -33,6 +33,7 @@ CASES = {
         4,
     ),
     "hmc_overhead": (["--quick"], "hmc/raw", None),
+    "cpu_chunk": (["--quick"], "÷ default", None),
     "reference_mass_matrix": (["--quick"], "per 1000 gradients", None),
     "vs_blackjax": (["--quick"], "blackjax", None),
     "scaling": (["--quick"], "vs simulated devices", None),

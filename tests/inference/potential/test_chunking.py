@@ -78,14 +78,53 @@ def test_free_device_bytes_reads_memory_stats_or_says_none():
     assert chunking.free_device_bytes([dev({"bytes_in_use": 1})]) is None
 
 
-def test_default_on_cpu_is_unchanged_and_an_int_is_the_argument():
+def test_cpu_default_sizes_chunks_by_the_activations_of_a_row_and_an_int_is_the_argument():
     model, x, y = _problem()
+    row_x = jax.ShapeDtypeStruct((1, 6), np.float32)
+    row_y = jax.ShapeDtypeStruct((1,), np.int32)
+    per_row = chunking.activation_bytes_per_row(model, row_x, row_y)
+    # a small MLP's row takes well under 8 MiB / 1500 bytes: every row in one chunk
+    assert 0 < per_row < chunking.CPU_CHUNK_BYTES // 1500
     pot = full_batch_potential(model, x, y, devices=jax.devices()[:1])
-    assert (pot.chunk_size, pot.num_chunks) == device_rows(1500, 1, None) == (750, 2)
-    assert pot.chunk_rule == "cpu default"
+    assert (pot.chunk_size, pot.num_chunks, pot.chunk_rule) == (1500, 1, "cpu working set")
+    # ... and as many chunks as the budget needs when the row is wide: a hidden layer of
+    # 4,000 units (its pre-activation, bias and ReLU) takes over 8 MiB / 1500 rows
+    wide = bp.BNN(MLP(hidden=(4000,), out=3), bp.priors.Normal(0.3), bp.likelihoods.Categorical())
+    wide_row = chunking.activation_bytes_per_row(wide, row_x, row_y)
+    expected = chunking.cpu_chunk(1500, wide_row)
+    assert expected < 1500 and expected * wide_row <= chunking.CPU_CHUNK_BYTES
+    pot = full_batch_potential(wide, x, y, devices=jax.devices()[:1])
+    assert (pot.chunk_size, pot.num_chunks) == device_rows(1500, 1, expected)
+    # vectorized chains each hold their activations; chains run one after another do not
+    pot4 = full_batch_potential(wide, x, y, devices=jax.devices()[:1], vectorized_chains=4)
+    assert pot4.chunk_size == device_rows(1500, 1, chunking.cpu_chunk(1500, wide_row, 4))[0]
+    assert pot4.chunk_size < pot.chunk_size
+    seq = full_batch_potential(wide, x, y, devices=jax.devices()[:1], vectorized_chains=4,
+                               chain_batching="sequential")  # fmt: skip
+    assert seq.chunk_size == pot.chunk_size
     pot = full_batch_potential(model, x, y, devices=jax.devices()[:1], chunk_size=500)
     assert (pot.chunk_size, pot.num_chunks, pot.chunk_rule) == (500, 3, "chunk_size")
-    assert set(chunking.CHUNK_RULES) >= {"cpu default", "chunk_size"}
+    assert set(chunking.CHUNK_RULES) >= {"cpu working set", "cpu default", "chunk_size"}
+
+
+def test_activation_bytes_per_row_are_the_traced_intermediates_of_one_more_row():
+    """Linear in a hidden layer's width (each unit adds the same values per row), independent
+    of the parameters' own size (weights are not per row), and 4 bytes per float32 value."""
+    row_x = jax.ShapeDtypeStruct((1, 6), np.float32)
+    row_y = jax.ShapeDtypeStruct((1,), np.int32)
+
+    def per_row(width):
+        model = bp.BNN(MLP(hidden=(width,), out=3), bp.priors.Normal(0.3),
+                       bp.likelihoods.Categorical())  # fmt: skip
+        return chunking.activation_bytes_per_row(model, row_x, row_y)
+
+    b50, b100, b200 = per_row(50), per_row(100), per_row(200)
+    assert b200 - b100 == 2 * (b100 - b50) > 0
+    values_per_unit = (b100 - b50) / 50 / 4  # float32 values one hidden unit adds per row
+    assert values_per_unit == int(values_per_unit) and 2 <= values_per_unit <= 6
+    assert chunking.cpu_chunk(10**8, 1) == chunking.CPU_CHUNK_BYTES
+    assert chunking.cpu_chunk(10**6, 10**9) == chunking.CPU_MIN_CHUNK
+    assert chunking.cpu_chunk(10, 10**9) == 10  # never more rows than the device holds
 
 
 def test_auto_picks_one_chunk_when_memory_is_plenty_and_several_when_tight(monkeypatch):
