@@ -9,8 +9,8 @@ a regression BNN (MLP, Normal(1) prior, Gaussian(0.5) likelihood) for
        (b)  ``jit(value_and_grad(potential_fn))`` with the data closed over (the plain recipe),
        (b') the same with ``dynamic_args=True``, i.e. the data as jit arguments;
   (c)  ours, ``FullBatchPotential.value_and_grad`` (data as jit arguments) with
-       ``chunk_size=None`` (the library default: chunks of at most 1024 rows),
-       ``chunk_size=1024`` (explicitly; the same configuration) and ``chunk_size=n`` (1 chunk);
+       ``chunk_size=None`` (the library default: on the CPU, ``cpu_chunk``'s working-set rule),
+       ``chunk_size=1024`` (the earlier default) and ``chunk_size=n`` (1 chunk);
   (d)  the time per gradient inside a compiled ``mcmc.run`` of fixed-step HMC
        (``num_steps=K``, no adaptation, ``num_warmup=0``), wall time / (num_samples * K), for
        ``numpyro.infer.HMC(potential_fn=pot.potential_fn)`` (data closed over) and for

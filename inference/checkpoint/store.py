@@ -60,7 +60,8 @@ import jax
 import numpy as np
 
 from bnn_ppl import io
-from bnn_ppl.inference.potential.bnn import MEMORY_RULES
+from bnn_ppl.inference.potential.bnn import RECORDED_RULES
+from bnn_ppl.inference.potential.sharded_sum import DEFAULT_MAX_CHUNK
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -415,9 +416,9 @@ class CheckpointStore:
 # * ``model.potential_at_init`` - the potential's value at the initial parameters (catches a
 #   changed constant that the jaxpr shows only by name, such as an array the network closes over);
 # * ``versions`` - jax, jaxlib and numpyro (bit-exact resumes need the same programs);
-# * ``potential.memory_chunk`` - only where the chunk was chosen from free device memory
-#   (:mod:`bnn_ppl.inference.potential.bnn`): the chunk, which a resume takes again (the rounding
-#   of float32 sums depends on it).
+# * ``potential.memory_chunk`` - only where a rule chose the chunk (from free device memory, or
+#   the CPU rule from the network's activations: :mod:`bnn_ppl.inference.potential.bnn`): the
+#   chunk, which a resume takes again (the rounding of float32 sums depends on it).
 #
 # ``digest`` is the SHA-256 of all fields; :func:`check_same` compares two fingerprints and names
 # every differing field.
@@ -514,23 +515,30 @@ def run_fingerprint(
 
 def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, int | None]:
     """``(config to build the potential with, the chunk a run in checkpoint_dir recorded)``:
-    a run whose chunk the memory rule chose (``potential.memory_chunk`` in its verified
-    ``run.json``) resumes with that chunk, whatever memory is free now; an int ``chunk_size``,
-    or no such run, builds with ``config`` as it is (and the recorded chunk is ``None``)."""
+    a run whose chunk a rule chose (``potential.memory_chunk`` in its verified ``run.json``:
+    the memory rule, or the CPU rule) resumes with that chunk, whatever memory is free now or
+    whatever the rule would choose now; an int ``chunk_size``, or no such run, builds with
+    ``config`` as it is (and the recorded chunk is ``None``). A run on the CPU that recorded
+    no chunk was written when the CPU default was a fixed :data:`DEFAULT_MAX_CHUNK` rows: it
+    resumes with that chunk (recorded as ``None`` again, as it was)."""
     saved = saved_fingerprint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
     memory = (saved or {}).get("fields", {}).get("potential.memory_chunk")
-    if memory is None or isinstance(config.chunk_size, int):
+    if isinstance(config.chunk_size, int):
         return config, None
-    return dataclasses.replace(config, chunk_size=memory), memory
+    if memory is not None:
+        return dataclasses.replace(config, chunk_size=memory), memory
+    if saved is not None and config.chunk_size is None and jax.default_backend() == "cpu":
+        return dataclasses.replace(config, chunk_size=DEFAULT_MAX_CHUNK), None
+    return config, None
 
 
 def recorded_chunk(pot: Any, resumed: int | None) -> int | None:
     """The ``memory_chunk`` to fingerprint: the resumed run's, else the chunk of ``pot`` if
-    a memory rule chose it (:data:`~bnn_ppl.inference.potential.bnn.MEMORY_RULES`), else
+    a rule chose it (:data:`~bnn_ppl.inference.potential.bnn.RECORDED_RULES`), else
     ``None``."""
     if resumed is not None:
         return resumed
-    return pot.chunk_size if pot.chunk_rule in MEMORY_RULES else None
+    return pot.chunk_size if pot.chunk_rule in RECORDED_RULES else None
 
 
 _WHY = {
@@ -539,7 +547,10 @@ _WHY = {
     "model.potential_at_init": " (the model's prior, likelihood or constants changed)",
     "data.x": " (other training inputs)",
     "data.y": " (other training targets)",
-    "potential.memory_chunk": " (the chunk the memory rule chose from free device memory)",
+    "potential.memory_chunk": (
+        " (the chunk a rule chose: from free device memory, or on the CPU from the network's "
+        "activations)"
+    ),
 }
 
 

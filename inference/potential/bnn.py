@@ -78,6 +78,7 @@ __all__ = [
     "mesh_devices",
     "accumulation_dtype",
     "MEMORY_RULES",
+    "RECORDED_RULES",
     "PROBE_ROWS",
     "SAFETY",
     "CPU_CHUNK_BYTES",
@@ -515,14 +516,15 @@ def default_devices(num_rows: int, chunk_size: int | str | None) -> list[jax.Dev
 # network's traced intermediates of one row, times the vectorized chains; at least
 # CPU_MIN_CHUNK rows): small enough to stay in cache, large enough for XLA to spread a chunk's
 # matrix products over the cores. Per gradient on 2 CPU cores (``benchmarks/cpu_chunk.py``),
-# against the earlier fixed 1024 rows: an MLP(50, 50) on 200,000 rows 2.0x faster (8,192-16,384
-# rows best), LeNet-5 on 4,096 images 1.4x (64-128 best), a ResNet-FRN 1.6x (16-64 best); with
-# 4 vectorized chains the MLP's best is 1,024-2,048 rows.
+# against the earlier fixed 1024 rows: an MLP(50, 50) on 200,000 rows 1.8x faster, LeNet-5 on
+# 4,096 images 1.35x, a ResNet-FRN on 256 images 1.9x (the earlier rule: one chunk of 256);
+# with 4 vectorized chains the MLP's 1,653-row chunk is within 7 % of the best fixed size.
 #
-# On a GPU, a loop over small chunks leaves the device idle: on one H200 an MLP's full-batch gradient over 60,000 rows took 5.25 ms in chunks of 1017
-# rows and 1.11 ms in one chunk; a CNN-LSTM 247 ms vs 77 ms; a ResNet-20 679 ms with chunks of
-# 511 rows, 448 ms with chunks of 10,000 (fixed chunk sizes, ``benchmarks/gpu.py``). So on an
-# accelerator the default is the largest chunk that fits in free device memory, found thus:
+# On a GPU, a loop over small chunks leaves the device idle: on one H200 an MLP's full-batch
+# gradient over 60,000 rows took 5.25 ms in chunks of 1017 rows and 1.11 ms in one chunk; a CNN-LSTM
+# 247 ms vs 77 ms; a ResNet-20 679 ms with chunks of 511 rows, 448 ms with chunks of 10,000 (fixed
+# chunk sizes, ``benchmarks/gpu.py``). So on an accelerator the default is the largest chunk that
+# fits in free device memory, found thus:
 #
 # 1. compile the value and gradient of the potential for ONE probe chunk (at most
 #    :data:`PROBE_ROWS` rows, no loop) and read XLA's temporary memory
@@ -574,6 +576,9 @@ CHUNK_RULES = {
 }
 #: The rules that read free device memory (the chunk may differ between runs).
 MEMORY_RULES = ("fits in memory", "largest that fits", "no memory stats")
+#: The rules whose chunk a checkpoint records, so that a resume builds with it again: the
+#: memory rules, and the CPU rule (it may choose otherwise in another version).
+RECORDED_RULES = (*MEMORY_RULES, "cpu working set")
 
 
 def chunk_for_memory(

@@ -397,7 +397,7 @@ def model_potential(
         data_plate: the name of the plate over the rows.
         chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`
             (``devices`` may span processes, see above): ``chunk_size`` an int, ``None``
-            (1024 rows on the CPU backend, else the memory rule) or ``"auto"`` (the memory
+            (at most 1024 rows on the CPU backend, else the memory rule) or ``"auto"`` (the memory
             rule of :mod:`bnn_ppl.inference.potential.bnn` on any backend, with the model's own
             potential compiled for a probe chunk; not with several processes);
             :attr:`~bnn_ppl.inference.FullBatchPotential.chunk_rule` says which rule chose

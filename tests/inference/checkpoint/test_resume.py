@@ -439,6 +439,47 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
         np.testing.assert_array_equal(resumed.samples[name], value)
 
 
+@pytest.mark.parametrize("written_by", ["this version", "a version with a fixed CPU chunk"])
+def test_a_cpu_run_resumes_with_the_chunk_it_was_written_with(tmp_path, monkeypatch, written_by):
+    """The CPU rule's chunk is recorded and taken again on resume, whatever the rule would
+    choose now; a folder that recorded none (written when the CPU default was a fixed
+    ``DEFAULT_MAX_CHUNK``, here made 4 rows) resumes with that fixed chunk. Both end with the
+    uninterrupted run's draws, bit for bit."""
+    from bnn_ppl.inference.checkpoint import store
+    from bnn_ppl.inference.potential import bnn as chunking
+
+    c = cfg.HMCConfig(num_warmup=4, num_samples=6, trajectory_length=0.2, max_num_steps=8)
+    monkeypatch.setattr(chunking, "cpu_chunk", lambda rows, per_row, chains=1: min(rows, 4))
+    assert full_batch_potential(_model(), X, Y).num_chunks == 4
+    whole = fit(_model(), (X, Y), c, jax.random.key(0))
+    if written_by != "this version":
+        monkeypatch.setattr(store, "RECORDED_RULES", chunking.MEMORY_RULES)  # recorded nothing
+        monkeypatch.setattr(store, "DEFAULT_MAX_CHUNK", 4)  # ... and its fixed chunk was 4
+    commit, calls = CheckpointStore.commit, []
+
+    def dies_at_the_third_commit(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Killed
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointStore, "commit", dies_at_the_third_commit)
+    with pytest.raises(_Killed):
+        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=2)
+    monkeypatch.setattr(CheckpointStore, "commit", commit)
+    fields = json.loads((tmp_path / "run.json").read_text())["fingerprint"]["fields"]
+    assert fields.get("potential.memory_chunk") == (4 if written_by == "this version" else None)
+    # the rule now takes every row in one chunk (another program, other float32 sums)
+    monkeypatch.setattr(chunking, "cpu_chunk", lambda rows, per_row, chains=1: rows)
+    monkeypatch.setattr(store, "RECORDED_RULES", chunking.RECORDED_RULES)
+    assert full_batch_potential(_model(), X, Y).num_chunks == 1
+    resumed = fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path,
+                  checkpoint_every=2)  # fmt: skip
+    assert resumed.config["resumed_after_segment"] == 1
+    for name, value in whole.samples.items():
+        np.testing.assert_array_equal(resumed.samples[name], value)
+
+
 # ------------------------------------------------------------------------ SIGKILL, bit-exact
 CHILD = textwrap.dedent(
     """
