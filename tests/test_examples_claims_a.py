@@ -154,13 +154,13 @@ SLOW = {"cold_posterior.py", "regression_1d.py"}
         for s in sorted(set(TINY_FLAGS) - IN_PROCESS)
     ],
 )
-def test_example_runs(script: str, tmp_path: Path) -> None:
+def test_example_runs(script: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     flags = TINY_FLAGS[script]
     if "{data}" in flags and not UCI_DIR.is_dir():
         pytest.skip(f"no UCI data at {UCI_DIR}")
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)).replace("{data}", str(UCI_DIR)) for f in flags]
-    proc = _run(script, flags, cwd=tmp_path)
+    proc = _run(script, flags, cwd=tmp_path, node=request.node)
     _check_ok(proc)
     for row in EXPECTED_ROWS[script]:
         assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"

@@ -425,12 +425,12 @@ SLOW = {"agreement.py", "covariate_shift.py", "priors.py", "against_reference.py
     "script",
     [pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in sorted(TINY_FLAGS)],
 )
-def test_example_runs(script: str, tmp_path: Path) -> None:
+def test_example_runs(script: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS[script]]
     if script in PREPARE:
         PREPARE[script](out_dir)
-    proc = _run(script, flags, cwd=tmp_path)
+    proc = _run(script, flags, cwd=tmp_path, node=request.node)
     _check_ok(proc)
     for row in EXPECTED_ROWS[script]:
         assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"
@@ -447,7 +447,7 @@ def _needs_uci(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.slow  # eight tiny fits of MLP(50) on yacht: ~150 s on 2 shared cores, compiling
 def test_against_reference_runs_on_the_yacht_reference(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """The regression reference: test LL, RMSE and W2 columns, the record's figures in the
     reference's row, its chains' noise floor, the claims judged on LL/RMSE and W2."""
@@ -455,7 +455,8 @@ def test_against_reference_runs_on_the_yacht_reference(
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS["against_reference.py"]]
     ref = EXAMPLES / "references" / REFERENCES["yacht"]
-    proc = _run("against_reference.py", [*flags, "--reference", str(ref)], cwd=tmp_path)
+    proc = _run("against_reference.py", [*flags, "--reference", str(ref)], cwd=tmp_path,
+                node=request.node)
     _check_ok(proc)
     for row in ("test LL", "RMSE", "W2 w/ ref", "reference chains", "W2 gap", "noise sd 0.05"):
         assert row in proc.stdout, f"{row!r} not in the output:\n{proc.stdout}"

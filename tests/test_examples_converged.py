@@ -77,11 +77,12 @@ def test_convergence_summary_only_for_reference_runs() -> None:
     assert row.split() == ["no", "-", "-", "-", "0", "-", "-", "-"]
 
 
-def _unconverged_run(script: str, flags: list[str], tmp_path: Path) -> tuple[str, dict, Path]:
+def _unconverged_run(script: str, flags: list[str], tmp_path: Path,
+                     node: pytest.Item) -> tuple[str, dict, Path]:  # fmt: skip
     out = tmp_path / "out"
     proc = _run(script, [*flags, "--converged", "--max-train", "100", "--width", "4",
                          "--num-warmup", "20", "--segment-draws", "10", "--max-draws", "20",
-                         "--out", str(out)], cwd=tmp_path)  # fmt: skip
+                         "--out", str(out)], cwd=tmp_path, node=node)  # fmt: skip
     _check_ok(proc)
     assert CONVERGENCE_HEADER in proc.stdout
     return proc.stdout, json.loads((out / "summary.json").read_text()), out
@@ -101,8 +102,12 @@ def _check_rows(stdout: str, results: dict, out: Path) -> None:
 
 
 @pytest.mark.slow
-def test_cold_posterior_converged_mode_reports_and_excludes(tmp_path: Path) -> None:
-    stdout, payload, out = _unconverged_run("cold_posterior.py", ["--temperatures", "1"], tmp_path)
+def test_cold_posterior_converged_mode_reports_and_excludes(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    stdout, payload, out = _unconverged_run(
+        "cold_posterior.py", ["--temperatures", "1"], tmp_path, request.node
+    )
     assert set(payload["results"]) == {"T=1"}  # one setting: each costs minutes of compilation
     _check_rows(stdout, payload["results"], out)
     assert payload["verdicts"] == {
@@ -114,12 +119,15 @@ def test_cold_posterior_converged_mode_reports_and_excludes(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_priors_converged_mode_reports_and_excludes(tmp_path: Path) -> None:
+def test_priors_converged_mode_reports_and_excludes(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     ckpt = tmp_path / "ckpt"
     stdout, payload, out = _unconverged_run(
         "priors.py",
         ["--families", "normal", "--scales", "0.3", "--checkpoint-root", str(ckpt)],
         tmp_path,
+        request.node,
     )
     assert (ckpt / "normal" / "0.3" / "run.json").is_file()  # resumable: segments committed
     assert set(payload["results"]) == {"normal:0.3"}  # one prior: minutes of compilation each

@@ -215,12 +215,14 @@ CHECKS: dict[str, Callable[[str, Path, str], None]] = {"sgmcmc.py": _check_sgmcm
     [*(pytest.param(s, "default", marks=pytest.mark.slow) for s in sorted(TINY_FLAGS)),
      pytest.param("sgmcmc.py", "cnn", marks=pytest.mark.slow)],
 )  # fmt: skip
-def test_example_runs(script: str, variant: str, tmp_path: Path) -> None:
+def test_example_runs(
+    script: str, variant: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     out_dir = tmp_path / "out"
     flags = [f.replace("{out}", str(out_dir)) for f in TINY_FLAGS[script]]
     if variant == "cnn":
         flags = [*flags, *CNN_FLAGS]  # the last --cnn-dataset wins
-    proc = _run(script, flags, cwd=tmp_path)
+    proc = _run(script, flags, cwd=tmp_path, node=request.node)
     _check_ok(proc)
     for row in EXPECTED_ROWS[script]:
         assert row in proc.stdout, f"{row!r} not in the output of {script}:\n{proc.stdout}"
