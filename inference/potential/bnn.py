@@ -86,6 +86,7 @@ __all__ = [
     "activation_bytes_per_row",
     "choose_chunk",
     "cpu_chunk",
+    "traced_bytes",
     "chunk_for_memory",
     "free_device_bytes",
     "memory_chunk",
@@ -111,7 +112,7 @@ class FullBatchPotential:
         chunk_size: rows per chunk; ``num_chunks`` chunks per device.
         dtype: dtype in which the log-likelihood is accumulated.
         chunk_rule: what chose ``chunk_size``, a key of
-            :data:`bnn_ppl.inference.potential.bnn.CHUNK_RULES` (e.g. ``"cpu default"``).
+            :data:`bnn_ppl.inference.potential.bnn.CHUNK_RULES` (e.g. ``"cpu working set"``).
         chain_batching: ``"vectorized"``, ``"sequential"`` or ``"auto"`` (what vectorized
             chains do: :func:`full_batch_potential`).
     """
@@ -568,7 +569,6 @@ CHUNK_RULES = {
         "chunk_size=None on the CPU backend: the rows whose activations take about 8 MiB "
         "(at least 32)"
     ),
-    "cpu default": "chunk_size=None on the CPU backend (model_potential): at most 1024 rows",
     "fits in memory": "the memory rule: every row of a device in one chunk",
     "largest that fits": "the memory rule: the largest chunk that fits in free device memory",
     "no memory stats": "the memory rule, but a device reports no free memory: at most 1024 rows",
@@ -701,19 +701,19 @@ def potential_probe(
     return compile_probe
 
 
-def _traced_bytes(jaxpr: Any) -> int:
-    """Bytes of every value a jaxpr (and the jaxprs nested in it) computes."""
+def traced_bytes(jaxpr: Any) -> int:
+    """Bytes of every value a jaxpr (or closed jaxpr, and the jaxprs nested in it) computes."""
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
     total = 0
     for eqn in jaxpr.eqns:
         for v in eqn.outvars:
             shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
-            if shape is not None and dtype is not None:
-                total += int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            if shape is not None and isinstance(dtype, np.dtype):  # (not a PRNG key's type)
+                total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         for value in eqn.params.values():
             for sub in value if isinstance(value, (list, tuple)) else (value,):
                 if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-                    total += _traced_bytes(sub)
+                    total += traced_bytes(sub)
     return total
 
 
@@ -726,7 +726,7 @@ def activation_bytes_per_row(
 
     def traced(rows: int) -> int:
         x, y = (jax.ShapeDtypeStruct((rows, *r.shape[1:]), r.dtype) for r in (x_row, y_row))
-        return _traced_bytes(jax.make_jaxpr(model.log_likelihood)(params, x, y))
+        return traced_bytes(jax.make_jaxpr(model.log_likelihood)(params, x, y))
 
     return max(1, traced(2) - traced(1))
 

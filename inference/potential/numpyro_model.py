@@ -85,9 +85,11 @@ from bnn_ppl.flat_draws import init_to_prior_draw
 from bnn_ppl.inference.potential.bnn import (
     FullBatchPotential,
     accumulation_dtype,
+    cpu_chunk,
     is_real,
     memory_chunk,
     mesh_devices,
+    traced_bytes,
 )
 from bnn_ppl.inference.potential.bnn import compute_dtype as data_dtype
 from bnn_ppl.inference.potential.distributed import (
@@ -397,9 +399,11 @@ def model_potential(
         data_plate: the name of the plate over the rows.
         chunk_size, devices, dtype: as for :func:`~bnn_ppl.inference.full_batch_potential`
             (``devices`` may span processes, see above): ``chunk_size`` an int, ``None``
-            (at most 1024 rows on the CPU backend, else the memory rule) or ``"auto"`` (the memory
-            rule of :mod:`bnn_ppl.inference.potential.bnn` on any backend, with the model's own
-            potential compiled for a probe chunk; not with several processes);
+            (on the CPU backend the rows whose traced values take about 8 MiB, as for a
+            ``BNN``: :func:`~bnn_ppl.inference.potential.bnn.cpu_chunk`; else the memory
+            rule) or ``"auto"`` (the memory rule of :mod:`bnn_ppl.inference.potential.bnn` on
+            any backend, with the model's own potential compiled for a probe chunk; not with
+            several processes);
             :attr:`~bnn_ppl.inference.FullBatchPotential.chunk_rule` says which rule chose
             it.
         temperature, temper: ``T > 0``; ``"likelihood"`` or ``"posterior"`` (see above).
@@ -496,7 +500,8 @@ def model_potential(
     if chunk_size is None and layout is not None:
         rule = "several processes"
     elif chunk_size is None and devices[0].platform == "cpu":
-        rule = "cpu default"
+        per_row = _model_bytes_per_row(fields, arrays, devices[0])
+        chunk_size, rule = cpu_chunk(-(-n // len(devices)), per_row), "cpu working set"
     elif chunk_size in (None, "auto"):  # the memory rule of bnn_ppl.inference.potential.bnn
         data_bytes = 1 + sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize
                              for a in arrays.values())  # fmt: skip
@@ -523,6 +528,26 @@ def model_potential(
         data=sharded, mesh=mesh, num_data=n, chunk_size=chunk, num_chunks=num_chunks,
         _x_spec=None, chunk_rule=rule, **fields,
     )
+
+
+def _model_bytes_per_row(fields: dict, arrays: dict[str, np.ndarray], device: Any) -> int:
+    """Bytes of the values one more row adds to the potential's computation (its jaxpr traced
+    for one chunk of 2 rows and of 1, nothing compiled or run; at least 1), for the CPU rule."""
+    mesh = Mesh(np.asarray([device]), (DATA_AXIS,))
+    sharding = NamedSharding(mesh, P(DATA_AXIS))
+
+    def traced(rows: int) -> int:
+        data = ModelData(
+            {k: jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype, sharding=sharding)
+             for k, a in arrays.items()},
+            jax.ShapeDtypeStruct((rows,), bool, sharding=sharding),
+        )  # fmt: skip
+        pot = ModelPotential(data=data, mesh=mesh, num_data=rows, chunk_size=rows,
+                             num_chunks=1, _x_spec=None, **fields)  # type: ignore[arg-type]
+        u = jax.eval_shape(lambda: pot.init_params(jax.random.key(0)))
+        return traced_bytes(jax.make_jaxpr(lambda u, d: pot.potential_fn_gen(d)(u))(u, data))
+
+    return max(1, traced(2) - traced(1))
 
 
 def _model_probe(fields: dict, arrays: dict[str, np.ndarray], device: Any) -> Callable:

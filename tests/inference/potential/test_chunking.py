@@ -104,7 +104,7 @@ def test_cpu_default_sizes_chunks_by_the_activations_of_a_row_and_an_int_is_the_
     assert seq.chunk_size == pot.chunk_size
     pot = full_batch_potential(model, x, y, devices=jax.devices()[:1], chunk_size=500)
     assert (pot.chunk_size, pot.num_chunks, pot.chunk_rule) == (500, 3, "chunk_size")
-    assert set(chunking.CHUNK_RULES) >= {"cpu working set", "cpu default", "chunk_size"}
+    assert set(chunking.CHUNK_RULES) >= {"cpu working set", "chunk_size"}
 
 
 def test_activation_bytes_per_row_are_the_traced_intermediates_of_one_more_row():
@@ -223,3 +223,32 @@ def test_the_memory_rule_counts_every_vectorized_chain(monkeypatch):
 
 class _Stop(Exception):
     """Raised where the test has seen what it needs (nothing after it is run)."""
+
+
+def test_model_potential_sizes_its_cpu_chunks_by_the_values_of_a_row():
+    """A NumPyro model on the CPU: every row in one chunk for a narrow network; for a hidden
+    layer of 4,000 units (at least its product and tanh: 32 KB a row) chunks of at most
+    8 MiB / 32 KB rows."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    from bnn_ppl.inference import model_potential
+
+    def mlp(width):
+        def model(x, y=None):
+            w = numpyro.sample("w", dist.Normal(0, 1).expand([x.shape[1], width]).to_event(2))
+            v = numpyro.sample("v", dist.Normal(0, 1).expand([width]).to_event(1))
+            with numpyro.plate("data", x.shape[0]):
+                numpyro.sample("y", dist.Normal(jnp.tanh(x @ w) @ v, 1.0), obs=y)
+
+        return model
+
+    x = np.random.default_rng(0).normal(size=(1500, 2)).astype(np.float32)
+    data = {"x": x, "y": x[:, 0]}
+    one = jax.devices()[:1]
+    narrow = model_potential(mlp(8), data=data, devices=one)
+    assert (narrow.num_chunks, narrow.chunk_rule) == (1, "cpu working set")
+    wide = model_potential(mlp(4000), data=data, devices=one)
+    assert wide.chunk_rule == "cpu working set" and wide.num_chunks > 1
+    assert chunking.CPU_MIN_CHUNK <= wide.chunk_size <= chunking.CPU_CHUNK_BYTES // (2 * 4000 * 4)
