@@ -86,21 +86,17 @@ def _child(variant: str, n: int, warmup: int, draws: int, depth: int) -> dict:
                            num_samples=draws, progress_bar=False)  # fmt: skip
         mcmc.run(key, x, y, extra_fields=("num_steps",))
         args: tuple = (x, y)
-    elif variant == "model_potential":
-        pot = model_potential(model, data={"X": x, "Y": y})
-        mcmc = ReusingMCMC(OurNUTS(pot, max_tree_depth=depth), num_warmup=warmup,
-                           num_samples=draws, progress_bar=False, jit_model_args=True)  # fmt: skip
-        init_key, run_key = jax.random.split(key)
-        mcmc.run(run_key, *pot.args, init_params=pot.init_params(init_key),
-                 extra_fields=("num_steps",))  # fmt: skip
-        args = pot.args
     else:
-        import flax.linen as nn
-        import numpyro.distributions as dist
+        if variant == "model_potential":
+            pot = model_potential(model, data={"X": x, "Y": y})
+        else:
+            import flax.linen as nn
+            import numpyro.distributions as dist
 
-        net = MLP(hidden=(50, 50), out=1, activation=nn.tanh)
-        bnn = bp.BNN(net, bp.priors.Normal(1.0), bp.likelihoods.Gaussian(dist.HalfNormal(1.0)))
-        pot = full_batch_potential(bnn, x, y)
+            net = MLP(hidden=(50, 50), out=1, activation=nn.tanh)
+            bnn = bp.BNN(net, bp.priors.Normal(1.0),
+                         bp.likelihoods.Gaussian(dist.HalfNormal(1.0)))  # fmt: skip
+            pot = full_batch_potential(bnn, x, y)
         mcmc = ReusingMCMC(OurNUTS(pot, max_tree_depth=depth), num_warmup=warmup,
                            num_samples=draws, progress_bar=False, jit_model_args=True)  # fmt: skip
         init_key, run_key = jax.random.split(key)

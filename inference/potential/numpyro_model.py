@@ -530,21 +530,27 @@ def model_potential(
     )
 
 
+def _one_chunk(fields: dict, arrays: dict[str, np.ndarray], device: Any, rows: int) -> tuple:
+    """``(potential, data spec, parameters spec)`` of one chunk of ``rows`` rows on ``device``:
+    shapes only, nothing placed or run (the probes of the chunk rules)."""
+    mesh = Mesh(np.asarray([device]), (DATA_AXIS,))
+    sharding = NamedSharding(mesh, P(DATA_AXIS))
+    data = ModelData(
+        {k: jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype, sharding=sharding)
+         for k, a in arrays.items()},
+        jax.ShapeDtypeStruct((rows,), bool, sharding=sharding),
+    )  # fmt: skip
+    pot = ModelPotential(data=data, mesh=mesh, num_data=rows, chunk_size=rows,
+                         num_chunks=1, _x_spec=None, **fields)  # type: ignore[arg-type]
+    return pot, data, jax.eval_shape(lambda: pot.init_params(jax.random.key(0)))
+
+
 def _model_bytes_per_row(fields: dict, arrays: dict[str, np.ndarray], device: Any) -> int:
     """Bytes of the values one more row adds to the potential's computation (its jaxpr traced
     for one chunk of 2 rows and of 1, nothing compiled or run; at least 1), for the CPU rule."""
-    mesh = Mesh(np.asarray([device]), (DATA_AXIS,))
-    sharding = NamedSharding(mesh, P(DATA_AXIS))
 
     def traced(rows: int) -> int:
-        data = ModelData(
-            {k: jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype, sharding=sharding)
-             for k, a in arrays.items()},
-            jax.ShapeDtypeStruct((rows,), bool, sharding=sharding),
-        )  # fmt: skip
-        pot = ModelPotential(data=data, mesh=mesh, num_data=rows, chunk_size=rows,
-                             num_chunks=1, _x_spec=None, **fields)  # type: ignore[arg-type]
-        u = jax.eval_shape(lambda: pot.init_params(jax.random.key(0)))
+        pot, data, u = _one_chunk(fields, arrays, device, rows)
         return traced_bytes(jax.make_jaxpr(lambda u, d: pot.potential_fn_gen(d)(u))(u, data))
 
     return max(1, traced(2) - traced(1))
@@ -553,18 +559,9 @@ def _model_bytes_per_row(fields: dict, arrays: dict[str, np.ndarray], device: An
 def _model_probe(fields: dict, arrays: dict[str, np.ndarray], device: Any) -> Callable:
     """``rows -> Compiled``: the potential's value and gradient for one chunk of ``rows`` rows
     on ``device`` (shapes only: nothing runs, no data are placed), for the memory rule."""
-    mesh = Mesh(np.asarray([device]), (DATA_AXIS,))
-    sharding = NamedSharding(mesh, P(DATA_AXIS))
 
     def compile_probe(rows: int) -> Any:
-        data = ModelData(
-            {k: jax.ShapeDtypeStruct((rows, *a.shape[1:]), a.dtype, sharding=sharding)
-             for k, a in arrays.items()},
-            jax.ShapeDtypeStruct((rows,), bool, sharding=sharding),
-        )  # fmt: skip
-        pot = ModelPotential(data=data, mesh=mesh, num_data=rows, chunk_size=rows,
-                             num_chunks=1, _x_spec=None, **fields)  # type: ignore[arg-type]
-        u = jax.eval_shape(lambda: pot.init_params(jax.random.key(0)))
+        pot, data, u = _one_chunk(fields, arrays, device, rows)
         f = jax.jit(lambda u, d: jax.value_and_grad(pot.potential_fn_gen(d))(u))
         return f.lower(u, data).compile()
 

@@ -406,6 +406,23 @@ class _Killed(Exception):
     pass
 
 
+def _killed_after_one_segment(monkeypatch, c, folder) -> None:
+    """A checkpointed fit of ``c`` in ``folder`` that dies after its warmup and one segment of
+    2 draws are committed (at the third commit)."""
+    commit, calls = CheckpointStore.commit, []
+
+    def dies_at_the_third_commit(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise _Killed
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(CheckpointStore, "commit", dies_at_the_third_commit)
+    with pytest.raises(_Killed):
+        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=folder, checkpoint_every=2)
+    monkeypatch.setattr(CheckpointStore, "commit", commit)
+
+
 def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
     tmp_path, monkeypatch
 ):
@@ -416,18 +433,7 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
     c = cfg.HMCConfig(num_warmup=4, num_samples=6, trajectory_length=0.2, max_num_steps=8,
                       chunk_size="auto")  # fmt: skip
     whole = fit(_model(), (X, Y), c, jax.random.key(0))
-    commit, calls = CheckpointStore.commit, []
-
-    def dies_at_the_third_commit(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # warmup and one segment of 2 draws are committed
-            raise _Killed
-        return commit(self, *args, **kwargs)
-
-    monkeypatch.setattr(CheckpointStore, "commit", dies_at_the_third_commit)
-    with pytest.raises(_Killed):
-        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=2)
-    monkeypatch.setattr(CheckpointStore, "commit", commit)
+    _killed_after_one_segment(monkeypatch, c, tmp_path)
     saved = json.loads((tmp_path / "run.json").read_text())
     assert saved["fingerprint"]["fields"]["potential.memory_chunk"] == 16
     monkeypatch.setattr("bnn_ppl.inference.potential.bnn.free_device_bytes", lambda devices: 1)
@@ -455,18 +461,7 @@ def test_a_cpu_run_resumes_with_the_chunk_it_was_written_with(tmp_path, monkeypa
     if written_by != "this version":
         monkeypatch.setattr(store, "RECORDED_RULES", chunking.MEMORY_RULES)  # recorded nothing
         monkeypatch.setattr(store, "DEFAULT_MAX_CHUNK", 4)  # ... and its fixed chunk was 4
-    commit, calls = CheckpointStore.commit, []
-
-    def dies_at_the_third_commit(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            raise _Killed
-        return commit(self, *args, **kwargs)
-
-    monkeypatch.setattr(CheckpointStore, "commit", dies_at_the_third_commit)
-    with pytest.raises(_Killed):
-        fit(_model(), (X, Y), c, jax.random.key(0), checkpoint_dir=tmp_path, checkpoint_every=2)
-    monkeypatch.setattr(CheckpointStore, "commit", commit)
+    _killed_after_one_segment(monkeypatch, c, tmp_path)
     fields = json.loads((tmp_path / "run.json").read_text())["fingerprint"]["fields"]
     assert fields.get("potential.memory_chunk") == (4 if written_by == "this version" else None)
     # the rule now takes every row in one chunk (another program, other float32 sums)
