@@ -213,8 +213,9 @@ Converged (or, where stated, budget-stopped) HMC predictives written by `example
 predictive at every test row (`probs`, or Gaussian `mean` and `scale`, with `y_test`; newer files
 also each chain's average, `chain_probs` or `chain_mean`/`chain_scale`) and a `.json` the
 command, seed, commit, versions, data, model, the recipe's settings, every convergence check and
-the test metrics computed from the stored predictions (`tests/test_reference.py` recomputes them
-from the `.npz`, checked by its SHA-256). `examples/against_reference.py --reference NAME`
+the test metrics computed from the stored predictions
+(`tests/inference/reference/test_reference.py` recomputes them from the `.npz`, checked by its
+SHA-256). `examples/against_reference.py --reference NAME`
 measures other methods against any of them; the `command` field of a record's JSON file is
 the command that made it. What the runs taught is in the documentation's
 findings (reference runs, against the converged reference).
