@@ -256,7 +256,8 @@ def fit(
 
     Raises:
         TypeError: ``config`` is not a config dataclass, ``data`` of the wrong kind.
-        ValueError: bad data (see the methods), or a run whose draws are not finite.
+        ValueError: bad data (see the methods), a run whose draws are not finite, or a
+            process of several (``jax.distributed``: ``fit`` runs in one process).
 
     Example:
         >>> import jax, numpy as np
@@ -280,6 +281,15 @@ def fit(
             f"SVIConfig, MAPConfig, EnsembleConfig, SGLDConfig, ...), got {type(config).__name__}."
         )
     key = validation.check_key("rng_key", rng_key)
+    if jax.process_count() > 1:
+        raise InputValueError(
+            f"bp.fit runs in one process, and this is one of {jax.process_count()} "
+            "(jax.distributed; fit is not built for it: its Posterior would hold this "
+            "process's rows only). On "
+            "several hosts build the potential from each process's rows (full_batch_potential "
+            "or model_potential) and run NumPyro's MCMC on bnn_ppl.inference.HMC or NUTS (the "
+            "documentation's 'Run on several hosts')."
+        )
     bar = check_progress_bar(progress_bar)
     if on_check is not None and not isinstance(config, ReferenceHMCConfig):
         raise InputValueError(

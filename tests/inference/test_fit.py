@@ -248,6 +248,18 @@ def test_fit_refuses_bad_data_before_compiling(data_, match):
     assert compiles == []
 
 
+@pytest.mark.parametrize("config", [cfg.HMCConfig(), cfg.MAPConfig()])
+def test_fit_in_one_of_several_processes_is_refused_before_compiling(monkeypatch, config):
+    """Under jax.distributed fit's Posterior would hold the process's own rows only: refused,
+    naming the documented way (MCMC on a potential of every process's rows)."""
+    x, y = data()
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    with count_compiles() as compiles, pytest.raises(bp.InputError, match="one of 2") as e:
+        fit(linear_model(), (x, y), config, KEY)
+    assert "full_batch_potential" in str(e.value) and "several hosts" in str(e.value)
+    assert compiles == []
+
+
 def test_fit_refuses_what_is_not_a_config_or_a_bnn():
     x, y = data()
     with pytest.raises(TypeError, match="config"):
