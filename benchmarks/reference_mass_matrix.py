@@ -35,9 +35,9 @@ import jax
 import numpy as np
 
 import bnn_ppl as bp
+from bnn_ppl.config import HMCConfig
 from bnn_ppl.diagnostics import convergence
 from bnn_ppl.diagnostics.function_values import CLASSIFICATION_QUANTITIES, function_values
-from bnn_ppl.config import HMCConfig
 from bnn_ppl.inference import default_trajectory_length
 from bnn_ppl.models import MLP
 
