@@ -60,8 +60,7 @@ import jax
 import numpy as np
 
 from bnn_ppl import io
-from bnn_ppl.inference.potential.bnn import RECORDED_RULES
-from bnn_ppl.inference.potential.sharded_sum import DEFAULT_MAX_CHUNK
+from bnn_ppl.inference.potential.bnn import EARLIER_CPU_CHUNK, RECORDED_RULES
 from bnn_ppl.validation import InputValueError
 
 __all__ = [
@@ -519,7 +518,7 @@ def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, i
     the memory rule, or the CPU rule) resumes with that chunk, whatever memory is free now or
     whatever the rule would choose now; an int ``chunk_size``, or no such run, builds with
     ``config`` as it is (and the recorded chunk is ``None``). A run on the CPU that recorded
-    no chunk was written when the CPU default was a fixed :data:`DEFAULT_MAX_CHUNK` rows: it
+    no chunk was written when the CPU default was a fixed ``EARLIER_CPU_CHUNK`` rows: it
     resumes with that chunk (recorded as ``None`` again, as it was)."""
     saved = saved_fingerprint(checkpoint_dir) if os.path.isdir(checkpoint_dir) else None
     memory = (saved or {}).get("fields", {}).get("potential.memory_chunk")
@@ -528,7 +527,7 @@ def resume_chunk(config: Any, checkpoint_dir: str | os.PathLike) -> tuple[Any, i
     if memory is not None:
         return dataclasses.replace(config, chunk_size=memory), memory
     if saved is not None and config.chunk_size is None and jax.default_backend() == "cpu":
-        return dataclasses.replace(config, chunk_size=DEFAULT_MAX_CHUNK), None
+        return dataclasses.replace(config, chunk_size=EARLIER_CPU_CHUNK), None
     return config, None
 
 

@@ -58,6 +58,7 @@ from bnn_ppl.inference.potential.sharded_sum import (
     DATA_AXIS,
     DEFAULT_MAX_CHUNK,
     ShardedData,
+    bytes_per_row,
     chain_batched,
     has_convolution,
     pad_rows,
@@ -86,7 +87,7 @@ __all__ = [
     "activation_bytes_per_row",
     "choose_chunk",
     "cpu_chunk",
-    "traced_bytes",
+    "EARLIER_CPU_CHUNK",
     "chunk_for_memory",
     "free_device_bytes",
     "memory_chunk",
@@ -561,6 +562,9 @@ CPU_CHUNK_BYTES = 8 * 2**20
 """The CPU rule's activation bytes per chunk (:func:`cpu_chunk`)."""
 CPU_MIN_CHUNK = 32
 """The CPU rule's fewest rows per chunk (a ResNet's rows take megabytes each)."""
+EARLIER_CPU_CHUNK = 1024
+"""The CPU default before the CPU rule: a fixed chunk of at most this many rows (checkpoints
+written then recorded no chunk, and resume with it)."""
 
 #: What :attr:`~bnn_ppl.inference.FullBatchPotential.chunk_rule` can say, and what it means.
 CHUNK_RULES = {
@@ -701,20 +705,13 @@ def potential_probe(
     return compile_probe
 
 
-def traced_bytes(jaxpr: Any) -> int:
-    """Bytes of every value a jaxpr (or closed jaxpr, and the jaxprs nested in it) computes."""
-    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
-    total = 0
-    for eqn in jaxpr.eqns:
-        for v in eqn.outvars:
-            shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
-            if shape is not None and isinstance(dtype, np.dtype):  # (not a PRNG key's type)
-                total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        for value in eqn.params.values():
-            for sub in value if isinstance(value, (list, tuple)) else (value,):
-                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-                    total += traced_bytes(sub)
-    return total
+def _likelihood_jaxpr(
+    model: BNN, x_row: jax.ShapeDtypeStruct, y_row: jax.ShapeDtypeStruct, rows: int = 1
+) -> Any:
+    """The jaxpr of ``model``'s log-likelihood of ``rows`` rows (traced, not run)."""
+    params = jax.eval_shape(lambda k: model.init(k, x_row, method="network"), jax.random.key(0))
+    x, y = (jax.ShapeDtypeStruct((rows, *r.shape[1:]), r.dtype) for r in (x_row, y_row))
+    return jax.make_jaxpr(model.log_likelihood)(params, x, y)
 
 
 def activation_bytes_per_row(
@@ -722,13 +719,7 @@ def activation_bytes_per_row(
 ) -> int:
     """Bytes of the intermediate values one more row adds to ``model``'s log-likelihood (its
     jaxpr traced for 2 rows and for 1, nothing compiled or run; at least 1)."""
-    params = jax.eval_shape(lambda k: model.init(k, x_row, method="network"), jax.random.key(0))
-
-    def traced(rows: int) -> int:
-        x, y = (jax.ShapeDtypeStruct((rows, *r.shape[1:]), r.dtype) for r in (x_row, y_row))
-        return traced_bytes(jax.make_jaxpr(model.log_likelihood)(params, x, y))
-
-    return max(1, traced(2) - traced(1))
+    return bytes_per_row(lambda rows: _likelihood_jaxpr(model, x_row, y_row, rows))
 
 
 def cpu_chunk(rows_per_device: int, bytes_per_row: int, chains: int = 1) -> int:
@@ -751,8 +742,7 @@ def model_has_convolution(
     model: BNN, x_row: jax.ShapeDtypeStruct, y_row: jax.ShapeDtypeStruct
 ) -> bool:
     """Whether ``model``'s log-likelihood of one row has a convolution (traced, not run)."""
-    params = jax.eval_shape(lambda k: model.init(k, x_row, method="network"), jax.random.key(0))
-    return has_convolution(jax.make_jaxpr(model.log_likelihood)(params, x_row, y_row))
+    return has_convolution(_likelihood_jaxpr(model, x_row, y_row))
 
 
 def choose_chunk(

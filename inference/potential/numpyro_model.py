@@ -89,7 +89,6 @@ from bnn_ppl.inference.potential.bnn import (
     is_real,
     memory_chunk,
     mesh_devices,
-    traced_bytes,
 )
 from bnn_ppl.inference.potential.bnn import compute_dtype as data_dtype
 from bnn_ppl.inference.potential.distributed import (
@@ -112,6 +111,7 @@ from bnn_ppl.inference.potential.model_structure import (
 from bnn_ppl.inference.potential.sharded_sum import (
     CHAIN_BATCHING,
     DATA_AXIS,
+    bytes_per_row,
     chain_batched,
     device_rows,
     pad_rows,
@@ -549,11 +549,11 @@ def _model_bytes_per_row(fields: dict, arrays: dict[str, np.ndarray], device: An
     """Bytes of the values one more row adds to the potential's computation (its jaxpr traced
     for one chunk of 2 rows and of 1, nothing compiled or run; at least 1), for the CPU rule."""
 
-    def traced(rows: int) -> int:
+    def jaxpr(rows: int) -> Any:
         pot, data, u = _one_chunk(fields, arrays, device, rows)
-        return traced_bytes(jax.make_jaxpr(lambda u, d: pot.potential_fn_gen(d)(u))(u, data))
+        return jax.make_jaxpr(lambda u, d: pot.potential_fn_gen(d)(u))(u, data)
 
-    return max(1, traced(2) - traced(1))
+    return bytes_per_row(jaxpr)
 
 
 def _model_probe(fields: dict, arrays: dict[str, np.ndarray], device: Any) -> Callable:

@@ -22,7 +22,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import jax
@@ -41,7 +41,9 @@ __all__ = [
     "DEFAULT_MAX_CHUNK",
     "chain_batched",
     "device_rows",
+    "bytes_per_row",
     "has_convolution",
+    "traced_bytes",
     "pad_rows",
     "sequential",
     "sharded_chunked_sum",
@@ -105,18 +107,41 @@ def _params_only_jvp(primals: tuple, tangents: tuple) -> tuple:
     )
 
 
+def _sub_jaxprs(eqn: Any) -> Iterator[Any]:
+    """The jaxprs (or closed jaxprs) an equation holds in its parameters (a loop's body, a
+    ``pjit``'s callee, a ``shard_map``'s body, a ``custom_vjp``'s function)."""
+    for v in eqn.params.values():
+        for sub in v if isinstance(v, (list, tuple)) else (v,):
+            if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
+                yield sub
+
+
 def has_convolution(jaxpr: Any) -> bool:
     """Whether a jaxpr (or closed jaxpr), or any jaxpr nested in it, has a convolution."""
     jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    return any(
+        eqn.primitive.name == "conv_general_dilated" or any(map(has_convolution, _sub_jaxprs(eqn)))
+        for eqn in jaxpr.eqns
+    )
+
+
+def traced_bytes(jaxpr: Any) -> int:
+    """Bytes of every value a jaxpr (or closed jaxpr, and the jaxprs nested in it) computes."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    total = 0
     for eqn in jaxpr.eqns:
-        if eqn.primitive.name == "conv_general_dilated":
-            return True
-        for v in eqn.params.values():
-            for sub in v if isinstance(v, (list, tuple)) else (v,):
-                if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None), "eqns"):
-                    if has_convolution(sub):
-                        return True
-    return False
+        for v in eqn.outvars:
+            shape, dtype = getattr(v.aval, "shape", None), getattr(v.aval, "dtype", None)
+            if shape is not None and isinstance(dtype, np.dtype):  # (not a PRNG key's type)
+                total += int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        total += sum(map(traced_bytes, _sub_jaxprs(eqn)))
+    return total
+
+
+def bytes_per_row(jaxpr_for: Callable[[int], Any]) -> int:
+    """Bytes of the values one more row adds: ``traced_bytes`` of ``jaxpr_for(2)`` (a jaxpr
+    traced for 2 rows) less that of ``jaxpr_for(1)``; at least 1."""
+    return max(1, traced_bytes(jaxpr_for(2)) - traced_bytes(jaxpr_for(1)))
 
 
 def sequential(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -449,7 +449,7 @@ def test_a_resume_takes_the_chunk_the_memory_rule_chose_whatever_memory_is_free(
 def test_a_cpu_run_resumes_with_the_chunk_it_was_written_with(tmp_path, monkeypatch, written_by):
     """The CPU rule's chunk is recorded and taken again on resume, whatever the rule would
     choose now; a folder that recorded none (written when the CPU default was a fixed
-    ``DEFAULT_MAX_CHUNK``, here made 4 rows) resumes with that fixed chunk. Both end with the
+    ``EARLIER_CPU_CHUNK``, here made 4 rows) resumes with that fixed chunk. Both end with the
     uninterrupted run's draws, bit for bit."""
     from bnn_ppl.inference.checkpoint import store
     from bnn_ppl.inference.potential import bnn as chunking
@@ -460,7 +460,7 @@ def test_a_cpu_run_resumes_with_the_chunk_it_was_written_with(tmp_path, monkeypa
     whole = fit(_model(), (X, Y), c, jax.random.key(0))
     if written_by != "this version":
         monkeypatch.setattr(store, "RECORDED_RULES", chunking.MEMORY_RULES)  # recorded nothing
-        monkeypatch.setattr(store, "DEFAULT_MAX_CHUNK", 4)  # ... and its fixed chunk was 4
+        monkeypatch.setattr(store, "EARLIER_CPU_CHUNK", 4)  # ... and its fixed chunk was 4
     _killed_after_one_segment(monkeypatch, c, tmp_path)
     fields = json.loads((tmp_path / "run.json").read_text())["fingerprint"]["fields"]
     assert fields.get("potential.memory_chunk") == (4 if written_by == "this version" else None)
